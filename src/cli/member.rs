@@ -1,0 +1,309 @@
+//! `steward member ...` and `steward cluster status`: membership changes and the Raft view of
+//! the cluster, as tables or JSON/YAML (proto field names in lowerCamelCase).
+
+use serde_json::{json, Value};
+
+use super::render::{self, OutputFormat, Table};
+use super::GlobalOpts;
+use crate::client::{ClusterStatusReply, MemberListReply};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum MemberCommand {
+    /// List members with the leader's view of their replication.
+    List,
+    /// Add a running node (started with `steward serve --id N ...` and no initial members) as a
+    /// learner; returns once it has caught up.
+    AddLearner {
+        /// The new node's id; never reuse a removed node's id.
+        #[arg(long)]
+        id: u64,
+        /// Its peer (Raft) address, host:port.
+        #[arg(long)]
+        peer_addr: String,
+        /// Its client API address, host:port.
+        #[arg(long)]
+        client_addr: String,
+    },
+    /// Make a learner a voter.
+    Promote {
+        /// The learner's id.
+        id: u64,
+    },
+    /// Remove a voter or learner; its id is retired.
+    Remove {
+        /// The member's id.
+        id: u64,
+    },
+    /// Hand leadership to another voter.
+    TransferLeader {
+        /// The new leader; omit to pick the most up-to-date other voter.
+        id: Option<u64>,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ClusterCommand {
+    /// Every node's Raft state: role, term, log indexes, applied revision.
+    Status,
+}
+
+/// `steward member ...`.
+pub async fn run_member(cmd: MemberCommand, global: &GlobalOpts) -> anyhow::Result<()> {
+    let client = global.client()?;
+    let (reply, done) = match cmd {
+        MemberCommand::List => (client.member_list().await?, None),
+        MemberCommand::AddLearner {
+            id,
+            peer_addr,
+            client_addr,
+        } => {
+            let reply = client.add_learner(id, &peer_addr, &client_addr).await?;
+            (reply, Some(format!("Member {id} added as a learner")))
+        }
+        MemberCommand::Promote { id } => (
+            client.promote(id).await?,
+            Some(format!("Member {id} promoted to voter")),
+        ),
+        MemberCommand::Remove { id } => (
+            client.remove_member(id).await?,
+            Some(format!("Member {id} removed")),
+        ),
+        MemberCommand::TransferLeader { id } => {
+            let reply = client.transfer_leader(id.unwrap_or(0)).await?;
+            let leader = reply.leader_id;
+            (reply, Some(format!("Leader is now member {leader}")))
+        }
+    };
+    match global.output {
+        OutputFormat::Table => {
+            if let Some(line) = done {
+                println!("{line}");
+            }
+            print!("{}", member_table(&reply).render());
+        }
+        format => print!("{}", render::structured(&member_list_json(&reply), format)?),
+    }
+    Ok(())
+}
+
+/// `steward cluster ...`.
+pub async fn run_cluster(cmd: ClusterCommand, global: &GlobalOpts) -> anyhow::Result<()> {
+    let client = global.client()?;
+    match cmd {
+        ClusterCommand::Status => {
+            let reply = client.cluster_status().await?;
+            match global.output {
+                OutputFormat::Table => print!("{}", status_table(&reply).render()),
+                format => print!(
+                    "{}",
+                    render::structured(&cluster_status_json(&reply), format)?
+                ),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// ID PEER CLIENT ROLE LEADER TERM MATCHED APPLIED LAG REACHABLE, leader marked with `*`.
+pub fn member_table(reply: &MemberListReply) -> Table {
+    let mut table = Table::new(&[
+        "ID",
+        "PEER",
+        "CLIENT",
+        "ROLE",
+        "LEADER",
+        "TERM",
+        "MATCHED",
+        "APPLIED",
+        "LAG",
+        "REACHABLE",
+    ]);
+    for m in &reply.members {
+        table.row(vec![
+            m.id.to_string(),
+            m.peer_addr.clone(),
+            m.client_addr.clone(),
+            if m.voter { "voter" } else { "learner" }.to_string(),
+            if m.leader { "*" } else { "" }.to_string(),
+            m.term.to_string(),
+            m.matched_index.to_string(),
+            m.applied_index.to_string(),
+            m.lag.to_string(),
+            if m.reachable { "yes" } else { "no" }.to_string(),
+        ]);
+    }
+    table
+}
+
+/// One row per node: how it sees itself (or why it did not answer).
+pub fn status_table(reply: &ClusterStatusReply) -> Table {
+    let mut table = Table::new(&[
+        "ID",
+        "CLIENT",
+        "STATE",
+        "LEADER",
+        "TERM",
+        "LAST-LOG",
+        "COMMITTED",
+        "APPLIED",
+        "SNAPSHOT",
+        "PURGED",
+        "REVISION",
+        "ERROR",
+    ]);
+    for n in &reply.nodes {
+        let marker = if n.id == reply.leader_id && reply.leader_id != 0 {
+            "*"
+        } else {
+            ""
+        };
+        table.row(vec![
+            n.id.to_string(),
+            n.client_addr.clone(),
+            n.state.clone(),
+            format!("{}{marker}", n.leader_id),
+            n.term.to_string(),
+            n.last_log_index.to_string(),
+            n.committed_index.to_string(),
+            n.applied_index.to_string(),
+            n.snapshot_index.to_string(),
+            n.purged_index.to_string(),
+            n.revision.to_string(),
+            n.error.clone(),
+        ]);
+    }
+    table
+}
+
+/// The member list in proto3 JSON naming.
+pub fn member_list_json(reply: &MemberListReply) -> Value {
+    let members: Vec<Value> = reply
+        .members
+        .iter()
+        .map(|m| {
+            json!({
+                "id": m.id,
+                "peerAddr": m.peer_addr,
+                "clientAddr": m.client_addr,
+                "voter": m.voter,
+                "leader": m.leader,
+                "term": m.term,
+                "matchedIndex": m.matched_index,
+                "appliedIndex": m.applied_index,
+                "lag": m.lag,
+                "reachable": m.reachable,
+            })
+        })
+        .collect();
+    json!({
+        "leaderId": reply.leader_id,
+        "term": reply.term,
+        "lastLogIndex": reply.last_log_index,
+        "members": members,
+    })
+}
+
+/// The cluster status in proto3 JSON naming.
+pub fn cluster_status_json(reply: &ClusterStatusReply) -> Value {
+    let nodes: Vec<Value> = reply
+        .nodes
+        .iter()
+        .map(|n| {
+            json!({
+                "id": n.id,
+                "peerAddr": n.peer_addr,
+                "clientAddr": n.client_addr,
+                "state": n.state,
+                "term": n.term,
+                "leaderId": n.leader_id,
+                "lastLogIndex": n.last_log_index,
+                "committedIndex": n.committed_index,
+                "appliedIndex": n.applied_index,
+                "snapshotIndex": n.snapshot_index,
+                "purgedIndex": n.purged_index,
+                "revision": n.revision,
+                "error": n.error,
+            })
+        })
+        .collect();
+    json!({ "leaderId": reply.leader_id, "nodes": nodes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::{Member, NodeStatus};
+
+    fn members() -> MemberListReply {
+        let member = |id: u64, leader: bool, voter: bool| Member {
+            id,
+            peer_addr: format!("127.0.0.1:710{id}"),
+            client_addr: format!("127.0.0.1:700{id}"),
+            voter,
+            leader,
+            term: 3,
+            matched_index: 40,
+            applied_index: 40,
+            lag: 0,
+            reachable: true,
+        };
+        MemberListReply {
+            members: vec![member(1, true, true), member(4, false, false)],
+            leader_id: 1,
+            term: 3,
+            last_log_index: 40,
+        }
+    }
+
+    #[test]
+    fn member_tables_mark_the_leader() {
+        let text = member_table(&members()).render();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "ID   PEER             CLIENT           ROLE      LEADER   TERM   MATCHED   APPLIED   LAG   REACHABLE"
+        );
+        assert_eq!(
+            lines[1],
+            "1    127.0.0.1:7101   127.0.0.1:7001   voter     *        3      40        40        0     yes"
+        );
+        assert!(
+            lines[2].starts_with("4    127.0.0.1:7104   127.0.0.1:7004   learner            3"),
+            "{}",
+            lines[2]
+        );
+    }
+
+    #[test]
+    fn member_json_uses_proto_names() {
+        let value = member_list_json(&members());
+        assert_eq!(value["leaderId"], 1);
+        assert_eq!(value["members"][1]["voter"], false);
+        assert_eq!(value["members"][0]["peerAddr"], "127.0.0.1:7101");
+    }
+
+    #[test]
+    fn status_tables_show_each_node() {
+        let node = NodeStatus {
+            id: 2,
+            state: "unreachable".into(),
+            error: "connection refused".into(),
+            ..NodeStatus::default()
+        };
+        let reply = ClusterStatusReply {
+            nodes: vec![node],
+            leader_id: 1,
+        };
+        let text = status_table(&reply).render();
+        assert!(
+            text.lines()
+                .nth(1)
+                .is_some_and(|l| l.starts_with("2") && l.ends_with("connection refused")),
+            "{text}"
+        );
+        assert_eq!(
+            cluster_status_json(&reply)["nodes"][0]["state"],
+            "unreachable"
+        );
+    }
+}

@@ -1,0 +1,212 @@
+//! The `steward` command line: clap definitions, dispatch to one module per command group, and
+//! the one-line error report. Called only by src/main.rs.
+//!
+//! - `serve`, `dev`: run nodes (serve.rs, dev.rs; dev writes configs with node_config.rs)
+//! - `apply`, `get`, `delete`, `watch`: resources (apply.rs, resource.rs, watch.rs)
+//! - `member ...`, `cluster status`: membership (member.rs)
+//! - render.rs: tables, JSON and YAML output shared by all of them.
+
+mod apply;
+mod dev;
+mod member;
+pub mod node_config;
+mod render;
+mod resource;
+mod serve;
+mod watch;
+
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::client::{split_endpoints, Client};
+
+pub use render::OutputFormat;
+
+/// The default endpoints: the loopback cluster of `steward dev` and cluster-configs/3-node.
+pub const DEFAULT_ENDPOINTS: &str = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003";
+
+/// steward: a Raft-replicated coordinator for control planes.
+#[derive(Debug, Parser)]
+#[command(name = "steward", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalOpts,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command accepts.
+#[derive(Debug, clap::Args)]
+pub struct GlobalOpts {
+    /// Comma-separated client endpoints (host:port); any node serves any request.
+    #[arg(long, global = true, env = "STEWARD_ENDPOINTS", default_value = DEFAULT_ENDPOINTS)]
+    pub endpoints: String,
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+    /// Deadline of one request, retries included (e.g. 10s, 500ms).
+    #[arg(long, global = true, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one node.
+    Serve(serve::ServeArgs),
+    /// Run a local cluster (one process per node) until Ctrl-C.
+    Dev(dev::DevArgs),
+    /// Create or update objects from a JSON or YAML file.
+    Apply(apply::ApplyArgs),
+    /// Show one object or list objects of a kind.
+    Get(resource::GetArgs),
+    /// Delete one object.
+    Delete(resource::DeleteArgs),
+    /// Print changes to objects of a kind as they happen.
+    Watch(watch::WatchArgs),
+    /// Cluster membership.
+    #[command(subcommand)]
+    Member(member::MemberCommand),
+    /// Cluster state.
+    #[command(subcommand)]
+    Cluster(member::ClusterCommand),
+}
+
+impl Cli {
+    /// The tracing filter to use when RUST_LOG is not set: nodes log their life, client commands
+    /// only trouble.
+    pub fn default_log_filter(&self) -> &'static str {
+        match self.command {
+            Command::Serve(_) | Command::Dev(_) => "info",
+            _ => "warn",
+        }
+    }
+}
+
+impl GlobalOpts {
+    /// A client of `--endpoints` with `--timeout` per request.
+    pub fn client(&self) -> anyhow::Result<Client> {
+        let endpoints = split_endpoints(&self.endpoints);
+        if endpoints.is_empty() {
+            anyhow::bail!("--endpoints is empty");
+        }
+        Client::connect_with_timeout(&endpoints, self.timeout)
+    }
+}
+
+/// Runs the command. Errors are reported by the caller with `describe_error`.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let global = &cli.global;
+    match cli.command {
+        Command::Serve(args) => serve::run(args).await,
+        Command::Dev(args) => dev::run(args, global).await,
+        Command::Apply(args) => apply::run(args, global).await,
+        Command::Get(args) => resource::get(args, global).await,
+        Command::Delete(args) => resource::delete(args, global).await,
+        Command::Watch(args) => watch::run(args, global).await,
+        Command::Member(cmd) => member::run_member(cmd, global).await,
+        Command::Cluster(cmd) => member::run_cluster(cmd, global).await,
+    }
+}
+
+/// Resolves on the first Ctrl-C (SIGINT) or SIGTERM. If a handler cannot be installed, that
+/// signal keeps its default action (the process ends), so waiting forever is right.
+pub(crate) async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let terminate = async {
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                term.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate => {}
+    }
+}
+
+/// The error as one line: `<Code>: <message>` for a gRPC status (`NotFound: Director/default/x
+/// not found`), the plain message chain otherwise.
+pub fn describe_error(err: &anyhow::Error) -> String {
+    if let Some(status) = err.chain().find_map(|e| e.downcast_ref::<tonic::Status>()) {
+        let context: Vec<String> = err
+            .chain()
+            .take_while(|e| e.downcast_ref::<tonic::Status>().is_none())
+            .map(|e| e.to_string())
+            .collect();
+        let line = describe_status(status);
+        return if context.is_empty() {
+            line
+        } else {
+            format!("{}: {line}", context.join(": "))
+        };
+    }
+    let parts: Vec<String> = err.chain().map(|e| e.to_string()).collect();
+    one_line(&parts.join(": "))
+}
+
+/// `<Code>: <message>`, with the code as its gRPC name.
+pub fn describe_status(status: &tonic::Status) -> String {
+    let message = if status.message().is_empty() {
+        status.code().description().to_string()
+    } else {
+        one_line(status.message())
+    };
+    format!("{:?}: {message}", status.code())
+}
+
+/// Folds newlines so an error stays on one line.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_errors_read_code_then_message() {
+        let err = anyhow::Error::new(tonic::Status::not_found("Director/default/x not found"));
+        assert_eq!(
+            describe_error(&err),
+            "NotFound: Director/default/x not found"
+        );
+        let err =
+            anyhow::Error::new(tonic::Status::aborted("stale\nrevision")).context("Director/a");
+        assert_eq!(describe_error(&err), "Director/a: Aborted: stale revision");
+    }
+
+    #[test]
+    fn plain_errors_keep_their_chain() {
+        let err = anyhow::anyhow!("no such file").context("cannot read x.yaml");
+        assert_eq!(describe_error(&err), "cannot read x.yaml: no such file");
+    }
+
+    #[test]
+    fn the_command_line_parses() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "steward",
+            "get",
+            "Director",
+            "-n",
+            "prod",
+            "-o",
+            "json",
+            "--timeout",
+            "2s",
+        ])
+        .expect("parse");
+        assert_eq!(cli.global.output, OutputFormat::Json);
+        assert_eq!(cli.global.timeout, Duration::from_secs(2));
+        assert_eq!(cli.default_log_filter(), "warn");
+    }
+}

@@ -1,0 +1,394 @@
+//! Node config files for people: every option of `Config`, `RaftConfig` and `Limits` written
+//! out with a one-line explanation, the tunables commented out at their defaults.
+//!
+//! `steward dev` writes its configs with `render`, and cluster-configs/ holds the same output
+//! for 3- and 5-node loopback clusters; a test keeps those files in step with this code and with
+//! the defaults in src/config.rs.
+
+use std::path::Path;
+
+use crate::config::{Config, Limits, MemberConfig, RaftConfig};
+
+/// Client port of loopback node N is `CLIENT_PORT_BASE + N` (7001, 7002, ...).
+pub const CLIENT_PORT_BASE: u16 = 7000;
+/// Peer port of loopback node N is `PEER_PORT_BASE + N` (7101, 7102, ...).
+pub const PEER_PORT_BASE: u16 = 7100;
+/// Loopback ports leave room for nodes 1 to 9 only (70NN would collide with peer ports).
+pub const LOOPBACK_NODES_MAX: u64 = 9;
+
+/// `(key, explanation)` for every `[raft]` option, in file order.
+const RAFT_DOCS: &[(&str, &str)] = &[
+    (
+        "cluster_name",
+        "Name of the Raft group, used in logs and metrics.",
+    ),
+    (
+        "heartbeat_interval_ms",
+        "How often the leader sends heartbeats to followers, in ms.",
+    ),
+    (
+        "election_timeout_min_ms",
+        "A follower that hears no leader for a random time in [min, max] ms starts an election.",
+    ),
+    (
+        "election_timeout_max_ms",
+        "Upper bound of that random election timeout, in ms; must exceed the minimum.",
+    ),
+    (
+        "snapshot_logs_since_last",
+        "Build a snapshot after this many log entries since the last one.",
+    ),
+    (
+        "max_in_snapshot_log_to_keep",
+        "Entries kept in the log behind the last snapshot, for slow followers.",
+    ),
+    (
+        "rpc_timeout_ms",
+        "Timeout of one peer RPC (append, vote), in ms; snapshot transfers get 10x.",
+    ),
+    (
+        "max_payload_entries",
+        "Most log entries in one append request to a follower.",
+    ),
+];
+
+/// `(key, explanation)` for every `[limits]` option, in file order.
+const LIMITS_DOCS: &[(&str, &str)] = &[
+    (
+        "max_object_bytes",
+        "Largest object (its JSON), in bytes; at most the state machine's own ceiling.",
+    ),
+    (
+        "max_request_bytes",
+        "Largest gRPC request, in bytes; at least max_object_bytes.",
+    ),
+    (
+        "max_list_page",
+        "Largest list page a client may ask for, in objects.",
+    ),
+    (
+        "default_list_page",
+        "Page size when a client does not ask for one; at most max_list_page.",
+    ),
+    ("max_txn_ops", "Most operations in one txn."),
+    ("max_watchers", "Most concurrent watchers on one node."),
+    (
+        "watch_buffer",
+        "Events buffered per watcher; a watcher that falls this far behind is cut off.",
+    ),
+    (
+        "watch_history",
+        "Events kept in memory for watches that resume from an older revision.",
+    ),
+    (
+        "bookmark_interval_ms",
+        "How often an idle watch gets a BOOKMARK with the current revision, in ms.",
+    ),
+    (
+        "max_pending_proposals",
+        "Most proposals waiting for the leader at once on one node.",
+    ),
+];
+
+/// The documented keys of `[raft]` and `[limits]`, for tests that check nothing is missing.
+pub fn documented_keys() -> (Vec<&'static str>, Vec<&'static str>) {
+    (
+        RAFT_DOCS.iter().map(|d| d.0).collect(),
+        LIMITS_DOCS.iter().map(|d| d.0).collect(),
+    )
+}
+
+/// Loopback node `id`: client 127.0.0.1:700N, peer 127.0.0.1:710N.
+pub fn loopback_member(id: u64) -> MemberConfig {
+    let port = |base: u16| u64::from(base) + id;
+    MemberConfig {
+        id,
+        peer_addr: format!("127.0.0.1:{}", port(PEER_PORT_BASE)),
+        client_addr: format!("127.0.0.1:{}", port(CLIENT_PORT_BASE)),
+    }
+}
+
+/// The title of the file for node `id` in cluster-configs/<nodes>-node/.
+pub fn cluster_configs_title(id: u64, nodes: u64) -> String {
+    format!(
+        "steward node {id} of the {nodes}-node loopback cluster.\n\
+         Start it from the repository root: steward serve --config cluster-configs/{nodes}-node/node{id}.toml"
+    )
+}
+
+/// Node `id` of an `nodes`-node loopback cluster keeping its data in `<data_root>/node<id>`.
+pub fn loopback_config(id: u64, nodes: u64, data_root: &Path) -> Config {
+    let me = loopback_member(id);
+    Config {
+        id,
+        client_addr: me.client_addr,
+        peer_addr: me.peer_addr,
+        data_dir: data_root.join(format!("node{id}")),
+        initial_members: (1..=nodes).map(loopback_member).collect(),
+        raft: RaftConfig::default(),
+        limits: Limits::default(),
+    }
+}
+
+/// The config as a commented TOML file headed by `title` (one line per `\n`-separated line).
+/// Tunables equal to their default are written commented out; others are written with their
+/// default in the comment.
+pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
+    let mut out = String::new();
+    for line in title.lines() {
+        out.push_str(&format!("# {line}\n"));
+    }
+    out.push_str("#\n# Every [raft] and [limits] option is listed with its default; uncomment a line to change it.\n\n");
+    out.push_str("# This node's id (>= 1). Never reuse the id of a removed node.\n");
+    out.push_str(&format!("id = {}\n", config.id));
+    out.push_str(
+        "# Where the client API (Resources, Cluster) listens; clients use it as an endpoint.\n",
+    );
+    out.push_str(&format!("client_addr = {}\n", quote(&config.client_addr)));
+    out.push_str("# Where the peer (Raft) service listens; only other nodes connect here.\n");
+    out.push_str(&format!("peer_addr = {}\n", quote(&config.peer_addr)));
+    out.push_str("# Raft log, vote and snapshots live here (a relative path is relative to the working directory).\n");
+    out.push_str(&format!(
+        "data_dir = {}\n",
+        quote(&config.data_dir.display().to_string())
+    ));
+    out.push_str(
+        "# The members a fresh cluster bootstraps with, the same on every node; the smallest id\n",
+    );
+    out.push_str("# initializes the cluster once. Empty on a node that joins later (`steward member add-learner`).\n");
+    if config.initial_members.is_empty() {
+        out.push_str("initial_members = []\n");
+    } else {
+        out.push_str("initial_members = [\n");
+        for m in &config.initial_members {
+            out.push_str(&format!(
+                "  {{ id = {}, peer_addr = {}, client_addr = {} }},\n",
+                m.id,
+                quote(&m.peer_addr),
+                quote(&m.client_addr)
+            ));
+        }
+        out.push_str("]\n");
+    }
+    section(
+        &mut out,
+        "raft",
+        RAFT_DOCS,
+        &toml::Value::try_from(&config.raft)?,
+        &toml::Value::try_from(RaftConfig::default())?,
+    )?;
+    section(
+        &mut out,
+        "limits",
+        LIMITS_DOCS,
+        &toml::Value::try_from(&config.limits)?,
+        &toml::Value::try_from(Limits::default())?,
+    )?;
+    Ok(out)
+}
+
+/// Writes `[name]` with one explained line per option.
+fn section(
+    out: &mut String,
+    name: &str,
+    docs: &[(&str, &str)],
+    values: &toml::Value,
+    defaults: &toml::Value,
+) -> anyhow::Result<()> {
+    out.push_str(&format!("\n[{name}]\n"));
+    for (key, doc) in docs {
+        let value = values
+            .get(key)
+            .ok_or_else(|| anyhow::anyhow!("{name}.{key} is documented but not a field"))?;
+        let default = defaults
+            .get(key)
+            .ok_or_else(|| anyhow::anyhow!("{name}.{key} has no default"))?;
+        out.push_str(&format!("# {doc}\n"));
+        if value == default {
+            out.push_str(&format!("# {key} = {default}\n"));
+        } else {
+            out.push_str(&format!("{key} = {value}  # default: {default}\n"));
+        }
+    }
+    Ok(())
+}
+
+fn quote(text: &str) -> String {
+    toml::Value::String(text.to_string()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn keys(value: toml::Value) -> BTreeSet<String> {
+        value
+            .as_table()
+            .map(|t| t.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn every_option_is_documented() {
+        let (raft, limits) = documented_keys();
+        let want_raft = keys(toml::Value::try_from(RaftConfig::default()).expect("raft"));
+        let want_limits = keys(toml::Value::try_from(Limits::default()).expect("limits"));
+        assert_eq!(
+            raft.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>(),
+            want_raft
+        );
+        assert_eq!(
+            limits
+                .iter()
+                .map(|k| k.to_string())
+                .collect::<BTreeSet<_>>(),
+            want_limits
+        );
+    }
+
+    #[test]
+    fn rendered_configs_parse_back_and_validate() {
+        for nodes in [1, 3, 5] {
+            for id in 1..=nodes {
+                let config = loopback_config(id, nodes, Path::new("./steward-data"));
+                let text = render(&config, "test").expect("render");
+                let back: Config = toml::from_str(&text).expect("parse");
+                assert_eq!(back, config);
+                back.validate().expect("valid");
+            }
+        }
+    }
+
+    #[test]
+    fn changed_tunables_are_written_uncommented() {
+        let mut config = loopback_config(1, 1, Path::new("d"));
+        config.raft.heartbeat_interval_ms = 50;
+        config.initial_members.clear();
+        let text = render(&config, "test").expect("render");
+        assert!(
+            text.contains("\nheartbeat_interval_ms = 50  # default: 100\n"),
+            "{text}"
+        );
+        assert!(text.contains("\ninitial_members = []\n"), "{text}");
+        let back: Config = toml::from_str(&text).expect("parse");
+        assert_eq!(back, config);
+    }
+
+    #[test]
+    fn loopback_ports_follow_the_node_id() {
+        let m = loopback_member(3);
+        assert_eq!(
+            (m.client_addr.as_str(), m.peer_addr.as_str()),
+            ("127.0.0.1:7003", "127.0.0.1:7103")
+        );
+    }
+
+    // ---- cluster-configs/ ----
+
+    fn cluster_configs_dir() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster-configs")
+    }
+
+    /// `# key = value` lines become `key = value`; explanations stay comments.
+    fn uncomment(text: &str) -> String {
+        let mut out = String::new();
+        for line in text.lines() {
+            let option = line.strip_prefix("# ").filter(|rest| {
+                rest.split_once(" = ").is_some_and(|(key, _)| {
+                    !key.is_empty()
+                        && key
+                            .chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                })
+            });
+            out.push_str(option.unwrap_or(line));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Fails when a file under cluster-configs/ differs from what `render` writes today.
+    /// `STEWARD_BLESS_CONFIGS=1 cargo test --lib cluster_configs` rewrites them.
+    #[test]
+    fn cluster_configs_are_current() {
+        let bless = std::env::var_os("STEWARD_BLESS_CONFIGS").is_some();
+        for nodes in [3, 5] {
+            for id in 1..=nodes {
+                let path = cluster_configs_dir().join(format!("{nodes}-node/node{id}.toml"));
+                let config = loopback_config(id, nodes, Path::new("./steward-data"));
+                let want = render(&config, &cluster_configs_title(id, nodes)).expect("render");
+                if bless {
+                    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+                    std::fs::write(&path, &want).expect("write");
+                }
+                let got = std::fs::read_to_string(&path).unwrap_or_default();
+                assert!(
+                    got == want,
+                    "{} is stale; rewrite with STEWARD_BLESS_CONFIGS=1 cargo test --lib cluster_configs",
+                    path.display()
+                );
+            }
+        }
+    }
+
+    /// Every file loads and validates, and its commented-out options are exactly the defaults of
+    /// src/config.rs, with none missing.
+    #[test]
+    fn cluster_configs_load_with_documented_defaults() {
+        let mut files = Vec::new();
+        for dir in std::fs::read_dir(cluster_configs_dir()).expect("cluster-configs/") {
+            let dir = dir.expect("entry").path();
+            for file in std::fs::read_dir(&dir).into_iter().flatten() {
+                let file = file.expect("entry").path();
+                if file.extension().is_some_and(|e| e == "toml") {
+                    files.push(file);
+                }
+            }
+        }
+        assert!(
+            files.len() >= 8,
+            "expected the 3- and 5-node configs, found {files:?}"
+        );
+        let full_raft = keys(toml::Value::try_from(RaftConfig::default()).expect("raft"));
+        let full_limits = keys(toml::Value::try_from(Limits::default()).expect("limits"));
+        for file in files {
+            let name = file.display().to_string();
+            let config = Config::load(&file).unwrap_or_else(|e| panic!("{e}"));
+            config.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
+            let stem = file
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default();
+            assert_eq!(
+                stem,
+                format!("node{}", config.id),
+                "{name}: file name and id differ"
+            );
+            let text = uncomment(&std::fs::read_to_string(&file).expect("read"));
+            let table: toml::Value =
+                toml::from_str(&text).unwrap_or_else(|e| panic!("{name} uncommented: {e}"));
+            assert_eq!(
+                keys(table["raft"].clone()),
+                full_raft,
+                "{name}: [raft] options missing or unknown"
+            );
+            assert_eq!(
+                keys(table["limits"].clone()),
+                full_limits,
+                "{name}: [limits] options missing or unknown"
+            );
+            let defaults: Config = toml::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(
+                defaults.raft,
+                RaftConfig::default(),
+                "{name}: commented [raft] defaults differ"
+            );
+            assert_eq!(
+                defaults.limits,
+                Limits::default(),
+                "{name}: commented [limits] defaults differ"
+            );
+        }
+    }
+}

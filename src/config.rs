@@ -1,0 +1,325 @@
+//! Node configuration: one TOML file per node, command-line flags on top, `validate()` with clear
+//! errors. Every limit the server enforces is named here with its unit and default.
+//!
+//! Read by `steward serve` (src/main.rs) and `steward dev`; the server takes a validated `Config`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// One member of the initial cluster, as written in every node's config.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberConfig {
+    pub id: u64,
+    pub peer_addr: String,
+    pub client_addr: String,
+}
+
+/// A node's whole configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// This node's id (>= 1). Never reuse the id of a removed node.
+    pub id: u64,
+    /// Where the client API (Resources, Cluster) listens.
+    pub client_addr: String,
+    /// Where the peer (Raft) service listens.
+    pub peer_addr: String,
+    /// Raft log, vote and snapshots live here.
+    pub data_dir: PathBuf,
+    /// The members a fresh cluster bootstraps with. Empty for a node that will be added later
+    /// with `steward member add-learner`. The member with the smallest id initializes the cluster,
+    /// once, when its log is empty.
+    #[serde(default)]
+    pub initial_members: Vec<MemberConfig>,
+    #[serde(default)]
+    pub raft: RaftConfig,
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// Raft timing and log retention.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RaftConfig {
+    pub cluster_name: String,
+    pub heartbeat_interval_ms: u64,
+    pub election_timeout_min_ms: u64,
+    pub election_timeout_max_ms: u64,
+    /// Build a snapshot after this many log entries since the last one.
+    pub snapshot_logs_since_last: u64,
+    /// Entries kept in the log behind the last snapshot, for slow followers.
+    pub max_in_snapshot_log_to_keep: u64,
+    /// Timeout of one peer RPC (append, vote); snapshots get 10x.
+    pub rpc_timeout_ms: u64,
+    /// Entries per append request to a follower.
+    pub max_payload_entries: u64,
+}
+
+impl Default for RaftConfig {
+    fn default() -> Self {
+        RaftConfig {
+            cluster_name: "steward".to_string(),
+            heartbeat_interval_ms: 100,
+            election_timeout_min_ms: 500,
+            election_timeout_max_ms: 1000,
+            snapshot_logs_since_last: 10_000,
+            max_in_snapshot_log_to_keep: 1_000,
+            rpc_timeout_ms: 2_000,
+            max_payload_entries: 512,
+        }
+    }
+}
+
+/// Every limit the server enforces. Each violation is answered with an error naming the limit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest object (its JSON), in bytes.
+    pub max_object_bytes: usize,
+    /// Largest gRPC request, in bytes.
+    pub max_request_bytes: usize,
+    /// Largest list page a client may ask for.
+    pub max_list_page: u32,
+    /// Page size when a client does not ask for one.
+    pub default_list_page: u32,
+    /// Most operations in one txn.
+    pub max_txn_ops: usize,
+    /// Most concurrent watchers on one node.
+    pub max_watchers: usize,
+    /// Events buffered per watcher; a watcher that falls this far behind is cut off.
+    pub watch_buffer: usize,
+    /// Events kept in memory for watches that resume from an older revision.
+    pub watch_history: usize,
+    /// How often an idle watch gets a BOOKMARK with the current revision.
+    pub bookmark_interval_ms: u64,
+    /// Most proposals waiting for the leader at once on one node.
+    pub max_pending_proposals: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_object_bytes: 1024 * 1024,
+            max_request_bytes: 4 * 1024 * 1024,
+            max_list_page: 1_000,
+            default_list_page: 500,
+            max_txn_ops: 128,
+            max_watchers: 10_000,
+            watch_buffer: 1_024,
+            watch_history: 100_000,
+            bookmark_interval_ms: 5_000,
+            max_pending_proposals: 10_000,
+        }
+    }
+}
+
+/// What is wrong with a config, naming the field.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("config field {field}: {rule}")]
+    Invalid { field: &'static str, rule: String },
+}
+
+impl Config {
+    /// Reads and parses a TOML config file (not yet validated).
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Checks every field; the error names the first one that is wrong and the rule.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |field: &'static str, rule: &str| {
+            Err(ConfigError::Invalid {
+                field,
+                rule: rule.to_string(),
+            })
+        };
+        if self.id == 0 {
+            return invalid("id", "must be >= 1");
+        }
+        if self.client_addr.parse::<SocketAddr>().is_err() {
+            return invalid(
+                "client_addr",
+                "must be host:port with an IP address, e.g. 127.0.0.1:7001",
+            );
+        }
+        if self.peer_addr.parse::<SocketAddr>().is_err() {
+            return invalid(
+                "peer_addr",
+                "must be host:port with an IP address, e.g. 127.0.0.1:7101",
+            );
+        }
+        if self.client_addr == self.peer_addr {
+            return invalid("peer_addr", "must differ from client_addr");
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return invalid("data_dir", "must not be empty");
+        }
+        let mut ids: Vec<u64> = self.initial_members.iter().map(|m| m.id).collect();
+        ids.sort_unstable();
+        if ids.windows(2).any(|w| w[0] == w[1]) {
+            return invalid("initial_members", "ids must be unique");
+        }
+        if ids.contains(&0) {
+            return invalid("initial_members", "ids must be >= 1");
+        }
+        if !self.initial_members.is_empty() && !ids.contains(&self.id) {
+            return invalid(
+                "initial_members",
+                "must include this node's id (or be empty for a node joining later)",
+            );
+        }
+        let r = &self.raft;
+        if r.heartbeat_interval_ms == 0 || r.election_timeout_min_ms <= r.heartbeat_interval_ms {
+            return invalid(
+                "raft.election_timeout_min_ms",
+                "must be greater than raft.heartbeat_interval_ms (> 0)",
+            );
+        }
+        if r.election_timeout_max_ms <= r.election_timeout_min_ms {
+            return invalid(
+                "raft.election_timeout_max_ms",
+                "must be greater than raft.election_timeout_min_ms",
+            );
+        }
+        if r.snapshot_logs_since_last == 0 {
+            return invalid("raft.snapshot_logs_since_last", "must be >= 1");
+        }
+        if r.rpc_timeout_ms == 0 || r.max_payload_entries == 0 {
+            return invalid(
+                "raft.rpc_timeout_ms",
+                "rpc_timeout_ms and max_payload_entries must be >= 1",
+            );
+        }
+        let l = &self.limits;
+        if l.max_object_bytes == 0 || l.max_request_bytes < l.max_object_bytes {
+            return invalid(
+                "limits.max_request_bytes",
+                "must be >= limits.max_object_bytes (> 0)",
+            );
+        }
+        if l.max_object_bytes > crate::state::OBJECT_BYTES_MAX {
+            return invalid(
+                "limits.max_object_bytes",
+                &format!(
+                    "must be <= {} (the state machine's own ceiling)",
+                    crate::state::OBJECT_BYTES_MAX
+                ),
+            );
+        }
+        if l.max_txn_ops > crate::state::TXN_OPS_MAX {
+            return invalid(
+                "limits.max_txn_ops",
+                &format!(
+                    "must be <= {} (the state machine's own ceiling)",
+                    crate::state::TXN_OPS_MAX
+                ),
+            );
+        }
+        if l.max_list_page == 0 || l.default_list_page == 0 || l.default_list_page > l.max_list_page
+        {
+            return invalid(
+                "limits.default_list_page",
+                "must be between 1 and limits.max_list_page",
+            );
+        }
+        if l.max_txn_ops == 0 || l.max_watchers == 0 || l.watch_buffer == 0 || l.watch_history == 0
+        {
+            return invalid(
+                "limits",
+                "max_txn_ops, max_watchers, watch_buffer and watch_history must be >= 1",
+            );
+        }
+        if l.bookmark_interval_ms == 0 || l.max_pending_proposals == 0 {
+            return invalid(
+                "limits",
+                "bookmark_interval_ms and max_pending_proposals must be >= 1",
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Config {
+        Config {
+            id: 1,
+            client_addr: "127.0.0.1:7001".into(),
+            peer_addr: "127.0.0.1:7101".into(),
+            data_dir: "d".into(),
+            initial_members: vec![MemberConfig {
+                id: 1,
+                peer_addr: "127.0.0.1:7101".into(),
+                client_addr: "127.0.0.1:7001".into(),
+            }],
+            raft: RaftConfig::default(),
+            limits: Limits::default(),
+        }
+    }
+
+    #[test]
+    fn defaults_validate() {
+        base().validate().expect("valid");
+    }
+
+    #[test]
+    fn each_rule_names_its_field() {
+        type Mutate = fn(&mut Config);
+        let cases: Vec<(Mutate, &str)> = vec![
+            (|c| c.id = 0, "id"),
+            (|c| c.client_addr = "nope".into(), "client_addr"),
+            (|c| c.peer_addr = c.client_addr.clone(), "peer_addr"),
+            (|c| c.initial_members[0].id = 2, "initial_members"),
+            (
+                |c| c.raft.election_timeout_min_ms = 50,
+                "raft.election_timeout_min_ms",
+            ),
+            (
+                |c| c.raft.election_timeout_max_ms = 100,
+                "raft.election_timeout_max_ms",
+            ),
+            (
+                |c| c.limits.default_list_page = 5000,
+                "limits.default_list_page",
+            ),
+            (
+                |c| c.limits.max_request_bytes = 1,
+                "limits.max_request_bytes",
+            ),
+        ];
+        for (mutate, field) in cases {
+            let mut c = base();
+            mutate(&mut c);
+            let err = c.validate().expect_err(field).to_string();
+            assert!(err.contains(field), "{err} should name {field}");
+        }
+    }
+
+    #[test]
+    fn toml_round_trip_and_unknown_fields_refused() {
+        let text = toml::to_string(&base()).expect("serialize");
+        let back: Config = toml::from_str(&text).expect("parse");
+        assert_eq!(back, base());
+        let bad = format!("{text}\nbogus = 1\n");
+        assert!(toml::from_str::<Config>(&bad).is_err());
+    }
+}

@@ -1,0 +1,23 @@
+//! steward: a Raft-replicated coordinator for control planes.
+//!
+//! Components, from the wire inwards:
+//! - `server`: gRPC services (client API and peer service), forwarding, watch hub, membership.
+//! - `raft`: openraft adapters: type config, redb log store, state machine, tonic peer network.
+//! - `state`: the PURE domain: `apply(&mut State, &ApplyContext, &Command)`; no I/O, no clock.
+//! - `client`: the Rust client used by the CLI, tests and jepsen/.
+//! - `cli`: the `steward` command line.
+//!
+//! Write flow: client -> any node's `Resources` service -> validate -> (follower: forward to the
+//! leader over the peer service) -> leader stamps time and proposes a `Proposal` -> majority fsync
+//! -> every node applies it in log order -> the response goes back; watchers get the events.
+//!
+//! Read flow: linearizable reads take a read index from the leader (ReadIndex), wait until the
+//! local state machine has applied it, then read locally; serializable reads read locally.
+
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod proto;
+pub mod raft;
+pub mod server;
+pub mod state;

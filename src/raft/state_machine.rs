@@ -1,0 +1,416 @@
+//! The replicated state machine: openraft's `RaftStateMachine` over the pure `crate::state`.
+//!
+//! openraft's state machine task is the only writer: it calls `apply` with committed entries in
+//! log order, and builds or installs snapshots. The server reads the live state through
+//! [`StateMachine::state`] and learns about every applied batch through an [`ApplyObserver`].
+//!
+//! The live `State` is in memory; it reaches disk only as a snapshot in the `snapshot` table of the
+//! node's redb file (the same [`RaftDb`] as the log). On restart [`StateMachine::open`] loads that
+//! snapshot and openraft re-applies the committed log after it (the log store persists
+//! `committed` for this).
+
+use std::io;
+use std::sync::{Arc, RwLock};
+
+use futures::{FutureExt, Stream, StreamExt};
+use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
+use openraft::EntryPayload;
+use redb::ReadTransaction;
+use tracing::debug;
+
+use crate::raft::log_store::{db_err, get_json, json_err, RaftDb, SNAPSHOT_TABLE};
+use crate::raft::types::{
+    Entry, LogId, Snapshot, SnapshotData, SnapshotMeta, StoredMembership, TypeConfig,
+};
+use crate::state::{self, ApplyContext, Event, Response, State};
+
+/// Snapshot table keys: the openraft meta as JSON, and the `State::to_snapshot_bytes` payload.
+/// Both are written in one transaction, so they always describe the same snapshot.
+const SNAPSHOT_META: &str = "meta";
+const SNAPSHOT_DATA: &str = "data";
+
+/// At most this many entries are applied under one acquisition of the state's write lock, so a
+/// long catch-up does not keep readers waiting for the whole of it.
+pub const APPLY_BATCH_ENTRIES_MAX: usize = 1024;
+
+/// Told about every applied batch, so the server can feed watchers. Called on the state machine
+/// task, in log order.
+pub trait ApplyObserver: Send + Sync + 'static {
+    /// After a batch was applied. `revision` = state revision after the batch.
+    fn on_applied(&self, events: &[Event], revision: u64);
+    /// The whole state was replaced (snapshot installed): history before `revision` is gone.
+    fn on_reset(&self, revision: u64);
+}
+
+/// An observer that ignores everything (tests, offline tools).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoopObserver;
+
+impl ApplyObserver for NoopObserver {
+    fn on_applied(&self, _events: &[Event], _revision: u64) {}
+    fn on_reset(&self, _revision: u64) {}
+}
+
+/// openraft's state machine. Owned by openraft's state machine task.
+pub struct StateMachine {
+    /// Where snapshots are persisted (shared with the log store).
+    db: RaftDb,
+    /// The live state. Written only by `apply` and `install_snapshot`, each under one short
+    /// write-lock; readers (the server) take the read lock and never hold it across an await.
+    state: Arc<RwLock<State>>,
+    /// The last entry reflected in `state`; openraft re-applies the log after it on restart.
+    last_applied: Option<LogId>,
+    /// The last membership entry applied, which a snapshot must carry with it.
+    last_membership: StoredMembership,
+    /// Gets the events of each applied batch, after the lock is released.
+    observer: Arc<dyn ApplyObserver>,
+}
+
+impl StateMachine {
+    /// Loads the last snapshot from the db (if any) so a restart replays only the log after it.
+    pub fn open(db: RaftDb, observer: Arc<dyn ApplyObserver>) -> io::Result<StateMachine> {
+        let stored = db.read_now("open state machine", read_snapshot)?;
+        let (state, last_applied, last_membership) = match stored {
+            Some((meta, data)) => {
+                let state = decode_state(&data)?;
+                let (bytes, revision) = (data.len(), state.revision());
+                debug!(%meta, bytes, revision, "state machine loaded its snapshot");
+                (state, meta.last_log_id, meta.last_membership)
+            }
+            None => (State::new(), None, StoredMembership::default()),
+        };
+        Ok(StateMachine {
+            db,
+            state: Arc::new(RwLock::new(state)),
+            last_applied,
+            last_membership,
+            observer,
+        })
+    }
+
+    /// The state readers use (never hold the lock across an await).
+    pub fn state(&self) -> Arc<RwLock<State>> {
+        self.state.clone()
+    }
+
+    /// A consistent capture of (state, last applied, membership) for a snapshot builder.
+    fn snapshot_builder(&self) -> io::Result<SnapshotBuilder> {
+        let state = self.state.read().map_err(|_| poisoned())?.clone();
+        Ok(SnapshotBuilder {
+            db: self.db.clone(),
+            capture: Some(Capture {
+                state,
+                meta: SnapshotMeta {
+                    last_log_id: self.last_applied,
+                    last_membership: self.last_membership.clone(),
+                },
+            }),
+        })
+    }
+
+    /// Applies one batch under a single write-lock, then answers clients and tells the observer.
+    fn apply_batch(&mut self, batch: Vec<EntryResponder<TypeConfig>>) -> io::Result<()> {
+        // Invariant: the applied index only grows. Checked before anything changes.
+        let mut prev = self.last_applied.as_ref().map(|id| id.index);
+        for (entry, _) in &batch {
+            if prev.is_some_and(|prev| entry.log_id.index <= prev) {
+                let msg = format!("apply out of order: {} after index {prev:?}", entry.log_id);
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, msg));
+            }
+            prev = Some(entry.log_id.index);
+        }
+
+        let mut events = Vec::new();
+        let mut replies = Vec::with_capacity(batch.len());
+        let state_lock = self.state.clone();
+        let revision = {
+            let mut state = state_lock.write().map_err(|_| poisoned())?;
+            for (entry, responder) in batch {
+                let response = self.apply_entry(&mut state, entry, &mut events);
+                replies.push((responder, response));
+            }
+            state.revision()
+        };
+        for (responder, response) in replies {
+            if let Some(responder) = responder {
+                responder.send(response);
+            }
+        }
+        self.observer.on_applied(&events, revision);
+        Ok(())
+    }
+
+    /// Applies one entry: app data goes to `state::apply` with the leader's time; blank and
+    /// membership entries only advance the log position (and record the membership).
+    fn apply_entry(
+        &mut self,
+        state: &mut State,
+        entry: Entry,
+        events: &mut Vec<Event>,
+    ) -> Response {
+        let log_id = entry.log_id;
+        let mut ctx = ApplyContext {
+            log_index: log_id.index,
+            term: log_id.leader_id.term,
+            time_ms: state.time_ms(),
+        };
+        let response = match entry.payload {
+            EntryPayload::Normal(proposal) => {
+                ctx.time_ms = proposal.time_ms;
+                state::apply(state, &ctx, &proposal.command, events)
+            }
+            EntryPayload::Blank => {
+                state::apply_blank(state, &ctx);
+                Response::Done {
+                    revision: state.revision(),
+                }
+            }
+            EntryPayload::Membership(membership) => {
+                self.last_membership = StoredMembership::new(Some(log_id), membership);
+                state::apply_blank(state, &ctx);
+                Response::Done {
+                    revision: state.revision(),
+                }
+            }
+        };
+        self.last_applied = Some(log_id);
+        response
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotData = SnapshotData;
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> io::Result<(Option<LogId>, StoredMembership)> {
+        Ok((self.last_applied, self.last_membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> io::Result<()>
+    where
+        Strm: Stream<Item = io::Result<EntryResponder<TypeConfig>>> + Unpin + Send,
+    {
+        loop {
+            // Wait for the next entry with no lock held ...
+            let Some(first) = entries.next().await else {
+                return Ok(());
+            };
+            let mut batch = vec![first?];
+            // ... then take every entry that is already there, and apply them as one batch.
+            let mut ended = false;
+            while batch.len() < APPLY_BATCH_ENTRIES_MAX {
+                match entries.next().now_or_never() {
+                    Some(Some(Ok(item))) => batch.push(item),
+                    Some(Some(Err(e))) => {
+                        self.apply_batch(batch)?;
+                        return Err(e);
+                    }
+                    Some(None) => {
+                        ended = true;
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            self.apply_batch(batch)?;
+            if ended {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn try_create_snapshot_builder(&mut self, _force: bool) -> Option<SnapshotBuilder> {
+        Some(self.get_snapshot_builder().await)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+        // A poisoned lock means an apply panicked; the builder then fails in `build_snapshot`.
+        self.snapshot_builder().unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot capture the state for a snapshot");
+            SnapshotBuilder {
+                db: self.db.clone(),
+                capture: None,
+            }
+        })
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: SnapshotData,
+    ) -> io::Result<()> {
+        debug!(%meta, bytes = snapshot.len(), "installing snapshot");
+        let (state, snapshot) = tokio::task::spawn_blocking(move || {
+            let state = decode_state(&snapshot);
+            (state, snapshot)
+        })
+        .await
+        .map_err(|e| io::Error::other(format!("decode snapshot: blocking task failed: {e}")))?;
+        let state = state?;
+
+        // Persist first: if that fails, the old state (and old snapshot) stay as they were.
+        write_snapshot(&self.db, meta.clone(), snapshot, false).await?;
+
+        let revision = state.revision();
+        *self.state.write().map_err(|_| poisoned())? = state;
+        self.last_applied = meta.last_log_id;
+        self.last_membership = meta.last_membership.clone();
+        self.observer.on_reset(revision);
+        debug!(%meta, revision, "snapshot installed");
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> io::Result<Option<Snapshot>> {
+        let stored = self.db.read("read snapshot", read_snapshot).await?;
+        Ok(stored.map(|(meta, snapshot)| Snapshot { meta, snapshot }))
+    }
+}
+
+/// What a snapshot is built from, captured on the state machine task.
+struct Capture {
+    state: State,
+    meta: SnapshotMeta,
+}
+
+/// Builds a snapshot off the state machine task from a capture taken on it.
+pub struct SnapshotBuilder {
+    /// Where the built snapshot is persisted.
+    db: RaftDb,
+    /// The captured state; `None` if the capture failed (a poisoned lock).
+    capture: Option<Capture>,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    type SnapshotData = SnapshotData;
+
+    async fn build_snapshot(&mut self) -> io::Result<Snapshot> {
+        let Capture { state, meta } = self.capture.take().ok_or_else(poisoned)?;
+        let revision = state.revision();
+        let data = tokio::task::spawn_blocking(move || state.to_snapshot_bytes())
+            .await
+            .map_err(|e| io::Error::other(format!("encode snapshot: blocking task failed: {e}")))?;
+        let bytes = data.len();
+        let stored = write_snapshot(&self.db, meta.clone(), data.clone(), true).await?;
+        debug!(%meta, bytes, revision, stored, "snapshot built");
+        Ok(Snapshot {
+            meta,
+            snapshot: data,
+        })
+    }
+}
+
+/// Stores `meta` + `data` as the node's snapshot (durably). With `only_if_newer`, a snapshot that
+/// is older than the stored one is not written (an install may have overtaken a slow build, and
+/// the log before the newer one may be purged already). Returns whether it was written.
+async fn write_snapshot(
+    db: &RaftDb,
+    meta: SnapshotMeta,
+    data: SnapshotData,
+    only_if_newer: bool,
+) -> io::Result<bool> {
+    let what = "write snapshot";
+    db.write(what, move |txn| {
+        let mut table = txn.open_table(SNAPSHOT_TABLE).map_err(db_err(what))?;
+        if only_if_newer {
+            let stored: Option<SnapshotMeta> = get_json(&table, SNAPSHOT_META)?;
+            if stored.is_some_and(|stored| stored.last_log_id > meta.last_log_id) {
+                return Ok(false);
+            }
+        }
+        let meta_bytes = serde_json::to_vec(&meta).map_err(json_err(what))?;
+        table
+            .insert(SNAPSHOT_META, meta_bytes.as_slice())
+            .map_err(db_err(what))?;
+        table
+            .insert(SNAPSHOT_DATA, data.as_slice())
+            .map_err(db_err(what))?;
+        Ok(true)
+    })
+    .await
+}
+
+/// The stored snapshot, if any.
+fn read_snapshot(txn: &ReadTransaction) -> io::Result<Option<(SnapshotMeta, SnapshotData)>> {
+    let what = "read snapshot";
+    let table = txn.open_table(SNAPSHOT_TABLE).map_err(db_err(what))?;
+    let Some(meta) = get_json::<SnapshotMeta>(&table, SNAPSHOT_META)? else {
+        return Ok(None);
+    };
+    let data = table
+        .get(SNAPSHOT_DATA)
+        .map_err(db_err(what))?
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "snapshot meta stored without its data",
+            )
+        })?;
+    Ok(Some((meta, data.value().to_vec())))
+}
+
+fn decode_state(data: &[u8]) -> io::Result<State> {
+    State::from_snapshot_bytes(data)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("snapshot data: {e}")))
+}
+
+fn poisoned() -> io::Error {
+    io::Error::other("state lock poisoned: an apply panicked")
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::stream;
+    use openraft::entry::RaftEntry;
+
+    use super::*;
+    use crate::raft::types::LeaderId;
+
+    fn blank(index: u64) -> Entry {
+        Entry::new_blank(LogId::new(
+            LeaderId {
+                term: 1,
+                node_id: 1,
+            },
+            index,
+        ))
+    }
+
+    async fn apply_blanks(sm: &mut StateMachine, indexes: std::ops::RangeInclusive<u64>) {
+        let items = indexes.map(|i| Ok((blank(i), None)));
+        sm.apply(stream::iter(items)).await.expect("apply");
+    }
+
+    /// A slow build that an install overtook must not replace the newer stored snapshot: the log
+    /// before the newer one may be purged already, so a restart from the older one could not
+    /// catch up.
+    #[tokio::test]
+    async fn older_build_does_not_replace_newer_installed_snapshot() -> io::Result<()> {
+        let (dir_a, dir_b) = (tempfile::tempdir()?, tempfile::tempdir()?);
+        let mut a = StateMachine::open(RaftDb::open(dir_a.path())?, Arc::new(NoopObserver))?;
+        let mut b = StateMachine::open(RaftDb::open(dir_b.path())?, Arc::new(NoopObserver))?;
+        apply_blanks(&mut a, 1..=1).await;
+        let mut slow = a.snapshot_builder()?;
+        apply_blanks(&mut b, 1..=5).await;
+        let newer = b.snapshot_builder()?.build_snapshot().await?;
+
+        a.install_snapshot(&newer.meta, newer.snapshot).await?;
+        let older = slow.build_snapshot().await?;
+        assert_eq!(older.meta.last_log_id, Some(blank(1).log_id));
+
+        let stored = a.get_current_snapshot().await?.map(|s| s.meta.last_log_id);
+        assert_eq!(stored, Some(Some(blank(5).log_id)));
+        Ok(())
+    }
+
+    /// Entries must come in log order; a repeated index is refused before anything changes.
+    #[tokio::test]
+    async fn apply_refuses_an_index_that_does_not_grow() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut sm = StateMachine::open(RaftDb::open(dir.path())?, Arc::new(NoopObserver))?;
+        apply_blanks(&mut sm, 1..=3).await;
+        let err = sm.apply(stream::iter([Ok((blank(3), None))])).await;
+        assert!(err.is_err());
+        assert_eq!(sm.applied_state().await?.0, Some(blank(3).log_id));
+        Ok(())
+    }
+}

@@ -1,0 +1,65 @@
+//! steward's openraft type configuration and the aliases the rest of the crate uses.
+//!
+//! Every openraft type the crate names goes through this module, so an openraft upgrade touches
+//! one place. Nothing outside `crate::raft` should `use openraft::...` directly.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::state::{Proposal, Response};
+
+/// A node id. Ids are chosen by the operator, start at 1, and are never reused once removed.
+pub type NodeId = u64;
+
+/// How to reach a node: the peer (Raft) address and the client API address.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeAddr {
+    /// host:port of the peer service (Raft traffic).
+    pub peer_addr: String,
+    /// host:port of the client API (Resources, Cluster).
+    pub client_addr: String,
+}
+
+impl fmt::Display for NodeAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "peer={} client={}", self.peer_addr, self.client_addr)
+    }
+}
+
+openraft::declare_raft_types!(
+    /// The type configuration of steward's Raft group.
+    pub TypeConfig:
+        D = Proposal,
+        R = Response,
+        NodeId = NodeId,
+        Node = NodeAddr,
+);
+
+/// The snapshot payload: the serialized state (see `State::to_snapshot_bytes`).
+pub type SnapshotData = Vec<u8>;
+
+pub type Raft = openraft::Raft<TypeConfig, crate::raft::state_machine::StateMachine>;
+pub type Entry = openraft::alias::EntryOf<TypeConfig>;
+pub type LogId = openraft::alias::LogIdOf<TypeConfig>;
+pub type Vote = openraft::alias::VoteOf<TypeConfig>;
+pub type LeaderId = openraft::alias::LeaderIdOf<TypeConfig>;
+pub type StoredMembership = openraft::alias::StoredMembershipOf<TypeConfig>;
+pub type SnapshotMeta = openraft::alias::SnapshotMetaOf<TypeConfig>;
+pub type Snapshot = openraft::alias::SnapshotOf<TypeConfig, SnapshotData>;
+pub type LogState = openraft::storage::LogState<TypeConfig>;
+pub type IOFlushed = openraft::storage::IOFlushed<TypeConfig>;
+pub type RaftMetrics = openraft::RaftMetrics<TypeConfig>;
+pub type Membership = openraft::Membership<NodeId, NodeAddr>;
+pub type RaftError<E = openraft::errors::Infallible> = openraft::errors::RaftError<TypeConfig, E>;
+pub type ClientWriteError = openraft::errors::ClientWriteError<TypeConfig>;
+pub type ClientWriteResponse = openraft::raft::ClientWriteResponse<TypeConfig>;
+pub type CheckIsLeaderError = openraft::errors::LinearizableReadError<TypeConfig>;
+pub type ForwardToLeader = openraft::errors::ForwardToLeader<TypeConfig>;
+pub type AppendEntriesRequest = openraft::raft::AppendEntriesRequest<TypeConfig>;
+pub type AppendEntriesResponse = openraft::raft::AppendEntriesResponse<TypeConfig>;
+pub type VoteRequest = openraft::raft::VoteRequest<TypeConfig>;
+pub type VoteResponse = openraft::raft::VoteResponse<TypeConfig>;
+pub type SnapshotResponse = openraft::raft::SnapshotResponse<TypeConfig>;
+pub type TransferLeaderRequest = openraft::raft::TransferLeaderRequest<TypeConfig>;
+pub type TransferLeaderResponse = openraft::raft::TransferLeaderResponse<TypeConfig>;

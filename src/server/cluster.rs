@@ -1,0 +1,399 @@
+//! The `Cluster` gRPC service: node status and membership admin.
+//!
+//! Membership changes run on the leader; any other node proxies the call to the leader's client
+//! API. One change at a time: a second concurrent one is refused with FailedPrecondition. A removed
+//! node's id is retired in the replicated state first, so it can never be added again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::async_runtime::WatchReceiver;
+use openraft::ChangeMembers;
+use tonic::transport::Channel;
+use tonic::{Request, Response as GrpcResponse, Status};
+
+use crate::proto::raft_v1::NodeStatusRequest;
+use crate::proto::v1::cluster_client::ClusterClient;
+use crate::proto::v1::cluster_server::Cluster;
+use crate::proto::v1::*;
+use crate::raft::network::decode;
+use crate::raft::types::{NodeAddr, NodeId};
+use crate::server::errors;
+use crate::server::node::Node;
+use crate::server::peer::NodeView;
+use crate::state::{Command, Rejection, Response};
+
+/// How long a status fan-out waits for one node.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
+
+pub struct ClusterService {
+    node: Arc<Node>,
+}
+
+impl ClusterService {
+    pub fn new(node: Arc<Node>) -> Self {
+        ClusterService { node }
+    }
+
+    /// None when this node leads; otherwise a client of the leader's Cluster service.
+    async fn leader_proxy(&self) -> Result<Option<ClusterClient<Channel>>, Status> {
+        let (leader_id, addr) = self.node.leader().await?;
+        if leader_id == self.node.id {
+            return Ok(None);
+        }
+        let channel = self.node.channels.get(&addr.client_addr).map_err(|e| {
+            errors::unavailable(format!("cannot reach the leader: {e}"), Some(&addr))
+        })?;
+        Ok(Some(ClusterClient::new(channel)))
+    }
+
+    fn members(&self) -> BTreeMap<NodeId, (NodeAddr, bool)> {
+        let m = self.node.raft.metrics();
+        let m = m.borrow_watched();
+        let membership = m.membership_config.membership();
+        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        membership
+            .nodes()
+            .map(|(id, addr)| (*id, (addr.clone(), voters.contains(id))))
+            .collect()
+    }
+
+    /// Asks one node for its own view; this node answers from memory.
+    async fn node_view(&self, id: NodeId, addr: &NodeAddr) -> Result<NodeView, String> {
+        if id == self.node.id {
+            return Ok(NodeView::of(&self.node));
+        }
+        let mut client = self
+            .node
+            .channels
+            .peer(&addr.peer_addr)
+            .map_err(|e| e.to_string())?;
+        let mut req = Request::new(NodeStatusRequest {});
+        req.set_timeout(STATUS_TIMEOUT);
+        let reply = client
+            .node_status(req)
+            .await
+            .map_err(|s| s.message().to_string())?;
+        decode(&reply.into_inner().data).map_err(|e| e.to_string())
+    }
+
+    async fn all_views(&self) -> Vec<(NodeId, NodeAddr, bool, Result<NodeView, String>)> {
+        let members = self.members();
+        let futures = members.iter().map(|(id, (addr, voter))| async move {
+            (*id, addr.clone(), *voter, self.node_view(*id, addr).await)
+        });
+        futures::future::join_all(futures).await
+    }
+
+    async fn member_list_local(&self) -> MemberListReply {
+        let views = self.all_views().await;
+        let (term, last_log, leader, replication) = {
+            let m = self.node.raft.metrics();
+            let m = m.borrow_watched();
+            let replication: BTreeMap<NodeId, u64> = m
+                .replication
+                .as_ref()
+                .map(|r| {
+                    r.iter()
+                        .map(|(id, l)| (*id, l.as_ref().map(|l| l.index).unwrap_or(0)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (
+                m.current_term,
+                m.last_log_index.unwrap_or(0),
+                m.current_leader,
+                replication,
+            )
+        };
+        let members = views
+            .into_iter()
+            .map(|(id, addr, voter, view)| {
+                let matched = if id == self.node.id {
+                    last_log
+                } else {
+                    replication.get(&id).copied().unwrap_or(0)
+                };
+                Member {
+                    id,
+                    peer_addr: addr.peer_addr,
+                    client_addr: addr.client_addr,
+                    voter,
+                    leader: leader == Some(id),
+                    term: view.as_ref().map(|v| v.term).unwrap_or(0),
+                    matched_index: matched,
+                    applied_index: view.as_ref().map(|v| v.applied_index).unwrap_or(0),
+                    lag: last_log.saturating_sub(matched),
+                    reachable: view.is_ok(),
+                }
+            })
+            .collect();
+        MemberListReply {
+            members,
+            leader_id: leader.unwrap_or(0),
+            term,
+            last_log_index: last_log,
+        }
+    }
+
+    fn busy() -> Status {
+        Status::failed_precondition(
+            "another membership change is in progress; retry when it has finished",
+        )
+    }
+}
+
+#[tonic::async_trait]
+impl Cluster for ClusterService {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn status(
+        &self,
+        _r: Request<ClusterStatusRequest>,
+    ) -> Result<GrpcResponse<ClusterStatusReply>, Status> {
+        let views = self.all_views().await;
+        let leader_id = self
+            .node
+            .raft
+            .metrics()
+            .borrow_watched()
+            .current_leader
+            .unwrap_or(0);
+        let nodes = views
+            .into_iter()
+            .map(|(id, addr, _voter, view)| match view {
+                Ok(v) => NodeStatus {
+                    id,
+                    peer_addr: addr.peer_addr,
+                    client_addr: addr.client_addr,
+                    state: v.state,
+                    term: v.term,
+                    leader_id: v.leader_id.unwrap_or(0),
+                    last_log_index: v.last_log_index,
+                    committed_index: v.committed_index,
+                    applied_index: v.applied_index,
+                    snapshot_index: v.snapshot_index,
+                    purged_index: v.purged_index,
+                    revision: v.revision,
+                    error: String::new(),
+                },
+                Err(e) => NodeStatus {
+                    id,
+                    peer_addr: addr.peer_addr,
+                    client_addr: addr.client_addr,
+                    state: "unreachable".to_string(),
+                    error: e,
+                    ..Default::default()
+                },
+            })
+            .collect();
+        Ok(GrpcResponse::new(ClusterStatusReply { nodes, leader_id }))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn member_list(
+        &self,
+        r: Request<MemberListRequest>,
+    ) -> Result<GrpcResponse<MemberListReply>, Status> {
+        if let Some(mut leader) = self.leader_proxy().await? {
+            return leader.member_list(r.into_inner()).await;
+        }
+        Ok(GrpcResponse::new(self.member_list_local().await))
+    }
+
+    #[tracing::instrument(level = "info", skip_all)]
+    async fn add_learner(
+        &self,
+        r: Request<AddLearnerRequest>,
+    ) -> Result<GrpcResponse<MemberListReply>, Status> {
+        if let Some(mut leader) = self.leader_proxy().await? {
+            return leader.add_learner(r.into_inner()).await;
+        }
+        let req = r.into_inner();
+        if req.id == 0 {
+            return Err(Status::invalid_argument("id: must be >= 1"));
+        }
+        for (field, addr) in [
+            ("peer_addr", &req.peer_addr),
+            ("client_addr", &req.client_addr),
+        ] {
+            if addr.parse::<std::net::SocketAddr>().is_err() {
+                return Err(Status::invalid_argument(format!(
+                    "{field}: must be ip:port, got {addr:?}"
+                )));
+            }
+        }
+        let _guard = self
+            .node
+            .membership_lock
+            .try_lock()
+            .map_err(|_| Self::busy())?;
+        if self.node.state().is_retired(req.id) {
+            return Err(errors::rejection(&Rejection::NodeRetired {
+                node_id: req.id,
+            }));
+        }
+        if self.members().contains_key(&req.id) {
+            return Err(Status::already_exists(format!(
+                "node {} is already a member",
+                req.id
+            )));
+        }
+        let addr = NodeAddr {
+            peer_addr: req.peer_addr,
+            client_addr: req.client_addr,
+        };
+        tracing::info!(id = req.id, %addr, "adding learner");
+        self.node
+            .raft
+            .add_learner(req.id, addr, true)
+            .await
+            .map_err(|e| errors::client_write(&e))?;
+        Ok(GrpcResponse::new(self.member_list_local().await))
+    }
+
+    #[tracing::instrument(level = "info", skip_all)]
+    async fn promote(
+        &self,
+        r: Request<PromoteRequest>,
+    ) -> Result<GrpcResponse<MemberListReply>, Status> {
+        if let Some(mut leader) = self.leader_proxy().await? {
+            return leader.promote(r.into_inner()).await;
+        }
+        let id = r.into_inner().id;
+        let _guard = self
+            .node
+            .membership_lock
+            .try_lock()
+            .map_err(|_| Self::busy())?;
+        match self.members().get(&id) {
+            None => {
+                return Err(Status::not_found(format!(
+                    "node {id} is not a member; add it as a learner first"
+                )))
+            }
+            Some((_, true)) => {
+                return Err(Status::already_exists(format!(
+                    "node {id} is already a voter"
+                )))
+            }
+            Some((_, false)) => {}
+        }
+        tracing::info!(id, "promoting learner to voter");
+        self.node
+            .raft
+            .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
+            .await
+            .map_err(|e| errors::client_write(&e))?;
+        Ok(GrpcResponse::new(self.member_list_local().await))
+    }
+
+    #[tracing::instrument(level = "info", skip_all)]
+    async fn remove_member(
+        &self,
+        r: Request<RemoveMemberRequest>,
+    ) -> Result<GrpcResponse<MemberListReply>, Status> {
+        if let Some(mut leader) = self.leader_proxy().await? {
+            return leader.remove_member(r.into_inner()).await;
+        }
+        let id = r.into_inner().id;
+        let _guard = self
+            .node
+            .membership_lock
+            .try_lock()
+            .map_err(|_| Self::busy())?;
+        let members = self.members();
+        let voter = match members.get(&id) {
+            None => return Err(Status::not_found(format!("node {id} is not a member"))),
+            Some((_, voter)) => *voter,
+        };
+        if voter && members.values().filter(|(_, v)| *v).count() == 1 {
+            return Err(Status::failed_precondition(format!(
+                "node {id} is the last voter; it cannot be removed"
+            )));
+        }
+        // Retire the id first: even if the removal below fails half-way, the id is never reused.
+        if let Response::Rejected(r) = self
+            .node
+            .propose(Command::RetireNode { node_id: id })
+            .await?
+        {
+            return Err(errors::rejection(&r));
+        }
+        tracing::info!(id, voter, "removing member");
+        let change = if voter {
+            ChangeMembers::RemoveVoters(BTreeSet::from([id]))
+        } else {
+            ChangeMembers::RemoveNodes(BTreeSet::from([id]))
+        };
+        self.node
+            .raft
+            .change_membership(change, false)
+            .await
+            .map_err(|e| errors::client_write(&e))?;
+        Ok(GrpcResponse::new(self.member_list_local().await))
+    }
+
+    #[tracing::instrument(level = "info", skip_all)]
+    async fn transfer_leader(
+        &self,
+        r: Request<TransferLeaderRequest>,
+    ) -> Result<GrpcResponse<MemberListReply>, Status> {
+        if let Some(mut leader) = self.leader_proxy().await? {
+            return leader.transfer_leader(r.into_inner()).await;
+        }
+        let mut to = r.into_inner().to;
+        let _guard = self
+            .node
+            .membership_lock
+            .try_lock()
+            .map_err(|_| Self::busy())?;
+        let members = self.members();
+        if to == 0 {
+            // The most up-to-date other voter.
+            let list = self.member_list_local().await;
+            to = list
+                .members
+                .iter()
+                .filter(|m| m.voter && m.id != self.node.id)
+                .max_by_key(|m| (m.matched_index, std::cmp::Reverse(m.id)))
+                .map(|m| m.id)
+                .ok_or_else(|| {
+                    Status::failed_precondition("there is no other voter to transfer leadership to")
+                })?;
+        }
+        match members.get(&to) {
+            Some((_, true)) => {}
+            _ => {
+                return Err(Status::failed_precondition(format!(
+                    "node {to} is not a voter"
+                )))
+            }
+        }
+        if to == self.node.id {
+            return Ok(GrpcResponse::new(self.member_list_local().await));
+        }
+        tracing::info!(to, "transferring leadership");
+        self.node
+            .raft
+            .trigger()
+            .transfer_leader(to)
+            .await
+            .map_err(|e| Status::unavailable(format!("raft stopped: {e}")))?;
+        let timeout = Duration::from_millis(self.node.config.raft.election_timeout_max_ms * 5);
+        self.node
+            .raft
+            .wait(Some(timeout))
+            .metrics(|m| m.current_leader == Some(to), "leader transferred")
+            .await
+            .map_err(|e| {
+                Status::deadline_exceeded(format!("leadership did not move to node {to}: {e}"))
+            })?;
+        drop(_guard);
+        // This node is no longer the leader: answer with the new leader's view.
+        if let Some(mut leader) = self.leader_proxy().await? {
+            return leader.member_list(MemberListRequest {}).await;
+        }
+        Ok(GrpcResponse::new(self.member_list_local().await))
+    }
+}

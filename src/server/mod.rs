@@ -1,0 +1,241 @@
+//! A steward node: start-up, shutdown, and the `Node` context every gRPC handler shares.
+//!
+//! `serve` opens storage, starts Raft, bootstraps a fresh cluster once, and runs the client API
+//! and the peer service on their own listeners until SIGTERM / Ctrl-C. Handlers (resources.rs,
+//! cluster.rs, peer.rs) stay thin: validate, then `Node::propose` or `Node::read_barrier` + read.
+
+pub mod cluster;
+pub mod errors;
+pub mod node;
+pub mod peer;
+pub mod resources;
+pub mod watch;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::proto::raft_v1::raft_peer_server::RaftPeerServer;
+use crate::proto::v1::cluster_server::ClusterServer;
+use crate::proto::v1::resources_server::ResourcesServer;
+use crate::raft::log_store::{LogStore, RaftDb};
+use crate::raft::network::{PeerChannels, PeerNetworkFactory};
+use crate::raft::state_machine::StateMachine;
+use crate::raft::types::{NodeAddr, Raft};
+
+pub use node::{Clock, Node, SystemClock};
+
+/// Runs one node until SIGTERM / Ctrl-C, then shuts down gracefully. Config already validated.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let running = start(config).await?;
+    shutdown_signal().await;
+    tracing::info!("shutdown signal received");
+    running.shutdown().await;
+    Ok(())
+}
+
+/// A started node: its context and the tasks serving it.
+pub struct RunningNode {
+    pub node: Arc<Node>,
+    pub client_addr: SocketAddr,
+    pub peer_addr: SocketAddr,
+    stop: tokio::sync::watch::Sender<bool>,
+    servers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl RunningNode {
+    /// Stops accepting requests, stops Raft, and waits for the servers to finish.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        if let Err(e) = self.node.raft.shutdown().await {
+            tracing::warn!(error = %e, "raft shutdown");
+        }
+        for s in self.servers {
+            let _ = tokio::time::timeout(Duration::from_secs(5), s).await;
+        }
+        tracing::info!("node stopped");
+    }
+}
+
+/// Opens storage, starts Raft and the gRPC servers, and bootstraps a fresh cluster.
+pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
+    let client_listener = TcpListener::bind(&config.client_addr)
+        .await
+        .with_context(|| format!("cannot listen on client_addr {}", config.client_addr))?;
+    let peer_listener = TcpListener::bind(&config.peer_addr)
+        .await
+        .with_context(|| format!("cannot listen on peer_addr {}", config.peer_addr))?;
+    let client_addr = client_listener.local_addr()?;
+    let peer_addr = peer_listener.local_addr()?;
+
+    let db = RaftDb::open(&config.data_dir).context("cannot open the raft database")?;
+    let hub = Arc::new(watch::WatchHub::new(&config.limits));
+    let sm =
+        StateMachine::open(db.clone(), hub.clone()).context("cannot open the state machine")?;
+    let state = sm.state();
+    hub.reset_to(state.read().unwrap_or_else(|p| p.into_inner()).revision());
+    let log_store = LogStore::new(db);
+
+    let rpc_timeout = Duration::from_millis(config.raft.rpc_timeout_ms);
+    let channels = PeerChannels::new(rpc_timeout);
+    let network = PeerNetworkFactory {
+        channels: channels.clone(),
+        rpc_timeout,
+    };
+    let raft_config = Arc::new(raft_config(&config)?);
+    let raft = Raft::new(config.id, raft_config, network, log_store, sm)
+        .await
+        .context("cannot start raft")?;
+
+    let node = Arc::new(Node::new(
+        config.clone(),
+        raft,
+        state,
+        hub,
+        channels,
+        Arc::new(SystemClock),
+    ));
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let max_msg = config.limits.max_request_bytes;
+    let servers = vec![
+        tokio::spawn(serve_client_api(
+            node.clone(),
+            client_listener,
+            stop_rx.clone(),
+            max_msg,
+        )),
+        tokio::spawn(serve_peer(node.clone(), peer_listener, stop_rx)),
+    ];
+    bootstrap(&node, &config).await?;
+    tracing::info!(id = config.id, %client_addr, %peer_addr, "node started");
+    Ok(RunningNode {
+        node,
+        client_addr,
+        peer_addr,
+        stop,
+        servers,
+    })
+}
+
+fn raft_config(config: &Config) -> anyhow::Result<openraft::Config> {
+    let r = &config.raft;
+    let c = openraft::Config {
+        cluster_name: r.cluster_name.clone(),
+        heartbeat_interval: r.heartbeat_interval_ms,
+        election_timeout_min: r.election_timeout_min_ms,
+        election_timeout_max: r.election_timeout_max_ms,
+        install_snapshot_timeout: r.rpc_timeout_ms * 10,
+        max_payload_entries: r.max_payload_entries,
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(r.snapshot_logs_since_last),
+        max_in_snapshot_log_to_keep: r.max_in_snapshot_log_to_keep,
+        enable_pre_vote: Some(true),
+        ..Default::default()
+    };
+    c.validate().context("invalid raft settings")
+}
+
+/// A fresh cluster bootstraps exactly once: the smallest-id initial member, with an empty log.
+async fn bootstrap(node: &Node, config: &Config) -> anyhow::Result<()> {
+    let Some(first) = config.initial_members.iter().map(|m| m.id).min() else {
+        return Ok(());
+    };
+    if first != config.id || node.raft.is_initialized().await? {
+        return Ok(());
+    }
+    let members: BTreeMap<u64, NodeAddr> = config
+        .initial_members
+        .iter()
+        .map(|m| {
+            (
+                m.id,
+                NodeAddr {
+                    peer_addr: m.peer_addr.clone(),
+                    client_addr: m.client_addr.clone(),
+                },
+            )
+        })
+        .collect();
+    tracing::info!(members = ?members.keys().collect::<Vec<_>>(), "bootstrapping a new cluster");
+    node.raft
+        .initialize(members)
+        .await
+        .context("cannot initialize the cluster")?;
+    Ok(())
+}
+
+async fn serve_client_api(
+    node: Arc<Node>,
+    listener: TcpListener,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    max_msg: usize,
+) {
+    let resources = ResourcesServer::new(resources::ResourcesService::new(node.clone()))
+        .max_decoding_message_size(max_msg)
+        .max_encoding_message_size(usize::MAX);
+    let cluster = ClusterServer::new(cluster::ClusterService::new(node));
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let result = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(resources)
+        .add_service(cluster)
+        .serve_with_incoming_shutdown(incoming, async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .await;
+    if let Err(e) = result {
+        tracing::error!(error = %e, "client API server failed");
+    }
+}
+
+async fn serve_peer(
+    node: Arc<Node>,
+    listener: TcpListener,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let peer = RaftPeerServer::new(peer::PeerService::new(node))
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let result = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(peer)
+        .serve_with_incoming_shutdown(incoming, async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .await;
+    if let Err(e) = result {
+        tracing::error!(error = %e, "peer server failed");
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut term) => {
+                    tokio::select! {
+                        _ = ctrl_c => {},
+                        _ = term.recv() => {},
+                    }
+                }
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = ctrl_c.await;
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! `Node`: what every handler shares, and the two paths into the replicated state:
+//! `propose` (writes, forwarded to the leader when this node is not it) and `read_barrier`
+//! (ReadIndex for linearizable reads, on the leader or through it).
+
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::time::Duration;
+
+use openraft::async_runtime::WatchReceiver;
+use openraft::errors::LinearizableReadError;
+use openraft::{ReadPolicy, ServerState};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+use tonic::Status;
+
+use crate::config::Config;
+use crate::proto::raft_v1::{RaftMessage, ReadIndexRequest};
+use crate::proto::v1::Consistency;
+use crate::raft::network::{decode, encode, PeerChannels};
+use crate::raft::types::{ClientWriteError, NodeAddr, NodeId, Raft, RaftError};
+use crate::server::errors;
+use crate::server::watch::WatchHub;
+use crate::state::{Command, Proposal, Response, State};
+
+/// Where time comes from. Only the leader reads it, to stamp proposals; apply never does.
+pub trait Clock: Send + Sync + 'static {
+    fn now_ms(&self) -> u64;
+}
+
+/// Wall-clock time in milliseconds since the Unix epoch.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    }
+}
+
+/// The answer to a forwarded command, as the leader sends it back.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum ForwardReply {
+    Applied(Box<Response>),
+    /// A gRPC status the leader answered with (code as i32, message, leader hint).
+    Failed {
+        code: i32,
+        message: String,
+        leader: Option<NodeAddr>,
+    },
+}
+
+/// Times a forwarded command is re-sent when the node it reached was no longer the leader.
+const FORWARD_ATTEMPTS: usize = 3;
+
+/// Shared by every handler of one node.
+pub struct Node {
+    pub id: NodeId,
+    pub config: Config,
+    pub raft: Raft,
+    /// The applied state; read it with `state()`, never across an await.
+    state: Arc<RwLock<State>>,
+    pub hub: Arc<WatchHub>,
+    pub channels: PeerChannels,
+    pub clock: Arc<dyn Clock>,
+    /// Serialises membership changes on this node: a second one is refused, not queued.
+    pub membership_lock: tokio::sync::Mutex<()>,
+    /// Bounds proposals in flight through this node (limits.max_pending_proposals).
+    pending: Semaphore,
+}
+
+impl Node {
+    pub fn new(
+        config: Config,
+        raft: Raft,
+        state: Arc<RwLock<State>>,
+        hub: Arc<WatchHub>,
+        channels: PeerChannels,
+        clock: Arc<dyn Clock>,
+    ) -> Node {
+        Node {
+            id: config.id,
+            pending: Semaphore::new(config.limits.max_pending_proposals),
+            config,
+            raft,
+            state,
+            hub,
+            channels,
+            clock,
+            membership_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The applied state, for reading. Do not hold the guard across an await.
+    pub fn state(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How long to wait for a leader to appear before answering Unavailable.
+    fn leader_wait(&self) -> Duration {
+        Duration::from_millis(self.config.raft.election_timeout_max_ms * 3)
+    }
+
+    /// The current leader and its addresses, waiting up to a few election timeouts for one.
+    pub async fn leader(&self) -> Result<(NodeId, NodeAddr), Status> {
+        let deadline = tokio::time::Instant::now() + self.leader_wait();
+        let mut rx = self.raft.metrics();
+        loop {
+            {
+                let m = rx.borrow_and_update();
+                if let Some(id) = m.current_leader {
+                    if let Some(addr) = m.membership_config.membership().get_node(&id) {
+                        return Ok((id, addr.clone()));
+                    }
+                }
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                Ok(Err(_)) => return Err(Status::unavailable("this node is shutting down")),
+                Err(_) => return Err(errors::no_leader()),
+            }
+        }
+    }
+
+    pub fn is_leader(&self) -> bool {
+        let m = self.raft.metrics();
+        let m = m.borrow_watched();
+        m.state == ServerState::Leader
+    }
+
+    /// Replicates `command` and returns the state machine's response. Any node may call it: a
+    /// follower forwards the command to the leader, which stamps the time and proposes it.
+    #[tracing::instrument(level = "debug", skip_all, fields(node = self.id))]
+    pub async fn propose(&self, command: Command) -> Result<Response, Status> {
+        let _permit = self.pending.try_acquire().map_err(|_| {
+            Status::resource_exhausted(format!(
+                "too many proposals in flight on this node (limits.max_pending_proposals = {})",
+                self.config.limits.max_pending_proposals
+            ))
+        })?;
+        let mut last_err = errors::no_leader();
+        for _ in 0..FORWARD_ATTEMPTS {
+            let (leader_id, leader_addr) = self.leader().await?;
+            if leader_id == self.id {
+                match self.propose_local(command.clone()).await {
+                    Err(LocalProposeError::NotLeader(status)) => last_err = status,
+                    Err(LocalProposeError::Other(status)) => return Err(status),
+                    Ok(r) => return Ok(r),
+                }
+            } else {
+                match self.forward(&leader_addr, &command).await? {
+                    ForwardReply::Applied(r) => return Ok(*r),
+                    ForwardReply::Failed {
+                        code,
+                        message,
+                        leader,
+                    } => {
+                        let status = Status::new(tonic::Code::from_i32(code), message);
+                        // The node we reached had lost leadership before proposing: try again.
+                        if status.code() != tonic::Code::Unavailable || leader.is_none() {
+                            return Err(status);
+                        }
+                        last_err = errors::unavailable(status.message(), leader.as_ref());
+                    }
+                }
+            }
+            // Let the new leadership settle before the next attempt.
+            let _ = self
+                .raft
+                .wait(Some(self.leader_wait()))
+                .metrics(|m| m.current_leader.is_some(), "leader")
+                .await;
+        }
+        Err(last_err)
+    }
+
+    /// Proposes on this node, which believes it is the leader. The time stamp comes from here.
+    pub async fn propose_local(&self, command: Command) -> Result<Response, LocalProposeError> {
+        let proposal = Proposal {
+            time_ms: self.clock.now_ms(),
+            command,
+        };
+        match self.raft.client_write(proposal).await {
+            Ok(resp) => Ok(resp.data),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                Err(LocalProposeError::NotLeader(errors::forward_to_leader(&f)))
+            }
+            Err(e) => Err(LocalProposeError::Other(errors::client_write(&e))),
+        }
+    }
+
+    async fn forward(&self, leader: &NodeAddr, command: &Command) -> Result<ForwardReply, Status> {
+        let mut client = self.channels.peer(&leader.peer_addr).map_err(|e| {
+            errors::unavailable(format!("cannot reach the leader: {e}"), Some(leader))
+        })?;
+        let mut req = tonic::Request::new(RaftMessage {
+            data: encode(command),
+        });
+        req.set_timeout(Duration::from_millis(self.config.raft.rpc_timeout_ms * 5));
+        let reply = client.forward(req).await.map_err(|s| {
+            errors::unavailable(
+                format!(
+                    "forwarding to the leader failed; the write's outcome is unknown: {}",
+                    s.message()
+                ),
+                Some(leader),
+            )
+        })?;
+        decode(&reply.into_inner().data)
+            .map_err(|e| errors::internal("bad forward reply from the leader", e))
+    }
+
+    /// Makes the next local read linearizable (ReadIndex), unless a serializable read was asked.
+    pub async fn read_barrier(&self, consistency: Consistency) -> Result<(), Status> {
+        if consistency == Consistency::Serializable {
+            return Ok(());
+        }
+        match self.raft.get_read_linearizer(ReadPolicy::ReadIndex).await {
+            Ok(linearizer) => {
+                let timeout = Some(self.leader_wait());
+                match linearizer.try_await_ready(&self.raft, timeout).await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(_)) => Err(Status::unavailable(
+                        "timed out waiting to apply the read index",
+                    )),
+                    Err(f) => Err(Status::unavailable(format!("raft stopped: {f}"))),
+                }
+            }
+            Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(_))) => {
+                self.remote_read_barrier().await
+            }
+            Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(q))) => Err(
+                errors::unavailable(format!("cannot confirm leadership: {q}"), None),
+            ),
+            Err(RaftError::Fatal(f)) => Err(Status::unavailable(format!("raft stopped: {f}"))),
+        }
+    }
+
+    /// Follower side of ReadIndex: the leader confirms its leadership and names an index; once
+    /// this node has applied up to it, local reads are linearizable.
+    async fn remote_read_barrier(&self) -> Result<(), Status> {
+        let (leader_id, leader) = self.leader().await?;
+        if leader_id == self.id {
+            return Err(errors::no_leader());
+        }
+        let mut client = self.channels.peer(&leader.peer_addr).map_err(|e| {
+            errors::unavailable(format!("cannot reach the leader: {e}"), Some(&leader))
+        })?;
+        let mut req = tonic::Request::new(ReadIndexRequest {});
+        req.set_timeout(Duration::from_millis(self.config.raft.rpc_timeout_ms));
+        let index = client
+            .read_index(req)
+            .await
+            .map_err(|s| {
+                errors::unavailable(
+                    format!("read index from the leader: {}", s.message()),
+                    Some(&leader),
+                )
+            })?
+            .into_inner()
+            .read_index;
+        self.raft
+            .wait(Some(self.leader_wait()))
+            .applied_index_at_least(Some(index), "read index")
+            .await
+            .map_err(|e| {
+                Status::unavailable(format!(
+                    "this node did not catch up with the read index: {e}"
+                ))
+            })?;
+        Ok(())
+    }
+}
+
+/// Why a local proposal failed: lost leadership (retry elsewhere) or anything else.
+pub enum LocalProposeError {
+    NotLeader(Status),
+    Other(Status),
+}

@@ -1,0 +1,192 @@
+//! The peer service: Raft RPCs from other nodes, commands forwarded by followers, read indexes
+//! for followers' linearizable reads, and this node's status. Thin: decode, call, encode.
+
+use std::sync::Arc;
+
+use openraft::async_runtime::WatchReceiver;
+use openraft::ReadPolicy;
+use serde::{Deserialize, Serialize};
+use tokio_stream::StreamExt;
+use tonic::{Request, Response as GrpcResponse, Status, Streaming};
+
+use crate::proto::raft_v1::raft_peer_server::RaftPeer;
+use crate::proto::raft_v1::{
+    NodeStatusRequest, RaftMessage, ReadIndexReply, ReadIndexRequest, SnapshotChunk,
+};
+use crate::raft::network::{decode, encode};
+use crate::raft::types::*;
+use crate::server::node::{ForwardReply, LocalProposeError, Node};
+use crate::state::Command;
+
+pub struct PeerService {
+    node: Arc<Node>,
+}
+
+impl PeerService {
+    pub fn new(node: Arc<Node>) -> Self {
+        PeerService { node }
+    }
+}
+
+fn bad_payload(e: serde_json::Error) -> Status {
+    Status::invalid_argument(format!("undecodable peer message: {e}"))
+}
+
+fn reply<T: Serialize>(value: &T) -> Result<GrpcResponse<RaftMessage>, Status> {
+    Ok(GrpcResponse::new(RaftMessage {
+        data: encode(value),
+    }))
+}
+
+/// One node's own view of itself, as `NodeStatus` returns it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NodeView {
+    pub id: NodeId,
+    pub state: String,
+    pub term: u64,
+    pub leader_id: Option<NodeId>,
+    pub last_log_index: u64,
+    pub committed_index: u64,
+    pub applied_index: u64,
+    pub snapshot_index: u64,
+    pub purged_index: u64,
+    pub revision: u64,
+}
+
+impl NodeView {
+    pub fn of(node: &Node) -> NodeView {
+        let revision = node.state().revision();
+        let m = node.raft.metrics();
+        let m = m.borrow_watched();
+        NodeView {
+            id: node.id,
+            state: format!("{:?}", m.state).to_lowercase(),
+            term: m.current_term,
+            leader_id: m.current_leader,
+            last_log_index: m.last_log_index.unwrap_or(0),
+            committed_index: m.local_committed.as_ref().map(|l| l.index).unwrap_or(0),
+            applied_index: m.last_applied.as_ref().map(|l| l.index).unwrap_or(0),
+            snapshot_index: m.snapshot.as_ref().map(|l| l.index).unwrap_or(0),
+            purged_index: m.purged.as_ref().map(|l| l.index).unwrap_or(0),
+            revision,
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl RaftPeer for PeerService {
+    async fn append_entries(
+        &self,
+        request: Request<RaftMessage>,
+    ) -> Result<GrpcResponse<RaftMessage>, Status> {
+        let req: AppendEntriesRequest = decode(&request.into_inner().data).map_err(bad_payload)?;
+        reply(&self.node.raft.append_entries(req).await)
+    }
+
+    async fn vote(
+        &self,
+        request: Request<RaftMessage>,
+    ) -> Result<GrpcResponse<RaftMessage>, Status> {
+        let req: VoteRequest = decode(&request.into_inner().data).map_err(bad_payload)?;
+        reply(&self.node.raft.vote(req).await)
+    }
+
+    async fn pre_vote(
+        &self,
+        request: Request<RaftMessage>,
+    ) -> Result<GrpcResponse<RaftMessage>, Status> {
+        let req: VoteRequest = decode(&request.into_inner().data).map_err(bad_payload)?;
+        reply(&self.node.raft.pre_vote(req).await)
+    }
+
+    async fn install_snapshot(
+        &self,
+        request: Request<Streaming<SnapshotChunk>>,
+    ) -> Result<GrpcResponse<RaftMessage>, Status> {
+        let mut stream = request.into_inner();
+        let mut header: Option<(Vote, SnapshotMeta)> = None;
+        let mut data = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            if header.is_none() {
+                header = Some(decode(&chunk.meta).map_err(bad_payload)?);
+            }
+            data.extend_from_slice(&chunk.data);
+        }
+        let (vote, meta) =
+            header.ok_or_else(|| Status::invalid_argument("empty snapshot stream"))?;
+        tracing::info!(bytes = data.len(), last = ?meta.last_log_id, "installing snapshot from leader");
+        let snapshot = Snapshot {
+            meta,
+            snapshot: data,
+        };
+        let result: Result<SnapshotResponse, RaftError> = self
+            .node
+            .raft
+            .install_full_snapshot(vote, snapshot)
+            .await
+            .map_err(RaftError::Fatal);
+        reply(&result)
+    }
+
+    async fn transfer_leader(
+        &self,
+        request: Request<RaftMessage>,
+    ) -> Result<GrpcResponse<RaftMessage>, Status> {
+        let req: TransferLeaderRequest = decode(&request.into_inner().data).map_err(bad_payload)?;
+        let result: Result<TransferLeaderResponse, RaftError> = self
+            .node
+            .raft
+            .handle_transfer_leader(req)
+            .await
+            .map_err(RaftError::Fatal);
+        reply(&result)
+    }
+
+    async fn forward(
+        &self,
+        request: Request<RaftMessage>,
+    ) -> Result<GrpcResponse<RaftMessage>, Status> {
+        let command: Command = decode(&request.into_inner().data).map_err(bad_payload)?;
+        let answer = match self.node.propose_local(command).await {
+            Ok(r) => ForwardReply::Applied(Box::new(r)),
+            Err(LocalProposeError::NotLeader(s)) | Err(LocalProposeError::Other(s)) => {
+                ForwardReply::Failed {
+                    code: s.code() as i32,
+                    message: s.message().to_string(),
+                    leader: s
+                        .metadata()
+                        .get(crate::server::errors::LEADER_HINT)
+                        .and_then(|v| v.to_str().ok())
+                        .map(|client_addr| NodeAddr {
+                            peer_addr: String::new(),
+                            client_addr: client_addr.to_string(),
+                        }),
+                }
+            }
+        };
+        reply(&answer)
+    }
+
+    async fn read_index(
+        &self,
+        _request: Request<ReadIndexRequest>,
+    ) -> Result<GrpcResponse<ReadIndexReply>, Status> {
+        let linearizer = self
+            .node
+            .raft
+            .get_read_linearizer(ReadPolicy::ReadIndex)
+            .await
+            .map_err(|e| Status::unavailable(format!("cannot serve a read index: {e}")))?;
+        Ok(GrpcResponse::new(ReadIndexReply {
+            read_index: linearizer.read_log_id().index(),
+        }))
+    }
+
+    async fn node_status(
+        &self,
+        _request: Request<NodeStatusRequest>,
+    ) -> Result<GrpcResponse<RaftMessage>, Status> {
+        reply(&NodeView::of(&self.node))
+    }
+}

@@ -1,0 +1,395 @@
+//! The `Resources` gRPC service: validate, then propose (writes) or read-barrier + read (reads).
+//!
+//! Limits checked here, before anything is proposed: object size, list page, txn size. The
+//! structural rules (names, labels, kinds) are the pure `state::validate_*` functions, which
+//! apply re-checks.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use tokio_stream::Stream;
+use tonic::{Request, Response as GrpcResponse, Status};
+
+use crate::proto::v1::resources_server::Resources;
+use crate::proto::v1::*;
+use crate::server::errors;
+use crate::server::node::Node;
+use crate::server::watch::{Delivery, WatchFilter};
+use crate::state::{self, Command, ObjectKey, Rejection, Resource, Response, Selector, TxnOp};
+
+pub struct ResourcesService {
+    node: Arc<Node>,
+}
+
+impl ResourcesService {
+    pub fn new(node: Arc<Node>) -> Self {
+        ResourcesService { node }
+    }
+
+    /// Parses and checks an object from the wire against the size limit and the structural rules.
+    fn parse_object(&self, json: &str) -> Result<Resource, Status> {
+        let max = self.node.config.limits.max_object_bytes;
+        if json.len() > max {
+            return Err(Status::resource_exhausted(format!(
+                "object is {} bytes; the limit is {max} bytes (limits.max_object_bytes)",
+                json.len()
+            )));
+        }
+        let obj = Resource::from_json(json).map_err(|r| errors::rejection(&r))?;
+        state::validate_object(&obj).map_err(|r| errors::rejection(&r))?;
+        Ok(obj)
+    }
+
+    fn parse_key(kind: &str, namespace: &str, name: &str) -> Result<ObjectKey, Status> {
+        let key = ObjectKey {
+            kind: kind.to_string(),
+            namespace: if namespace.is_empty() {
+                "default".to_string()
+            } else {
+                namespace.to_string()
+            },
+            name: name.to_string(),
+        };
+        state::validate_key(&key).map_err(|r| errors::rejection(&r))?;
+        Ok(key)
+    }
+
+    /// An update's precondition: the request's field, else the object's own resourceVersion.
+    fn precondition(expected: u64, obj: &Resource) -> Option<u64> {
+        match (expected, obj.metadata.resource_version) {
+            (0, 0) => None,
+            (0, rv) => Some(rv),
+            (e, _) => Some(e),
+        }
+    }
+
+    fn txn_op(&self, op: &TxnOp_) -> Result<TxnOp, Status> {
+        Ok(match op {
+            txn_op::Op::Create(c) => TxnOp::Create {
+                object: self.parse_object(&c.object_json)?,
+            },
+            txn_op::Op::Update(u) => {
+                let object = self.parse_object(&u.object_json)?;
+                TxnOp::Update {
+                    expected_revision: Self::precondition(u.expected_revision, &object),
+                    object,
+                }
+            }
+            txn_op::Op::UpdateStatus(u) => {
+                let object = self.parse_object(&u.object_json)?;
+                TxnOp::UpdateStatus {
+                    expected_revision: Self::precondition(u.expected_revision, &object),
+                    object,
+                }
+            }
+            txn_op::Op::Delete(d) => TxnOp::Delete {
+                key: Self::parse_key(&d.kind, &d.namespace, &d.name)?,
+                expected_revision: (d.expected_revision != 0).then_some(d.expected_revision),
+            },
+        })
+    }
+
+    async fn write_object(&self, command: Command) -> Result<GrpcResponse<ObjectReply>, Status> {
+        match self.node.propose(command).await? {
+            Response::Object { object, revision } => Ok(GrpcResponse::new(ObjectReply {
+                object_json: object.to_json(),
+                revision,
+            })),
+            Response::Rejected(r) => Err(errors::rejection(&r)),
+            other => Err(errors::internal(
+                "unexpected response to an object write",
+                format!("{other:?}"),
+            )),
+        }
+    }
+}
+
+type TxnOp_ = txn_op::Op;
+
+/// Where the next page of a list starts; opaque to clients.
+#[derive(Serialize, Deserialize)]
+struct ContinueToken {
+    kind: String,
+    after: ObjectKey,
+}
+
+fn encode_continue(token: &ContinueToken) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(token).unwrap_or_default())
+}
+
+fn decode_continue(s: &str, kind: &str) -> Result<ContinueToken, Status> {
+    let bad = || {
+        Status::invalid_argument(
+            "continue_token: not a token returned by a previous List of this kind",
+        )
+    };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(s)
+        .map_err(|_| bad())?;
+    let token: ContinueToken = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    if token.kind != kind {
+        return Err(bad());
+    }
+    Ok(token)
+}
+
+fn consistency(v: i32) -> Result<Consistency, Status> {
+    Consistency::try_from(v)
+        .map_err(|_| Status::invalid_argument(format!("consistency: unknown value {v}")))
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchEvent, Status>> + Send>>;
+
+fn watch_event(d: &Delivery) -> WatchEvent {
+    match d {
+        Delivery::Bookmark(rev) => WatchEvent {
+            r#type: EventType::Bookmark as i32,
+            revision: *rev,
+            object_json: String::new(),
+        },
+        Delivery::Event(e) => WatchEvent {
+            r#type: match e.event_type {
+                state::EventType::Added => EventType::Added,
+                state::EventType::Modified => EventType::Modified,
+                state::EventType::Deleted => EventType::Deleted,
+            } as i32,
+            revision: e.revision,
+            object_json: e.object.to_json(),
+        },
+    }
+}
+
+#[tonic::async_trait]
+impl Resources for ResourcesService {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn create(
+        &self,
+        request: Request<CreateRequest>,
+    ) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let object = self.parse_object(&request.into_inner().object_json)?;
+        self.write_object(Command::Create { object }).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn get(&self, request: Request<GetRequest>) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let req = request.into_inner();
+        let key = Self::parse_key(&req.kind, &req.namespace, &req.name)?;
+        self.node
+            .read_barrier(consistency(req.consistency)?)
+            .await?;
+        let state = self.node.state();
+        match state.get(&key) {
+            Some(obj) => Ok(GrpcResponse::new(ObjectReply {
+                object_json: obj.to_json(),
+                revision: state.revision(),
+            })),
+            None => Err(errors::rejection(&Rejection::NotFound { key })),
+        }
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn list(&self, request: Request<ListRequest>) -> Result<GrpcResponse<ListReply>, Status> {
+        let req = request.into_inner();
+        if req.kind.is_empty() {
+            return Err(Status::invalid_argument("kind: required"));
+        }
+        let limits = &self.node.config.limits;
+        let limit = match req.limit {
+            0 => limits.default_list_page,
+            n if n > limits.max_list_page => {
+                return Err(Status::invalid_argument(format!(
+                    "limit: {n} is above the largest page, {} (limits.max_list_page)",
+                    limits.max_list_page
+                )))
+            }
+            n => n,
+        };
+        let selector: Selector =
+            Selector::parse(&req.label_selector).map_err(|r| errors::rejection(&r))?;
+        let after = if req.continue_token.is_empty() {
+            None
+        } else {
+            Some(decode_continue(&req.continue_token, &req.kind)?.after)
+        };
+        let namespace = (!req.namespace.is_empty()).then_some(req.namespace.as_str());
+        self.node
+            .read_barrier(consistency(req.consistency)?)
+            .await?;
+        let state = self.node.state();
+        let page = state.list(
+            &req.kind,
+            namespace,
+            &selector,
+            after.as_ref(),
+            limit as usize,
+        );
+        Ok(GrpcResponse::new(ListReply {
+            objects_json: page.items.iter().map(Resource::to_json).collect(),
+            revision: state.revision(),
+            continue_token: page
+                .next
+                .map(|after| {
+                    encode_continue(&ContinueToken {
+                        kind: req.kind.clone(),
+                        after,
+                    })
+                })
+                .unwrap_or_default(),
+        }))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn update(
+        &self,
+        request: Request<UpdateRequest>,
+    ) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let req = request.into_inner();
+        let object = self.parse_object(&req.object_json)?;
+        let expected_revision = Self::precondition(req.expected_revision, &object);
+        self.write_object(Command::Update {
+            object,
+            expected_revision,
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn update_status(
+        &self,
+        request: Request<UpdateRequest>,
+    ) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let req = request.into_inner();
+        let object = self.parse_object(&req.object_json)?;
+        let expected_revision = Self::precondition(req.expected_revision, &object);
+        self.write_object(Command::UpdateStatus {
+            object,
+            expected_revision,
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn delete(
+        &self,
+        request: Request<DeleteRequest>,
+    ) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let req = request.into_inner();
+        let key = Self::parse_key(&req.kind, &req.namespace, &req.name)?;
+        let expected_revision = (req.expected_revision != 0).then_some(req.expected_revision);
+        self.write_object(Command::Delete {
+            key,
+            expected_revision,
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn txn(&self, request: Request<TxnRequest>) -> Result<GrpcResponse<TxnReply>, Status> {
+        let req = request.into_inner();
+        let max = self.node.config.limits.max_txn_ops;
+        if req.ops.is_empty() {
+            return Err(Status::invalid_argument("ops: a txn needs at least one op"));
+        }
+        if req.ops.len() > max {
+            return Err(Status::invalid_argument(format!(
+                "ops: {} ops is above the txn limit of {max} (limits.max_txn_ops)",
+                req.ops.len()
+            )));
+        }
+        let mut ops = Vec::with_capacity(req.ops.len());
+        for (i, op) in req.ops.iter().enumerate() {
+            let op = op
+                .op
+                .as_ref()
+                .ok_or_else(|| Status::invalid_argument(format!("ops[{i}]: empty op")))?;
+            ops.push(
+                self.txn_op(op)
+                    .map_err(|s| Status::new(s.code(), format!("ops[{i}]: {}", s.message())))?,
+            );
+        }
+        match self.node.propose(Command::Txn { ops }).await? {
+            Response::Txn { objects, revision } => Ok(GrpcResponse::new(TxnReply {
+                objects_json: objects.iter().map(Resource::to_json).collect(),
+                revision,
+            })),
+            Response::Rejected(r) => Err(errors::rejection(&r)),
+            other => Err(errors::internal(
+                "unexpected response to a txn",
+                format!("{other:?}"),
+            )),
+        }
+    }
+
+    type WatchStream = WatchStream;
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn watch(
+        &self,
+        request: Request<WatchRequest>,
+    ) -> Result<GrpcResponse<WatchStream>, Status> {
+        let req = request.into_inner();
+        if req.kind.is_empty() {
+            return Err(Status::invalid_argument("kind: required"));
+        }
+        let filter = WatchFilter {
+            kind: req.kind,
+            namespace: (!req.namespace.is_empty()).then_some(req.namespace),
+            selector: Selector::parse(&req.label_selector).map_err(|r| errors::rejection(&r))?,
+        };
+        let hub = self.node.hub.clone();
+        let mut reg = hub.register(filter, req.start_revision)?;
+        let interval_ms = match req.bookmark_interval_ms {
+            0 => self.node.config.limits.bookmark_interval_ms,
+            n => u64::from(n).max(10),
+        };
+        let (out, out_rx) = tokio::sync::mpsc::channel::<Result<WatchEvent, Status>>(16);
+        tokio::spawn(async move {
+            let id = reg.id;
+            let _guard = Unregister {
+                hub: hub.clone(),
+                id,
+            };
+            for e in reg.replay.drain(..) {
+                if out
+                    .send(Ok(watch_event(&Delivery::Event(e))))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            let mut tick = tokio::time::interval(Duration::from_millis(interval_ms));
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    item = reg.rx.recv() => match item {
+                        Some(Ok(d)) => if out.send(Ok(watch_event(&d))).await.is_err() { return },
+                        Some(Err(status)) => { let _ = out.send(Err(status)).await; return }
+                        None => { let _ = out.send(Err(Status::unavailable("watch closed by the server"))).await; return }
+                    },
+                    _ = tick.tick() => hub.bookmark(id),
+                    _ = out.closed() => return,
+                }
+            }
+        });
+        Ok(GrpcResponse::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(out_rx),
+        )))
+    }
+}
+
+/// Removes a watcher from the hub when its stream task ends, however it ends.
+struct Unregister {
+    hub: Arc<crate::server::watch::WatchHub>,
+    id: u64,
+}
+
+impl Drop for Unregister {
+    fn drop(&mut self) {
+        self.hub.unregister(self.id);
+    }
+}

@@ -1,0 +1,224 @@
+//! The watch hub: keeps a bounded history of applied events and fans new ones out to watchers.
+//!
+//! Fed by the state machine (as its `ApplyObserver`) in log order. A watch registers under the
+//! hub's lock, so the events it replays from history and the ones it receives live meet without
+//! a gap or a duplicate. A watcher whose buffer fills is cut off with ResourceExhausted: a slow
+//! client never stalls apply. A start revision older than the history is refused with
+//! OutOfRange naming the current revision, so the client can re-list.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+use tonic::Status;
+
+use crate::config::Limits;
+use crate::raft::state_machine::ApplyObserver;
+use crate::state::{Event, Selector};
+
+/// What a watcher wants to see.
+#[derive(Clone, Debug)]
+pub struct WatchFilter {
+    pub kind: String,
+    /// None: every namespace.
+    pub namespace: Option<String>,
+    pub selector: Selector,
+}
+
+impl WatchFilter {
+    pub fn matches(&self, e: &Event) -> bool {
+        let o = &e.object;
+        o.kind == self.kind
+            && self
+                .namespace
+                .as_ref()
+                .is_none_or(|ns| *ns == o.metadata.namespace)
+            && self.selector.matches(&o.metadata.labels)
+    }
+}
+
+/// What a watcher receives, in revision order.
+#[derive(Clone, Debug)]
+pub enum Delivery {
+    Event(Arc<Event>),
+    /// Every matching event up to this revision has been delivered.
+    Bookmark(u64),
+}
+
+/// An item delivered to a watcher, or the reason it was cut off.
+pub type WatchItem = Result<Delivery, Status>;
+
+struct Watcher {
+    filter: WatchFilter,
+    /// Events with a smaller revision are not for this watcher (it replayed or skipped them).
+    from_revision: u64,
+    tx: mpsc::Sender<WatchItem>,
+}
+
+struct HubInner {
+    /// Recent events, oldest first.
+    history: VecDeque<Arc<Event>>,
+    /// Every revision <= this is no longer in history.
+    compacted: u64,
+    /// The revision of the state after the last batch the hub was told about.
+    revision: u64,
+    watchers: BTreeMap<u64, Watcher>,
+    next_id: u64,
+}
+
+/// See the module docs.
+pub struct WatchHub {
+    inner: Mutex<HubInner>,
+    history_max: usize,
+    buffer: usize,
+    watchers_max: usize,
+}
+
+/// A registered watch: replayed history first, then live events from `rx`.
+pub struct Registration {
+    pub id: u64,
+    pub replay: Vec<Arc<Event>>,
+    pub rx: mpsc::Receiver<WatchItem>,
+}
+
+impl WatchHub {
+    pub fn new(limits: &Limits) -> WatchHub {
+        WatchHub {
+            inner: Mutex::new(HubInner {
+                history: VecDeque::new(),
+                compacted: 0,
+                revision: 0,
+                watchers: BTreeMap::new(),
+                next_id: 1,
+            }),
+            history_max: limits.watch_history,
+            buffer: limits.watch_buffer,
+            watchers_max: limits.max_watchers,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HubInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The revision up to which every event has been handed to watchers.
+    pub fn revision(&self) -> u64 {
+        self.lock().revision
+    }
+
+    /// Forgets all history: nothing at or before `revision` can be replayed. Used at start-up
+    /// (the state came from a snapshot) and when a snapshot replaces the state.
+    pub fn reset_to(&self, revision: u64) {
+        let mut inner = self.lock();
+        inner.history.clear();
+        inner.compacted = revision;
+        inner.revision = revision;
+        for (_, w) in std::mem::take(&mut inner.watchers) {
+            let _ = w.tx.try_send(Err(Status::out_of_range(format!(
+                "the node's state was replaced by a snapshot at revision {revision}; re-list and watch again"
+            ))));
+        }
+    }
+
+    /// Registers a watcher. `start_revision` is inclusive; 0 means "changes from now on".
+    pub fn register(
+        &self,
+        filter: WatchFilter,
+        start_revision: u64,
+    ) -> Result<Registration, Status> {
+        let mut inner = self.lock();
+        if inner.watchers.len() >= self.watchers_max {
+            return Err(Status::resource_exhausted(format!(
+                "too many watchers on this node (limits.max_watchers = {})",
+                self.watchers_max
+            )));
+        }
+        let from = if start_revision == 0 {
+            inner.revision + 1
+        } else {
+            start_revision
+        };
+        if from <= inner.compacted {
+            return Err(Status::out_of_range(format!(
+                "start_revision {start_revision} is older than the kept history (oldest available {}); current revision is {}: re-list and watch from the list's revision + 1",
+                inner.compacted + 1,
+                inner.revision
+            )));
+        }
+        let replay: Vec<Arc<Event>> = inner
+            .history
+            .iter()
+            .filter(|e| e.revision >= from && filter.matches(e))
+            .cloned()
+            .collect();
+        // One slot more than the buffer, kept free for the cut-off notice.
+        let (tx, rx) = mpsc::channel(self.buffer + 1);
+        let id = inner.next_id;
+        inner.next_id += 1;
+        let from_revision = from.max(inner.revision + 1);
+        inner.watchers.insert(
+            id,
+            Watcher {
+                filter,
+                from_revision,
+                tx,
+            },
+        );
+        Ok(Registration { id, replay, rx })
+    }
+
+    /// Queues a bookmark behind the events already queued for watcher `id`, so it never claims
+    /// a revision whose events the watcher has not been sent. A full buffer skips the bookmark.
+    pub fn bookmark(&self, id: u64) {
+        let inner = self.lock();
+        if let Some(w) = inner.watchers.get(&id) {
+            if w.tx.capacity() > 1 {
+                let _ = w.tx.try_send(Ok(Delivery::Bookmark(inner.revision)));
+            }
+        }
+    }
+
+    pub fn unregister(&self, id: u64) {
+        self.lock().watchers.remove(&id);
+    }
+
+    pub fn watcher_count(&self) -> usize {
+        self.lock().watchers.len()
+    }
+}
+
+impl ApplyObserver for WatchHub {
+    fn on_applied(&self, events: &[Event], revision: u64) {
+        let mut inner = self.lock();
+        let events: Vec<Arc<Event>> = events.iter().cloned().map(Arc::new).collect();
+        let buffer = self.buffer;
+        inner.watchers.retain(|id, w| {
+            for e in events.iter().filter(|e| e.revision >= w.from_revision && w.filter.matches(e)) {
+                if w.tx.capacity() <= 1 {
+                    tracing::info!(watcher = id, "cutting off a slow watcher");
+                    let _ = w.tx.try_send(Err(Status::resource_exhausted(format!(
+                        "watcher fell {buffer} events behind (limits.watch_buffer); re-list and watch again"
+                    ))));
+                    return false;
+                }
+                if w.tx.try_send(Ok(Delivery::Event(e.clone()))).is_err() {
+                    return false; // the client went away
+                }
+            }
+            true
+        });
+        for e in events {
+            inner.history.push_back(e);
+        }
+        while inner.history.len() > self.history_max {
+            if let Some(old) = inner.history.pop_front() {
+                inner.compacted = inner.compacted.max(old.revision);
+            }
+        }
+        inner.revision = inner.revision.max(revision);
+    }
+
+    fn on_reset(&self, revision: u64) {
+        self.reset_to(revision);
+    }
+}

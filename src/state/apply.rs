@@ -1,0 +1,308 @@
+//! `State` and `apply`, the only code that changes it.
+//!
+//! The Raft state machine calls `apply` once per committed entry, in log order, on every replica;
+//! readers call `get`/`list` on the same `State`. Everything here is deterministic: no clock (time
+//! comes from the leader-stamped `ApplyContext::time_ms`), no I/O, no randomness, no hash-order
+//! iteration. A `Rejection` is an ordinary `Response`: it leaves objects, revision and retired set
+//! exactly as they were (the state's time may still advance to the entry's time, which is harmless
+//! and keeps time monotone across every entry).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use super::command::{Command, Event, Rejection, Response, TxnOp};
+use super::resource::{ObjectKey, Resource};
+use super::selector::Selector;
+use ops::{apply_op, Change, Op};
+
+mod ops;
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod read_tests;
+mod snapshot;
+#[cfg(test)]
+mod tests;
+
+pub use snapshot::SNAPSHOT_FORMAT;
+
+/// Most ops in one `Command::Txn` (etcd's default `--max-txn-ops`).
+pub const TXN_OPS_MAX: usize = 128;
+
+/// Where the entry being applied sits in the log, and the time its leader stamped on it.
+#[derive(Clone, Copy, Debug)]
+pub struct ApplyContext {
+    /// Raft log index of the entry; feeds uids.
+    pub log_index: u64,
+    /// Raft term of the entry; feeds uids.
+    pub term: u64,
+    /// Leader wall-clock time in ms since the Unix epoch (`Proposal::time_ms`).
+    pub time_ms: u64,
+}
+
+/// The replicated domain state.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct State {
+    /// Store revision: +1 per object change, never decreases. Every stored object's
+    /// resourceVersion is <= this.
+    revision: u64,
+    /// Largest leader time applied so far; persisted in snapshots so time never runs backwards,
+    /// not even across a leader change to a node with a slower clock.
+    time_ms: u64,
+    /// All objects, ordered by key so lists and pages are deterministic and cheap to range over.
+    objects: BTreeMap<ObjectKey, Resource>,
+    /// Node ids removed from the cluster; an id may never rejoin, or it could vote twice.
+    retired: BTreeSet<u64>,
+}
+
+/// One page of `State::list`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ListPage {
+    /// Matching objects in key order.
+    pub items: Vec<Resource>,
+    /// The last returned key when the page was cut by `limit` and more keys follow in range;
+    /// pass it back as `after` for the next page.
+    pub next: Option<ObjectKey>,
+}
+
+impl State {
+    /// An empty store at revision 0, time 0.
+    pub fn new() -> State {
+        State::default()
+    }
+
+    /// The store revision: the resourceVersion of the most recent object change.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// The largest leader time applied so far (ms since the Unix epoch).
+    pub fn time_ms(&self) -> u64 {
+        self.time_ms
+    }
+
+    /// One object by key.
+    pub fn get(&self, key: &ObjectKey) -> Option<&Resource> {
+        self.objects.get(key)
+    }
+
+    /// Number of stored objects.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// True when no object is stored.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// All objects in key order (for snapshots of watch caches and diagnostics).
+    pub fn objects(&self) -> impl Iterator<Item = &Resource> {
+        self.objects.values()
+    }
+
+    /// Objects of one kind, in one namespace or all, matching `selector`, in key order, starting
+    /// strictly after `after`, at most `limit` of them (`0` means no limit). Ranges over the
+    /// kind (and namespace) only, never the whole store.
+    pub fn list(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+        selector: &Selector,
+        after: Option<&ObjectKey>,
+        limit: usize,
+    ) -> ListPage {
+        let start = ObjectKey::new(kind, namespace.unwrap_or(""), "");
+        let lower = match after {
+            Some(after) if *after >= start => Bound::Excluded(after.clone()),
+            _ => Bound::Included(start),
+        };
+        let in_scope =
+            |key: &ObjectKey| key.kind == kind && namespace.is_none_or(|ns| key.namespace == ns);
+        let mut range = self
+            .objects
+            .range((lower, Bound::Unbounded))
+            .take_while(|(key, _)| in_scope(key));
+        let mut page = ListPage::default();
+        let mut last = None;
+        for (key, object) in range.by_ref() {
+            if selector.matches(&object.metadata.labels) {
+                page.items.push(object.clone());
+                last = Some(key);
+                if page.items.len() == limit {
+                    break;
+                }
+            }
+        }
+        if limit != 0 && page.items.len() == limit && range.next().is_some() {
+            page.next = last.cloned();
+        }
+        page
+    }
+
+    /// Whether `node_id` was retired by `Command::RetireNode`.
+    pub fn is_retired(&self, node_id: u64) -> bool {
+        self.retired.contains(&node_id)
+    }
+
+    /// `Err(NodeRetired)` if `node_id` may not (re)join the cluster.
+    pub fn ensure_not_retired(&self, node_id: u64) -> Result<(), Rejection> {
+        if self.is_retired(node_id) {
+            return Err(Rejection::NodeRetired { node_id });
+        }
+        Ok(())
+    }
+
+    fn next_revision(&self) -> Result<u64, Rejection> {
+        self.revision
+            .checked_add(1)
+            .ok_or_else(|| Rejection::TooLarge {
+                field: "revision".to_string(),
+                rule: "the store revision is exhausted".to_string(),
+            })
+    }
+}
+
+/// Applies one committed command. The only entry that changes `State`. Pure: no clock, I/O or
+/// randomness. Never panics on any `Command`. Pushes one `Event` per object change, in revision
+/// order; a rejected command pushes none.
+pub fn apply(
+    state: &mut State,
+    ctx: &ApplyContext,
+    cmd: &Command,
+    events: &mut Vec<Event>,
+) -> Response {
+    let revision_before = state.revision;
+    let events_before = events.len();
+    advance_time(state, ctx);
+    let response = match cmd {
+        Command::Create { object } => apply_single(state, ctx, Op::Create(object), events),
+        Command::Update {
+            object,
+            expected_revision,
+        } => apply_single(state, ctx, Op::Update(object, *expected_revision), events),
+        Command::UpdateStatus {
+            object,
+            expected_revision,
+        } => apply_single(
+            state,
+            ctx,
+            Op::UpdateStatus(object, *expected_revision),
+            events,
+        ),
+        Command::Delete {
+            key,
+            expected_revision,
+        } => apply_single(state, ctx, Op::Delete(key, *expected_revision), events),
+        Command::Txn { ops } => apply_txn(state, ctx, ops, events),
+        Command::RetireNode { node_id } => {
+            state.retired.insert(*node_id);
+            Response::Done {
+                revision: state.revision,
+            }
+        }
+    };
+    debug_assert!(state.revision >= revision_before, "revision went backwards");
+    debug_assert_eq!(
+        events.len() - events_before,
+        usize::try_from(state.revision - revision_before).unwrap_or(usize::MAX),
+        "one event per revision"
+    );
+    response
+}
+
+/// Applies a blank or membership entry: only the time advances.
+pub fn apply_blank(state: &mut State, ctx: &ApplyContext) {
+    advance_time(state, ctx);
+}
+
+fn advance_time(state: &mut State, ctx: &ApplyContext) {
+    let before = state.time_ms;
+    state.time_ms = state.time_ms.max(ctx.time_ms);
+    debug_assert!(state.time_ms >= before, "time ran backwards");
+}
+
+fn apply_single(
+    state: &mut State,
+    ctx: &ApplyContext,
+    op: Op<'_>,
+    events: &mut Vec<Event>,
+) -> Response {
+    match apply_op(state, ctx, op) {
+        Ok(change) => {
+            emit(events, &change);
+            Response::Object {
+                object: change.object,
+                revision: state.revision,
+            }
+        }
+        Err(rejection) => Response::Rejected(rejection),
+    }
+}
+
+/// All ops or none. Ops change the live map and record undo entries (previous values moved out
+/// of the map, so no copy of the store is made); a failure replays them backwards.
+fn apply_txn(
+    state: &mut State,
+    ctx: &ApplyContext,
+    ops: &[TxnOp],
+    events: &mut Vec<Event>,
+) -> Response {
+    if ops.is_empty() {
+        return Response::Rejected(Rejection::Invalid {
+            field: "ops".to_string(),
+            rule: "at least one op".to_string(),
+        });
+    }
+    if ops.len() > TXN_OPS_MAX {
+        return Response::Rejected(Rejection::TooLarge {
+            field: "ops".to_string(),
+            rule: format!(
+                "{} ops, more than the limit TXN_OPS_MAX = {TXN_OPS_MAX}",
+                ops.len()
+            ),
+        });
+    }
+    let revision_before = state.revision;
+    let events_before = events.len();
+    let mut undo = Vec::with_capacity(ops.len());
+    let mut objects = Vec::with_capacity(ops.len());
+    for (index, op) in ops.iter().enumerate() {
+        match apply_op(state, ctx, op.into()) {
+            Ok(change) => {
+                emit(events, &change);
+                undo.extend(change.undo);
+                objects.push(change.object);
+            }
+            Err(cause) => {
+                for (key, previous) in undo.into_iter().rev() {
+                    match previous {
+                        Some(object) => state.objects.insert(key, object),
+                        None => state.objects.remove(&key),
+                    };
+                }
+                state.revision = revision_before;
+                events.truncate(events_before);
+                return Response::Rejected(Rejection::TxnOpFailed {
+                    index,
+                    cause: Box::new(cause),
+                });
+            }
+        }
+    }
+    Response::Txn {
+        objects,
+        revision: state.revision,
+    }
+}
+
+fn emit(events: &mut Vec<Event>, change: &Change) {
+    if let Some(event_type) = change.event_type {
+        events.push(Event {
+            event_type,
+            revision: change.object.metadata.resource_version,
+            object: Arc::new(change.object.clone()),
+        });
+    }
+}

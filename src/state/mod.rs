@@ -1,0 +1,32 @@
+//! The pure domain core of steward: what is stored, what may be asked, and how a committed
+//! command changes the store.
+//!
+//! Flow: a server parses and validates a request (`Resource::from_json`, `validate_object`,
+//! `Selector::parse`), builds a `Command`, and the leader proposes it as a `Proposal` stamped with
+//! its clock. Once committed, the Raft state machine calls [`apply`] on every replica, in log
+//! order, and returns the `Response` to the proposer and the `Event`s to watchers. Reads use
+//! `State::get` / `State::list` after the read barrier.
+//!
+//! Nothing in this module does I/O, reads a clock, draws randomness or depends on hash order, so
+//! replicas that apply the same log reach the same `State` (and the same snapshot bytes).
+//!
+//! - `resource`: `Resource`, `ObjectMeta`, `ObjectKey`, their Kubernetes-style JSON.
+//! - `validate`: structural rules for kinds, names, labels, annotations, sizes.
+//! - `selector`: label selectors.
+//! - `command`: `Proposal`, `Command`, `TxnOp`, `Response`, `Rejection`, `Event`.
+//! - `apply`: `State`, `apply`, `apply_blank`, snapshots.
+
+pub mod apply;
+pub mod command;
+pub mod resource;
+pub mod selector;
+pub mod validate;
+
+pub use apply::{apply, apply_blank, ApplyContext, ListPage, State, SNAPSHOT_FORMAT, TXN_OPS_MAX};
+pub use command::{Command, Event, EventType, Proposal, Rejection, Response, TxnOp};
+pub use resource::{ObjectKey, ObjectMeta, Resource, DEFAULT_NAMESPACE};
+pub use selector::{Requirement, Selector};
+pub use validate::{
+    validate_api_version, validate_key, validate_kind, validate_label_key, validate_label_value,
+    validate_object, validate_object_size, ANNOTATIONS_BYTES_MAX, OBJECT_BYTES_MAX,
+};

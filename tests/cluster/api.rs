@@ -1,0 +1,222 @@
+//! CRUD, conflicts, txn, selectors, pagination, follower reads and writes on a 3-node cluster.
+
+use steward::proto::v1::*;
+use tonic::Code;
+
+use crate::harness::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crud_conflicts_txn_selectors_pagination_followers() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.wait_leader().await;
+    let followers = cluster.followers().await;
+    let mut c = cluster.res(leader).await;
+
+    // Create, then AlreadyExists.
+    let a = create(&mut c, director("a", &[("env", "prod"), ("tier", "web")]))
+        .await
+        .expect("create a");
+    assert_eq!(a["metadata"]["namespace"], "default");
+    assert_eq!(a["metadata"]["generation"], 1);
+    assert!(!a["metadata"]["uid"].as_str().unwrap_or("").is_empty());
+    let rv_a = rv(&a);
+    let err = create(&mut c, director("a", &[]))
+        .await
+        .expect_err("duplicate");
+    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+
+    // Writes through a follower land, and revisions increase store-wide.
+    let mut f = cluster.res(followers[0]).await;
+    let b = create(&mut f, director("b", &[("env", "dev")]))
+        .await
+        .expect("create via follower");
+    assert!(rv(&b) > rv_a);
+    // A linearizable read on the other follower sees it at once.
+    let mut f2 = cluster.res(followers[1]).await;
+    let got = get(&mut f2, "b", Consistency::Linearizable)
+        .await
+        .expect("linearizable get on follower");
+    assert_eq!(got, b);
+
+    // Update with a stale precondition is Aborted; with the right one it bumps generation.
+    let mut changed = a.clone();
+    changed["spec"]["options"] = "changed".into();
+    let stale = c
+        .update(UpdateRequest {
+            object_json: changed.to_string(),
+            expected_revision: rv_a + 1000,
+        })
+        .await
+        .expect_err("stale precondition");
+    assert_eq!(stale.code(), Code::Aborted, "{stale:?}");
+    let updated = parse(
+        &c.update(UpdateRequest {
+            object_json: changed.to_string(),
+            expected_revision: rv_a,
+        })
+        .await
+        .expect("update")
+        .into_inner()
+        .object_json,
+    );
+    assert_eq!(updated["metadata"]["generation"], 2);
+    assert!(rv(&updated) > rv(&b));
+
+    // UpdateStatus changes status only: no generation bump.
+    let mut with_status = updated.clone();
+    with_status["status"] = serde_json::json!({"state": "succeeded"});
+    let st = parse(
+        &c.update_status(UpdateRequest {
+            object_json: with_status.to_string(),
+            expected_revision: 0,
+        })
+        .await
+        .expect("update status")
+        .into_inner()
+        .object_json,
+    );
+    assert_eq!(st["metadata"]["generation"], 2);
+    assert_eq!(st["status"]["state"], "succeeded");
+    assert_eq!(st["spec"]["options"], "changed");
+
+    // Serializable read on a follower eventually sees the status (it may lag, so wait).
+    let mut fr = cluster.res(followers[1]).await;
+    wait_for(
+        "follower serializable read to catch up",
+        std::time::Duration::from_secs(10),
+        || {
+            let mut fr = fr.clone();
+            async move {
+                let o = get(&mut fr, "a", Consistency::Serializable).await.ok()?;
+                (o["status"]["state"] == "succeeded").then_some(())
+            }
+        },
+    )
+    .await;
+    let _ = &mut fr;
+
+    // Txn: all or nothing.
+    let txn_fail = c
+        .txn(TxnRequest {
+            ops: vec![
+                TxnOp {
+                    op: Some(txn_op::Op::Create(CreateRequest {
+                        object_json: director("c", &[]),
+                    })),
+                },
+                TxnOp {
+                    op: Some(txn_op::Op::Delete(DeleteRequest {
+                        kind: "Director".into(),
+                        namespace: "default".into(),
+                        name: "missing".into(),
+                        expected_revision: 0,
+                    })),
+                },
+            ],
+        })
+        .await
+        .expect_err("txn with a failing op");
+    assert_eq!(txn_fail.code(), Code::NotFound, "{txn_fail:?}");
+    assert!(txn_fail.message().contains("op 1"), "{txn_fail:?}");
+    assert_eq!(
+        get(&mut c, "c", Consistency::Linearizable)
+            .await
+            .expect_err("c absent")
+            .code(),
+        Code::NotFound
+    );
+    let ok = c
+        .txn(TxnRequest {
+            ops: vec![
+                TxnOp {
+                    op: Some(txn_op::Op::Create(CreateRequest {
+                        object_json: director("c", &[("env", "prod")]),
+                    })),
+                },
+                TxnOp {
+                    op: Some(txn_op::Op::Delete(DeleteRequest {
+                        kind: "Director".into(),
+                        namespace: "default".into(),
+                        name: "b".into(),
+                        expected_revision: rv(&b),
+                    })),
+                },
+            ],
+        })
+        .await
+        .expect("txn")
+        .into_inner();
+    assert_eq!(ok.objects_json.len(), 2);
+    assert_eq!(
+        get(&mut c, "b", Consistency::Linearizable)
+            .await
+            .expect_err("b deleted")
+            .code(),
+        Code::NotFound
+    );
+
+    // Selectors.
+    for i in 0..25 {
+        let env = if i % 2 == 0 { "prod" } else { "staging" };
+        create(
+            &mut c,
+            director(&format!("p{i:02}"), &[("env", env), ("batch", "yes")]),
+        )
+        .await
+        .expect("create batch");
+    }
+    let names = |items: &[serde_json::Value]| -> Vec<String> {
+        items
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let (prod, _) = list_all(&mut c, "env=prod", 0).await;
+    assert_eq!(prod.len(), 13 + 2, "{:?}", names(&prod)); // p00..p24 even + a + c
+    let (not_prod, _) = list_all(&mut c, "batch,env!=prod", 0).await;
+    assert_eq!(not_prod.len(), 12);
+    let (in_set, _) = list_all(&mut c, "env in (staging, dev),tier notin (web)", 0).await;
+    assert_eq!(in_set.len(), 12);
+    let (no_batch, _) = list_all(&mut c, "!batch", 0).await;
+    assert_eq!(names(&no_batch), vec!["a", "c"]);
+
+    // Pagination: pages of 4 return every object once, in order.
+    let (all, _) = list_all(&mut c, "", 0).await;
+    let (paged, _) = list_all(&mut c, "", 4).await;
+    assert_eq!(names(&paged), names(&all));
+    assert_eq!(all.len(), 27);
+    let first = c
+        .list(ListRequest {
+            kind: "Director".into(),
+            limit: 4,
+            ..Default::default()
+        })
+        .await
+        .expect("page")
+        .into_inner();
+    assert_eq!(first.objects_json.len(), 4);
+    assert!(!first.continue_token.is_empty());
+
+    // Delete with a stale precondition, then for real.
+    let stale = c
+        .delete(DeleteRequest {
+            kind: "Director".into(),
+            namespace: "default".into(),
+            name: "a".into(),
+            expected_revision: 1,
+        })
+        .await
+        .expect_err("stale delete");
+    assert_eq!(stale.code(), Code::Aborted);
+    let deleted = c
+        .delete(DeleteRequest {
+            kind: "Director".into(),
+            namespace: "default".into(),
+            name: "a".into(),
+            expected_revision: 0,
+        })
+        .await
+        .expect("delete")
+        .into_inner();
+    assert!(deleted.revision > rv(&st));
+}

@@ -1,0 +1,464 @@
+//! `TestCluster`: real `steward serve` processes on 127.0.0.1 with free ports and temp dirs.
+//!
+//! Nodes are separate processes so a test can kill -9 one (`Child::kill` sends SIGKILL) and
+//! restart it on the same data dir. Every wait is on a condition with a deadline, never a bare
+//! sleep. Processes are killed when the cluster is dropped.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use steward::config::{Config, Limits, MemberConfig, RaftConfig};
+use steward::proto::v1::cluster_client::ClusterClient;
+use steward::proto::v1::resources_client::ResourcesClient;
+use steward::proto::v1::*;
+use tonic::transport::Channel;
+
+pub type Res = ResourcesClient<Channel>;
+
+/// Picks a port that is free right now (bind to :0, read it, release it).
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind :0");
+    l.local_addr().expect("local addr").port()
+}
+
+/// Polls `f` until it returns Some, or panics with `what` after `timeout`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub struct TestNode {
+    pub config: Config,
+    pub config_path: PathBuf,
+    pub child: Option<Child>,
+}
+
+pub struct TestCluster {
+    pub dir: tempfile::TempDir,
+    pub nodes: BTreeMap<u64, TestNode>,
+    pub raft: RaftConfig,
+}
+
+/// Fast timings for tests; `snapshot_every` small forces snapshots and log purging.
+pub fn test_raft(snapshot_every: u64, keep: u64) -> RaftConfig {
+    RaftConfig {
+        heartbeat_interval_ms: 50,
+        election_timeout_min_ms: 300,
+        election_timeout_max_ms: 600,
+        snapshot_logs_since_last: snapshot_every,
+        max_in_snapshot_log_to_keep: keep,
+        rpc_timeout_ms: 1000,
+        ..RaftConfig::default()
+    }
+}
+
+impl TestCluster {
+    /// Starts `n` nodes that bootstrap together, and waits for a leader.
+    pub async fn start(n: u64) -> TestCluster {
+        Self::start_with(n, test_raft(10_000, 1_000), Limits::default()).await
+    }
+
+    pub async fn start_with(n: u64, raft: RaftConfig, limits: Limits) -> TestCluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let members: Vec<MemberConfig> = (1..=n)
+            .map(|id| MemberConfig {
+                id,
+                peer_addr: format!("127.0.0.1:{}", free_port()),
+                client_addr: format!("127.0.0.1:{}", free_port()),
+            })
+            .collect();
+        let mut cluster = TestCluster {
+            dir,
+            nodes: BTreeMap::new(),
+            raft: raft.clone(),
+        };
+        for m in &members {
+            let config = Config {
+                id: m.id,
+                client_addr: m.client_addr.clone(),
+                peer_addr: m.peer_addr.clone(),
+                data_dir: cluster.dir.path().join(format!("node{}", m.id)),
+                initial_members: members.clone(),
+                raft: raft.clone(),
+                limits: limits.clone(),
+            };
+            cluster.add_node_config(config);
+        }
+        for id in 1..=n {
+            cluster.spawn(id);
+        }
+        cluster.wait_leader().await;
+        cluster
+    }
+
+    fn add_node_config(&mut self, config: Config) {
+        let config_path = self.dir.path().join(format!("node{}.toml", config.id));
+        std::fs::write(&config_path, toml::to_string(&config).expect("config toml"))
+            .expect("write config");
+        self.nodes.insert(
+            config.id,
+            TestNode {
+                config,
+                config_path,
+                child: None,
+            },
+        );
+    }
+
+    /// Writes the config of a fresh node that joins later (no initial members).
+    pub fn prepare_joiner(&mut self, id: u64) -> (String, String) {
+        let limits = self
+            .nodes
+            .values()
+            .next()
+            .map(|n| n.config.limits.clone())
+            .unwrap_or_default();
+        let config = Config {
+            id,
+            client_addr: format!("127.0.0.1:{}", free_port()),
+            peer_addr: format!("127.0.0.1:{}", free_port()),
+            data_dir: self.dir.path().join(format!("node{id}")),
+            initial_members: vec![],
+            raft: self.raft.clone(),
+            limits,
+        };
+        let addrs = (config.peer_addr.clone(), config.client_addr.clone());
+        self.add_node_config(config);
+        addrs
+    }
+
+    /// Starts (or restarts) node `id` as a child process.
+    pub fn spawn(&mut self, id: u64) {
+        let node = self.nodes.get_mut(&id).expect("known node");
+        assert!(node.child.is_none(), "node {id} is already running");
+        let log =
+            std::fs::File::create(self.dir.path().join(format!("node{id}.log"))).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args(["serve", "--config"])
+            .arg(&node.config_path)
+            .env(
+                "RUST_LOG",
+                std::env::var("STEWARD_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn steward");
+        node.child = Some(child);
+    }
+
+    /// kill -9.
+    pub fn kill(&mut self, id: u64) {
+        let node = self.nodes.get_mut(&id).expect("known node");
+        if let Some(mut child) = node.child.take() {
+            child.kill().expect("SIGKILL");
+            let _ = child.wait();
+        }
+    }
+
+    pub fn client_addr(&self, id: u64) -> String {
+        self.nodes[&id].config.client_addr.clone()
+    }
+
+    pub fn endpoint(&self, id: u64) -> String {
+        format!("http://{}", self.client_addr(id))
+    }
+
+    pub fn running(&self) -> Vec<u64> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| n.child.is_some())
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    pub async fn channel(&self, id: u64) -> Channel {
+        tonic::transport::Endpoint::from_shared(self.endpoint(id))
+            .expect("endpoint")
+            .connect_timeout(Duration::from_secs(1))
+            .timeout(Duration::from_secs(10))
+            .connect_lazy()
+    }
+
+    pub async fn res(&self, id: u64) -> Res {
+        ResourcesClient::new(self.channel(id).await)
+    }
+
+    pub async fn cluster(&self, id: u64) -> ClusterClient<Channel> {
+        ClusterClient::new(self.channel(id).await)
+    }
+
+    /// Waits until every running node reports the same leader, and returns it.
+    pub async fn wait_leader(&self) -> u64 {
+        self.wait_leader_among(&self.running()).await
+    }
+
+    pub async fn wait_leader_among(&self, ids: &[u64]) -> u64 {
+        let ids = ids.to_vec();
+        wait_for(
+            "a leader all nodes agree on",
+            Duration::from_secs(30),
+            || {
+                let ids = ids.clone();
+                async move {
+                    let mut leader = None;
+                    for id in ids {
+                        let mut c = self.cluster(id).await;
+                        let status = c.status(ClusterStatusRequest {}).await.ok()?.into_inner();
+                        let me = status.nodes.iter().find(|n| n.id == id)?;
+                        if me.leader_id == 0 || leader.is_some_and(|l| l != me.leader_id) {
+                            return None;
+                        }
+                        leader = Some(me.leader_id);
+                    }
+                    leader.filter(|l| self.running().contains(l))
+                }
+            },
+        )
+        .await
+    }
+
+    /// A node's own applied index (from its status).
+    pub async fn applied(&self, id: u64) -> Option<u64> {
+        let mut c = self.cluster(id).await;
+        let status = c.status(ClusterStatusRequest {}).await.ok()?.into_inner();
+        status
+            .nodes
+            .iter()
+            .find(|n| n.id == id)
+            .map(|n| n.applied_index)
+    }
+
+    pub async fn followers(&self) -> Vec<u64> {
+        let leader = self.wait_leader().await;
+        self.running()
+            .into_iter()
+            .filter(|id| *id != leader)
+            .collect()
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        for node in self.nodes.values_mut() {
+            if let Some(mut c) = node.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        if std::thread::panicking() {
+            // Keep the logs of a failed test for reading.
+            let path = self.dir.path().to_path_buf();
+            eprintln!("test cluster logs kept in {}", path.display());
+            let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"));
+            let _ = dir.keep();
+        }
+    }
+}
+
+/// A Director object with a 256-byte-ish spec and the given labels.
+pub fn director(name: &str, labels: &[(&str, &str)]) -> String {
+    let labels: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+        .collect();
+    serde_json::json!({
+        "kind": "Director",
+        "apiVersion": "deployment.servicefabrik.io/v1alpha1",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"options": "x".repeat(200)},
+    })
+    .to_string()
+}
+
+pub fn parse(json: &str) -> serde_json::Value {
+    serde_json::from_str(json).expect("server returned JSON")
+}
+
+pub fn rv(obj: &serde_json::Value) -> u64 {
+    obj["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("resourceVersion is a string")
+        .parse()
+        .expect("numeric resourceVersion")
+}
+
+pub async fn create(c: &mut Res, json: String) -> Result<serde_json::Value, tonic::Status> {
+    c.create(CreateRequest { object_json: json })
+        .await
+        .map(|r| parse(&r.into_inner().object_json))
+}
+
+pub async fn get(
+    c: &mut Res,
+    name: &str,
+    consistency: Consistency,
+) -> Result<serde_json::Value, tonic::Status> {
+    c.get(GetRequest {
+        kind: "Director".into(),
+        namespace: "default".into(),
+        name: name.into(),
+        consistency: consistency as i32,
+    })
+    .await
+    .map(|r| parse(&r.into_inner().object_json))
+}
+
+/// Lists every Director (all pages), linearizably, from node `c`.
+pub async fn list_all(c: &mut Res, selector: &str, page: u32) -> (Vec<serde_json::Value>, u64) {
+    let mut items = vec![];
+    let mut token = String::new();
+    loop {
+        let reply = c
+            .list(ListRequest {
+                kind: "Director".into(),
+                namespace: String::new(),
+                label_selector: selector.into(),
+                limit: page,
+                continue_token: token,
+                consistency: Consistency::Linearizable as i32,
+            })
+            .await
+            .expect("list")
+            .into_inner();
+        items.extend(reply.objects_json.iter().map(|j| parse(j)));
+        if reply.continue_token.is_empty() {
+            return (items, reply.revision);
+        }
+        token = reply.continue_token;
+    }
+}
+
+/// Acknowledged writes of a background load, with the time each was acknowledged.
+#[derive(Default)]
+pub struct Acks {
+    pub names: Vec<(Instant, String)>,
+    pub errors: usize,
+}
+
+/// Writers creating distinct Directors through the given endpoints (rotating on error) until
+/// `stop` is set. Only acknowledged creates are recorded.
+pub struct Load {
+    pub acks: std::sync::Arc<std::sync::Mutex<Acks>>,
+    pub endpoints: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    pub fn start(endpoints: Vec<String>, writers: usize, prefix: &str) -> Load {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let acks = Arc::new(Mutex::new(Acks::default()));
+        let endpoints = Arc::new(Mutex::new(endpoints));
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks = (0..writers)
+            .map(|w| {
+                let (acks, endpoints, stop) = (acks.clone(), endpoints.clone(), stop.clone());
+                let prefix = prefix.to_string();
+                tokio::spawn(async move {
+                    let mut seq = 0u64;
+                    let mut pick = w;
+                    while !stop.load(Ordering::Relaxed) {
+                        let ep = {
+                            let eps = endpoints.lock().expect("endpoints");
+                            eps[pick % eps.len()].clone()
+                        };
+                        let channel = tonic::transport::Endpoint::from_shared(ep)
+                            .expect("endpoint")
+                            .connect_timeout(Duration::from_millis(500))
+                            .timeout(Duration::from_secs(3))
+                            .connect_lazy();
+                        let mut c = ResourcesClient::new(channel);
+                        loop {
+                            if stop.load(Ordering::Relaxed) {
+                                return;
+                            }
+                            let name = format!("{prefix}-{w}-{seq}");
+                            seq += 1;
+                            match create(&mut c, director(&name, &[("load", "yes")])).await {
+                                Ok(_) => acks
+                                    .lock()
+                                    .expect("acks")
+                                    .names
+                                    .push((Instant::now(), name)),
+                                Err(_) => {
+                                    acks.lock().expect("acks").errors += 1;
+                                    pick += 1;
+                                    tokio::time::sleep(Duration::from_millis(20)).await;
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        Load {
+            acks,
+            endpoints,
+            stop,
+            tasks,
+        }
+    }
+
+    pub fn acked(&self) -> usize {
+        self.acks.lock().expect("acks").names.len()
+    }
+
+    pub async fn wait_acked(&self, n: usize) {
+        wait_for(
+            &format!("{n} acknowledged writes"),
+            Duration::from_secs(60),
+            || async { (self.acked() >= n).then_some(()) },
+        )
+        .await
+    }
+
+    pub async fn stop(self) -> Acks {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        std::sync::Arc::try_unwrap(self.acks)
+            .map(|m| m.into_inner().expect("acks"))
+            .unwrap_or_default()
+    }
+}
+
+/// Every acknowledged name is present in `items`.
+pub fn assert_all_present(acks: &Acks, items: &[serde_json::Value]) {
+    let present: std::collections::BTreeSet<&str> = items
+        .iter()
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    let missing: Vec<&str> = acks
+        .names
+        .iter()
+        .map(|(_, n)| n.as_str())
+        .filter(|n| !present.contains(n))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged writes lost: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+}

@@ -1,0 +1,8 @@
+//! Integration tests on real multi-node clusters (see harness.rs).
+
+mod api;
+mod bad_input;
+mod faults;
+mod harness;
+mod membership;
+mod watch;
