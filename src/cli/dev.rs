@@ -137,7 +137,7 @@ async fn start_node(args: &DevArgs, id: u64) -> anyhow::Result<DevNode> {
     )?;
     let stderr = log.try_clone()?;
 
-    let exe = std::env::current_exe().context("cannot find the steward executable")?;
+    let exe = own_executable()?;
     let child = Command::new(exe)
         .arg("serve")
         .arg("--config")
@@ -157,6 +157,16 @@ async fn start_node(args: &DevArgs, id: u64) -> anyhow::Result<DevNode> {
         log_path,
         child,
     })
+}
+
+/// The running binary. On Linux `/proc/self/exe`, which still works after the file on disk was
+/// replaced (e.g. by a rebuild) and keeps every node on the same build; elsewhere its path.
+fn own_executable() -> anyhow::Result<PathBuf> {
+    let proc_exe = PathBuf::from("/proc/self/exe");
+    if proc_exe.exists() {
+        return Ok(proc_exe);
+    }
+    std::env::current_exe().context("cannot find the steward executable")
 }
 
 /// Polls cluster status until some node reports a leader; fails if a child exits or the
