@@ -14,27 +14,35 @@
 //! `DeadlineExceeded` / `Unavailable` / `Internal` for failures on the client side.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
-use tonic::{Code, Request, Status};
+use tonic::{Request, Status};
 
 use crate::proto::v1 as pb;
 use crate::proto::v1::cluster_client::ClusterClient;
 use crate::proto::v1::resources_client::ResourcesClient;
 
+mod cluster;
+mod failover;
+mod types;
+
 pub use crate::proto::v1::{
     ClusterStatusReply, Consistency, EventType, Member, MemberListReply, NodeStatus,
 };
+pub use failover::{
+    is_retryable_read, leader_hint, never_sent, normalize_endpoint, split_endpoints,
+    LEADER_HINT_KEY,
+};
+pub use types::{ListOptions, ListPage, TxnOp, TxnResult, WatchEvent, WatchOptions, WatchStream};
 
-/// The trailer in which a node names the leader's client address when it cannot serve a request.
-pub const LEADER_HINT_KEY: &str = "x-steward-leader";
+use failover::{may_retry, Retry};
+use types::{txn_op_to_proto, watch_event_from_proto};
 
 /// How long to wait for a TCP connection to an endpoint.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -62,90 +70,6 @@ struct NodeChannel {
     /// The endpoint as the caller wrote it, normalized to `http://host:port`.
     uri: String,
     channel: Channel,
-}
-
-/// One page of a list, or all pages of `list_all`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ListPage {
-    pub items: Vec<Value>,
-    /// The store revision the (first) page was read at; watch from `revision + 1` to see every
-    /// later change.
-    pub revision: u64,
-    /// Empty on the last page.
-    pub continue_token: String,
-}
-
-/// Everything a list request can say; `Default` is "all namespaces, no selector, server page
-/// size, linearizable".
-#[derive(Clone, Debug, Default)]
-pub struct ListOptions {
-    /// Empty: all namespaces.
-    pub namespace: String,
-    pub label_selector: String,
-    /// Page size; 0 = the server's default.
-    pub limit: u32,
-    pub continue_token: String,
-    pub consistency: Consistency,
-}
-
-/// Everything a watch request can say.
-#[derive(Clone, Debug, Default)]
-pub struct WatchOptions {
-    /// Empty: all namespaces.
-    pub namespace: String,
-    pub label_selector: String,
-    /// First revision delivered (inclusive); 0 = only changes after the watch starts.
-    pub start_revision: u64,
-    /// 0 = the server's default.
-    pub bookmark_interval_ms: u32,
-}
-
-/// One operation of a transaction.
-#[derive(Clone, Debug, PartialEq)]
-pub enum TxnOp {
-    Create(Value),
-    Update {
-        object: Value,
-        expected_revision: u64,
-    },
-    UpdateStatus {
-        object: Value,
-        expected_revision: u64,
-    },
-    Delete {
-        kind: String,
-        namespace: String,
-        name: String,
-        expected_revision: u64,
-    },
-}
-
-/// The outcome of a committed transaction: one object per op, in order.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TxnResult {
-    pub objects: Vec<Value>,
-    pub revision: u64,
-}
-
-/// One event of a watch.
-#[derive(Clone, Debug, PartialEq)]
-pub struct WatchEvent {
-    pub event_type: EventType,
-    pub revision: u64,
-    /// `None` for BOOKMARK.
-    pub object: Option<Value>,
-}
-
-/// The events of one watch; ends with an error when the server cuts it off.
-pub type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchEvent, Status>> + Send>>;
-
-/// Whether a failed attempt may be repeated at another endpoint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Retry {
-    /// Reads: repeating cannot change anything.
-    Read,
-    /// Writes: only when the request provably never left this process.
-    Write,
 }
 
 impl Client {
@@ -448,77 +372,6 @@ impl Client {
         ))
     }
 
-    // ---- Cluster ----
-
-    /// Every node's Raft state, as the answering node sees it.
-    pub async fn cluster_status(&self) -> Result<ClusterStatusReply, Status> {
-        self.call(Retry::Read, |ch, t| async move {
-            cluster(ch)
-                .status(request(pb::ClusterStatusRequest {}, t))
-                .await
-        })
-        .await
-    }
-
-    /// The members, with the leader's view of their replication.
-    pub async fn member_list(&self) -> Result<MemberListReply, Status> {
-        self.call(Retry::Read, |ch, t| async move {
-            cluster(ch)
-                .member_list(request(pb::MemberListRequest {}, t))
-                .await
-        })
-        .await
-    }
-
-    /// Adds node `id` as a learner; returns once it has caught up with the leader's log.
-    pub async fn add_learner(
-        &self,
-        id: u64,
-        peer_addr: &str,
-        client_addr: &str,
-    ) -> Result<MemberListReply, Status> {
-        let msg = pb::AddLearnerRequest {
-            id,
-            peer_addr: peer_addr.to_string(),
-            client_addr: client_addr.to_string(),
-        };
-        self.call(Retry::Write, |ch, t| {
-            let msg = msg.clone();
-            async move { cluster(ch).add_learner(request(msg, t)).await }
-        })
-        .await
-    }
-
-    /// Makes learner `id` a voter.
-    pub async fn promote(&self, id: u64) -> Result<MemberListReply, Status> {
-        self.call(Retry::Write, |ch, t| async move {
-            cluster(ch)
-                .promote(request(pb::PromoteRequest { id }, t))
-                .await
-        })
-        .await
-    }
-
-    /// Removes member `id`; its id is retired for good.
-    pub async fn remove_member(&self, id: u64) -> Result<MemberListReply, Status> {
-        self.call(Retry::Write, |ch, t| async move {
-            cluster(ch)
-                .remove_member(request(pb::RemoveMemberRequest { id }, t))
-                .await
-        })
-        .await
-    }
-
-    /// Hands leadership to voter `to` (0: the most up-to-date other voter).
-    pub async fn transfer_leader(&self, to: u64) -> Result<MemberListReply, Status> {
-        self.call(Retry::Write, |ch, t| async move {
-            cluster(ch)
-                .transfer_leader(request(pb::TransferLeaderRequest { to }, t))
-                .await
-        })
-        .await
-    }
-
     // ---- failover ----
 
     /// Runs `attempt` against the current endpoint, failing over as `retry` allows, until the
@@ -576,79 +429,6 @@ impl Client {
     }
 }
 
-/// The leader's client address a node put in the `x-steward-leader` metadata, if any.
-pub fn leader_hint(status: &Status) -> Option<String> {
-    let value = status.metadata().get(LEADER_HINT_KEY)?.to_str().ok()?;
-    (!value.is_empty()).then(|| value.to_string())
-}
-
-/// Whether a failed attempt may be repeated elsewhere without risking a double effect.
-fn may_retry(retry: Retry, status: &Status) -> bool {
-    match retry {
-        Retry::Read => is_retryable_read(status),
-        Retry::Write => never_sent(status),
-    }
-}
-
-/// Whether a read (or a broken watch stream) that failed this way may be repeated at another
-/// node: the node said `Unavailable`, or the failure happened in the transport (a status built
-/// on this side from a connection error carries its source; one a server sent never does).
-pub fn is_retryable_read(status: &Status) -> bool {
-    status.code() == Code::Unavailable || std::error::Error::source(status).is_some()
-}
-
-/// True when the error chain shows the connection could not be made (refused, unreachable,
-/// connect timeout), so no byte of the request reached a server.
-pub fn never_sent(status: &Status) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
-    while let Some(err) = source {
-        if err.downcast_ref::<tonic::ConnectError>().is_some() {
-            return true;
-        }
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return true;
-            }
-        }
-        source = err.source();
-    }
-    false
-}
-
-/// "host:port" or "http://host:port" (or https) as a URI tonic accepts; refuses anything else.
-pub fn normalize_endpoint(raw: &str) -> anyhow::Result<String> {
-    let trimmed = raw.trim().trim_end_matches('/');
-    if trimmed.is_empty() {
-        anyhow::bail!("empty endpoint");
-    }
-    let uri = if trimmed.starts_with("http://") || trimmed.starts_with("https://") {
-        trimmed.to_string()
-    } else if trimmed.contains("://") {
-        anyhow::bail!("endpoint {raw:?}: only http:// and https:// are supported");
-    } else {
-        format!("http://{trimmed}")
-    };
-    let parsed: tonic::codegen::http::Uri = uri
-        .parse()
-        .map_err(|e| anyhow::anyhow!("invalid endpoint {raw:?}: {e}"))?;
-    if parsed.port_u16().is_none() || parsed.host().is_none_or(str::is_empty) {
-        anyhow::bail!("invalid endpoint {raw:?}: expected host:port");
-    }
-    if parsed.path() != "/" && !parsed.path().is_empty() {
-        anyhow::bail!("invalid endpoint {raw:?}: expected host:port without a path");
-    }
-    Ok(uri)
-}
-
-/// Splits a comma-separated endpoint list ("a:1, b:2"), dropping empty entries.
-pub fn split_endpoints(list: &str) -> Vec<String> {
-    list.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
 fn resources(channel: Channel) -> ResourcesClient<Channel> {
     ResourcesClient::new(channel).max_decoding_message_size(MAX_REPLY_BYTES)
 }
@@ -669,101 +449,15 @@ fn parse_object(json: &str) -> Result<Value, Status> {
         .map_err(|e| Status::internal(format!("the server sent an object that is not JSON: {e}")))
 }
 
-fn txn_op_to_proto(op: TxnOp) -> pb::TxnOp {
-    use pb::txn_op::Op;
-    let op = match op {
-        TxnOp::Create(object) => Op::Create(pb::CreateRequest {
-            object_json: object.to_string(),
-        }),
-        TxnOp::Update {
-            object,
-            expected_revision,
-        } => Op::Update(pb::UpdateRequest {
-            object_json: object.to_string(),
-            expected_revision,
-        }),
-        TxnOp::UpdateStatus {
-            object,
-            expected_revision,
-        } => Op::UpdateStatus(pb::UpdateRequest {
-            object_json: object.to_string(),
-            expected_revision,
-        }),
-        TxnOp::Delete {
-            kind,
-            namespace,
-            name,
-            expected_revision,
-        } => Op::Delete(pb::DeleteRequest {
-            kind,
-            namespace,
-            name,
-            expected_revision,
-        }),
-    };
-    pb::TxnOp { op: Some(op) }
-}
-
-fn watch_event_from_proto(event: pb::WatchEvent) -> Result<WatchEvent, Status> {
-    let event_type = EventType::try_from(event.r#type).map_err(|_| {
-        Status::internal(format!(
-            "the server sent an unknown watch event type {}",
-            event.r#type
-        ))
-    })?;
-    let object = if event.object_json.is_empty() {
-        None
-    } else {
-        Some(parse_object(&event.object_json)?)
-    };
-    Ok(WatchEvent {
-        event_type,
-        revision: event.revision,
-        object,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn endpoints_are_normalized() {
-        let cases = [
-            ("127.0.0.1:7001", Some("http://127.0.0.1:7001")),
-            (" http://127.0.0.1:7001/ ", Some("http://127.0.0.1:7001")),
-            ("https://node1:443", Some("https://node1:443")),
-            ("localhost:7002", Some("http://localhost:7002")),
-            ("[::1]:7003", Some("http://[::1]:7003")),
-            ("127.0.0.1", None),
-            ("", None),
-            ("grpc://h:1", None),
-            ("h:1/path", None),
-            ("h:notaport", None),
-        ];
-        for (raw, want) in cases {
-            assert_eq!(normalize_endpoint(raw).ok().as_deref(), want, "{raw:?}");
-        }
-    }
-
-    #[test]
-    fn endpoint_lists_split_on_commas() {
-        assert_eq!(split_endpoints("a:1, b:2,,c:3 "), vec!["a:1", "b:2", "c:3"]);
-        assert!(split_endpoints(" , ").is_empty());
-    }
+    use tonic::Code;
 
     #[tokio::test]
     async fn connect_refuses_bad_endpoints_only() {
         assert!(Client::connect(&[]).is_err());
         assert!(Client::connect(&["nope".to_string()]).is_err());
-    }
-
-    #[test]
-    fn only_reads_retry_on_a_plain_unavailable() {
-        let status = Status::unavailable("leader unknown");
-        assert!(may_retry(Retry::Read, &status));
-        assert!(!may_retry(Retry::Write, &status));
-        assert!(!may_retry(Retry::Read, &Status::not_found("x")));
     }
 
     #[tokio::test]

@@ -53,9 +53,14 @@ impl Outcome {
 /// `steward apply`.
 pub async fn run(args: ApplyArgs, global: &GlobalOpts) -> anyhow::Result<()> {
     let text = read_input(&args.file)?;
-    let objects = parse_documents(&text).with_context(|| format!("{}", args.file.display()))?;
+    let source = if args.file.as_os_str() == "-" {
+        "<stdin>".to_string()
+    } else {
+        args.file.display().to_string()
+    };
+    let objects = parse_documents(&text).with_context(|| source.clone())?;
     if objects.is_empty() {
-        anyhow::bail!("{}: no objects found", args.file.display());
+        anyhow::bail!("{source}: no objects found");
     }
     let client = global.client()?;
     for object in objects {

@@ -169,8 +169,8 @@ fn own_executable() -> anyhow::Result<PathBuf> {
     std::env::current_exe().context("cannot find the steward executable")
 }
 
-/// Polls cluster status until some node reports a leader; fails if a child exits or the
-/// deadline passes.
+/// Polls cluster status until there is a leader and every node answers; fails if a child exits
+/// or the deadline passes.
 async fn wait_for_leader(client: &Client, nodes: &mut [DevNode]) -> anyhow::Result<u64> {
     let deadline = Instant::now() + LEADER_WAIT;
     loop {
@@ -179,20 +179,35 @@ async fn wait_for_leader(client: &Client, nodes: &mut [DevNode]) -> anyhow::Resu
                 return Err(early_exit_error(node, status));
             }
         }
-        if let Ok(status) = client.cluster_status().await {
-            if status.leader_id != 0 {
-                return Ok(status.leader_id);
+        let waiting_for = match client.cluster_status().await {
+            Ok(status) => {
+                let silent: Vec<String> = nodes
+                    .iter()
+                    .filter(|n| {
+                        !status
+                            .nodes
+                            .iter()
+                            .any(|s| s.id == n.id && s.state != "unreachable")
+                    })
+                    .map(|n| format!("node {}", n.id))
+                    .collect();
+                match (status.leader_id, silent.is_empty()) {
+                    (0, _) => "a leader".to_string(),
+                    (leader, true) => return Ok(leader),
+                    (_, false) => silent.join(", "),
+                }
             }
-        }
+            Err(status) => format!("an answer ({})", super::describe_status(&status)),
+        };
         if Instant::now() >= deadline {
+            let logs = nodes
+                .first()
+                .and_then(|n| n.log_path.parent())
+                .unwrap_or(Path::new("."));
             anyhow::bail!(
-                "no leader elected within {}; see the logs in {}",
+                "cluster not ready within {}: still waiting for {waiting_for}; see the logs in {}",
                 humantime::format_duration(LEADER_WAIT),
-                nodes
-                    .first()
-                    .and_then(|n| n.log_path.parent())
-                    .unwrap_or(Path::new("."))
-                    .display()
+                logs.display()
             );
         }
         tokio::time::sleep(POLL_INTERVAL).await;

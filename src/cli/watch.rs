@@ -133,7 +133,7 @@ pub async fn run(args: WatchArgs, global: &GlobalOpts) -> anyhow::Result<()> {
                     }
                 }
                 Some(Err(status)) if is_retryable_read(&status) => {
-                    tracing::warn!(message = status.message(), "watch interrupted; resuming");
+                    tracing::warn!(error = %super::describe_status(&status), "watch interrupted; resuming");
                     break;
                 }
                 Some(Err(status)) => return Err(status.into()),

@@ -51,6 +51,7 @@ pub struct RunningNode {
 impl RunningNode {
     /// Stops accepting requests, stops Raft, and waits for the servers to finish.
     pub async fn shutdown(self) {
+        self.node.hub.close_all();
         let _ = self.stop.send(true);
         if let Err(e) = self.node.raft.shutdown().await {
             tracing::warn!(error = %e, "raft shutdown");

@@ -120,6 +120,17 @@ impl WatchHub {
         }
     }
 
+    /// Ends every watch with Unavailable: the node is shutting down, resume elsewhere.
+    pub fn close_all(&self) {
+        let mut inner = self.lock();
+        let revision = inner.revision;
+        for (_, w) in std::mem::take(&mut inner.watchers) {
+            let _ = w.tx.try_send(Err(Status::unavailable(format!(
+                "this node is shutting down; resume the watch on another node after revision {revision}"
+            ))));
+        }
+    }
+
     /// Registers a watcher. `start_revision` is inclusive; 0 means "changes from now on".
     pub fn register(
         &self,

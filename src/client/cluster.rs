@@ -1,0 +1,79 @@
+//! The `Cluster` service calls of `Client`: status, membership changes, leadership transfer.
+//! Status and member list are reads; every membership change is a write (never retried after it
+//! may have reached a node).
+
+use tonic::Status;
+
+use super::{cluster, request, Client, ClusterStatusReply, MemberListReply, Retry};
+use crate::proto::v1 as pb;
+
+impl Client {
+    /// Every node's Raft state, as the answering node sees it.
+    pub async fn cluster_status(&self) -> Result<ClusterStatusReply, Status> {
+        self.call(Retry::Read, |ch, t| async move {
+            cluster(ch)
+                .status(request(pb::ClusterStatusRequest {}, t))
+                .await
+        })
+        .await
+    }
+
+    /// The members, with the leader's view of their replication.
+    pub async fn member_list(&self) -> Result<MemberListReply, Status> {
+        self.call(Retry::Read, |ch, t| async move {
+            cluster(ch)
+                .member_list(request(pb::MemberListRequest {}, t))
+                .await
+        })
+        .await
+    }
+
+    /// Adds node `id` as a learner; returns once it has caught up with the leader's log.
+    pub async fn add_learner(
+        &self,
+        id: u64,
+        peer_addr: &str,
+        client_addr: &str,
+    ) -> Result<MemberListReply, Status> {
+        let msg = pb::AddLearnerRequest {
+            id,
+            peer_addr: peer_addr.to_string(),
+            client_addr: client_addr.to_string(),
+        };
+        self.call(Retry::Write, |ch, t| {
+            let msg = msg.clone();
+            async move { cluster(ch).add_learner(request(msg, t)).await }
+        })
+        .await
+    }
+
+    /// Makes learner `id` a voter.
+    pub async fn promote(&self, id: u64) -> Result<MemberListReply, Status> {
+        self.call(Retry::Write, |ch, t| async move {
+            cluster(ch)
+                .promote(request(pb::PromoteRequest { id }, t))
+                .await
+        })
+        .await
+    }
+
+    /// Removes member `id`; its id is retired for good.
+    pub async fn remove_member(&self, id: u64) -> Result<MemberListReply, Status> {
+        self.call(Retry::Write, |ch, t| async move {
+            cluster(ch)
+                .remove_member(request(pb::RemoveMemberRequest { id }, t))
+                .await
+        })
+        .await
+    }
+
+    /// Hands leadership to voter `to` (0: the most up-to-date other voter).
+    pub async fn transfer_leader(&self, to: u64) -> Result<MemberListReply, Status> {
+        self.call(Retry::Write, |ch, t| async move {
+            cluster(ch)
+                .transfer_leader(request(pb::TransferLeaderRequest { to }, t))
+                .await
+        })
+        .await
+    }
+}

@@ -1,0 +1,127 @@
+//! Endpoint parsing and the failover rules: which failures may be repeated at another node
+//! without risking a double effect, and where the leader is said to be.
+
+use tonic::{Code, Status};
+
+/// The trailer in which a node names the leader's client address when it cannot serve a request.
+pub const LEADER_HINT_KEY: &str = "x-steward-leader";
+
+/// Whether a failed attempt may be repeated at another endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Retry {
+    /// Reads: repeating cannot change anything.
+    Read,
+    /// Writes: only when the request provably never left this process.
+    Write,
+}
+
+/// The leader's client address a node put in the `x-steward-leader` metadata, if any.
+pub fn leader_hint(status: &Status) -> Option<String> {
+    let value = status.metadata().get(LEADER_HINT_KEY)?.to_str().ok()?;
+    (!value.is_empty()).then(|| value.to_string())
+}
+
+/// Whether a failed attempt may be repeated elsewhere without risking a double effect.
+pub(super) fn may_retry(retry: Retry, status: &Status) -> bool {
+    match retry {
+        Retry::Read => is_retryable_read(status),
+        Retry::Write => never_sent(status),
+    }
+}
+
+/// Whether a read (or a broken watch stream) that failed this way may be repeated at another
+/// node: the node said `Unavailable`, or the failure happened in the transport (a status built
+/// on this side from a connection error carries its source; one a server sent never does).
+pub fn is_retryable_read(status: &Status) -> bool {
+    status.code() == Code::Unavailable || std::error::Error::source(status).is_some()
+}
+
+/// True when the error chain shows the connection could not be made (refused, unreachable,
+/// connect timeout), so no byte of the request reached a server.
+pub fn never_sent(status: &Status) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
+    while let Some(err) = source {
+        if err.downcast_ref::<tonic::ConnectError>().is_some() {
+            return true;
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+        }
+        source = err.source();
+    }
+    false
+}
+
+/// "host:port" or "http://host:port" (or https) as a URI tonic accepts; refuses anything else.
+pub fn normalize_endpoint(raw: &str) -> anyhow::Result<String> {
+    let trimmed = raw.trim().trim_end_matches('/');
+    if trimmed.is_empty() {
+        anyhow::bail!("empty endpoint");
+    }
+    let uri = if trimmed.starts_with("http://") || trimmed.starts_with("https://") {
+        trimmed.to_string()
+    } else if trimmed.contains("://") {
+        anyhow::bail!("endpoint {raw:?}: only http:// and https:// are supported");
+    } else {
+        format!("http://{trimmed}")
+    };
+    let parsed: tonic::codegen::http::Uri = uri
+        .parse()
+        .map_err(|e| anyhow::anyhow!("invalid endpoint {raw:?}: {e}"))?;
+    if parsed.port_u16().is_none() || parsed.host().is_none_or(str::is_empty) {
+        anyhow::bail!("invalid endpoint {raw:?}: expected host:port");
+    }
+    if parsed.path() != "/" && !parsed.path().is_empty() {
+        anyhow::bail!("invalid endpoint {raw:?}: expected host:port without a path");
+    }
+    Ok(uri)
+}
+
+/// Splits a comma-separated endpoint list ("a:1, b:2"), dropping empty entries.
+pub fn split_endpoints(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_normalized() {
+        let cases = [
+            ("127.0.0.1:7001", Some("http://127.0.0.1:7001")),
+            (" http://127.0.0.1:7001/ ", Some("http://127.0.0.1:7001")),
+            ("https://node1:443", Some("https://node1:443")),
+            ("localhost:7002", Some("http://localhost:7002")),
+            ("[::1]:7003", Some("http://[::1]:7003")),
+            ("127.0.0.1", None),
+            ("", None),
+            ("grpc://h:1", None),
+            ("h:1/path", None),
+            ("h:notaport", None),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(normalize_endpoint(raw).ok().as_deref(), want, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn endpoint_lists_split_on_commas() {
+        assert_eq!(split_endpoints("a:1, b:2,,c:3 "), vec!["a:1", "b:2", "c:3"]);
+        assert!(split_endpoints(" , ").is_empty());
+    }
+
+    #[test]
+    fn only_reads_retry_on_a_plain_unavailable() {
+        let status = Status::unavailable("leader unknown");
+        assert!(may_retry(Retry::Read, &status));
+        assert!(!may_retry(Retry::Write, &status));
+        assert!(!may_retry(Retry::Read, &Status::not_found("x")));
+    }
+}
