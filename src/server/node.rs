@@ -98,7 +98,7 @@ impl Node {
 
     /// How long to wait for a leader to appear before answering Unavailable.
     fn leader_wait(&self) -> Duration {
-        Duration::from_millis(self.config.raft.election_timeout_max_ms * 3)
+        Duration::from_millis((self.config.raft.election_timeout_max_ms * 5).max(5_000))
     }
 
     /// The current leader and its addresses, waiting up to a few election timeouts for one.
@@ -108,6 +108,16 @@ impl Node {
         loop {
             {
                 let m = rx.borrow_and_update();
+                let membership = m.membership_config.membership();
+                if membership.nodes().next().is_some() && membership.get_node(&self.id).is_none() {
+                    return Err(errors::unavailable(
+                        format!(
+                            "node {} is not a member of the cluster; ask another node",
+                            self.id
+                        ),
+                        None,
+                    ));
+                }
                 if let Some(id) = m.current_leader {
                     if let Some(addr) = m.membership_config.membership().get_node(&id) {
                         return Ok((id, addr.clone()));

@@ -22,6 +22,23 @@ async fn voters(cluster: &TestCluster, via: u64) -> Vec<u64> {
         .collect()
 }
 
+/// Removes `id`, retrying while leadership moves (a removed leader steps down mid-request, and
+/// its answer is Unavailable); NotFound on a retry means an earlier attempt did it.
+async fn remove_with_retry(cluster: &TestCluster, via: u64, id: u64) {
+    for attempt in 0..10 {
+        let mut admin = cluster.cluster(via).await;
+        match admin.remove_member(RemoveMemberRequest { id }).await {
+            Ok(_) => return,
+            Err(e) if e.code() == Code::NotFound && attempt > 0 => return,
+            Err(e) if e.code() == Code::Unavailable => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("remove {id}: {e:?}"),
+        }
+    }
+    panic!("remove {id}: still Unavailable after 10 attempts");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grow_to_five_and_shrink_to_three_under_load() {
     let mut cluster = TestCluster::start(3).await;
@@ -80,11 +97,7 @@ async fn grow_to_five_and_shrink_to_three_under_load() {
             .filter(|n| *n > 2)
             .map(|n| cluster.endpoint(n))
             .collect();
-        let mut admin = cluster.cluster(via).await;
-        admin
-            .remove_member(RemoveMemberRequest { id })
-            .await
-            .expect("remove");
+        remove_with_retry(&cluster, via, id).await;
     }
     wait_for("3 voters", Duration::from_secs(20), || async {
         let v = voters(&cluster, 3).await;
