@@ -36,6 +36,30 @@ openraft::declare_raft_types!(
         Node = NodeAddr,
 );
 
+pub use openraft::async_runtime::WatchReceiver;
+pub use openraft::{ReadPolicy, ServerState};
+pub type ChangeMembers = openraft::ChangeMembers<NodeId, NodeAddr>;
+pub type LinearizableReadError = openraft::errors::LinearizableReadError<TypeConfig>;
+
+/// openraft's settings from steward's raft config section.
+pub fn raft_settings(
+    r: &crate::config::RaftConfig,
+) -> Result<openraft::Config, openraft::ConfigError> {
+    openraft::Config {
+        cluster_name: r.cluster_name.clone(),
+        heartbeat_interval: r.heartbeat_interval_ms,
+        election_timeout_min: r.election_timeout_min_ms,
+        election_timeout_max: r.election_timeout_max_ms,
+        install_snapshot_timeout: r.rpc_timeout_ms * 10,
+        max_payload_entries: r.max_payload_entries,
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(r.snapshot_logs_since_last),
+        max_in_snapshot_log_to_keep: r.max_in_snapshot_log_to_keep,
+        enable_pre_vote: Some(true),
+        ..Default::default()
+    }
+    .validate()
+}
+
 /// The snapshot payload: the serialized state (see `State::to_snapshot_bytes`).
 pub type SnapshotData = Vec<u8>;
 

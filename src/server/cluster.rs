@@ -8,8 +8,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::async_runtime::WatchReceiver;
-use openraft::ChangeMembers;
 use tonic::transport::Channel;
 use tonic::{Request, Response as GrpcResponse, Status};
 
@@ -18,7 +16,7 @@ use crate::proto::v1::cluster_client::ClusterClient;
 use crate::proto::v1::cluster_server::Cluster;
 use crate::proto::v1::*;
 use crate::raft::network::decode;
-use crate::raft::types::{NodeAddr, NodeId};
+use crate::raft::types::{ChangeMembers, NodeAddr, NodeId, WatchReceiver};
 use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::peer::NodeView;

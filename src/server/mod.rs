@@ -90,7 +90,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         channels: channels.clone(),
         rpc_timeout,
     };
-    let raft_config = Arc::new(raft_config(&config)?);
+    let raft_config =
+        Arc::new(crate::raft::types::raft_settings(&config.raft).context("invalid raft settings")?);
     let raft = Raft::new(config.id, raft_config, network, log_store, sm)
         .await
         .context("cannot start raft")?;
@@ -123,23 +124,6 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         stop,
         servers,
     })
-}
-
-fn raft_config(config: &Config) -> anyhow::Result<openraft::Config> {
-    let r = &config.raft;
-    let c = openraft::Config {
-        cluster_name: r.cluster_name.clone(),
-        heartbeat_interval: r.heartbeat_interval_ms,
-        election_timeout_min: r.election_timeout_min_ms,
-        election_timeout_max: r.election_timeout_max_ms,
-        install_snapshot_timeout: r.rpc_timeout_ms * 10,
-        max_payload_entries: r.max_payload_entries,
-        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(r.snapshot_logs_since_last),
-        max_in_snapshot_log_to_keep: r.max_in_snapshot_log_to_keep,
-        enable_pre_vote: Some(true),
-        ..Default::default()
-    };
-    c.validate().context("invalid raft settings")
 }
 
 /// A fresh cluster bootstraps exactly once: the smallest-id initial member, with an empty log.

@@ -5,9 +5,6 @@
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use openraft::async_runtime::WatchReceiver;
-use openraft::errors::LinearizableReadError;
-use openraft::{ReadPolicy, ServerState};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use tonic::Status;
@@ -16,7 +13,10 @@ use crate::config::Config;
 use crate::proto::raft_v1::{RaftMessage, ReadIndexRequest};
 use crate::proto::v1::Consistency;
 use crate::raft::network::{decode, encode, PeerChannels};
-use crate::raft::types::{ClientWriteError, NodeAddr, NodeId, Raft, RaftError};
+use crate::raft::types::{
+    ClientWriteError, LinearizableReadError, NodeAddr, NodeId, Raft, RaftError, ReadPolicy,
+    ServerState, WatchReceiver,
+};
 use crate::server::errors;
 use crate::server::watch::WatchHub;
 use crate::state::{Command, Proposal, Response, State};

@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use openraft::async_runtime::WatchReceiver;
-use openraft::ReadPolicy;
 use serde::{Deserialize, Serialize};
 use tokio_stream::StreamExt;
 use tonic::{Request, Response as GrpcResponse, Status, Streaming};
