@@ -5,16 +5,23 @@
 //! [`RaftDb`] is the one redb file of a node; the state machine (`state_machine.rs`) keeps its
 //! snapshot in the same file, so the server opens it once and hands clones to both.
 //!
-//! Every write is a redb transaction committed with `Durability::Immediate` (fsync) before openraft
-//! is told it is done: `append` writes all the entries openraft hands it in one transaction, which
-//! is the group commit. The one exception is the `committed` pointer, a restart hint that rides on
-//! the next fsync (see `save_committed`). redb blocks, so all of it runs on tokio's blocking pool.
+//! Every write goes through one writer thread that folds all waiting ops (appends from openraft,
+//! votes, truncations, purges) into one redb transaction committed with `Durability::Immediate`
+//! (fsync), and only then tells openraft they are done: that is the group commit. `append`
+//! returns as soon as the entries are queued, so openraft hands over the next batch while the
+//! previous one is being fsynced; readers see queued entries at once through the pending map.
+//! The one write nobody waits for is the `committed` pointer, a restart hint that rides on the
+//! next fsync (see `save_committed`). Reads run on tokio's blocking pool.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
 
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 use redb::{
@@ -238,18 +245,275 @@ fn read_entries(
     Ok(entries)
 }
 
-/// openraft's log store and log reader: a handle on the shared [`RaftDb`], so a reader is a clone.
-#[derive(Clone, Debug)]
+/// openraft's log store and log reader. Clones share one writer thread and one pending map, so a
+/// reader (a clone) sees every entry the store has accepted, flushed or not.
+#[derive(Clone)]
 pub struct LogStore {
-    /// All state is in the database: clones (readers) see every write once it returns.
     db: RaftDb,
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for LogStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LogStore")
+    }
+}
+
+/// What the store and its writer thread share.
+struct Shared {
+    /// Ops for the writer thread, in the order openraft issued them. Taken on drop, which ends
+    /// the thread.
+    writer: Mutex<Option<std::sync::mpsc::Sender<WriteOp>>>,
+    /// Joined on drop, so the database file is closed when the last clone is gone.
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Entries handed to `append` whose batch is not yet committed to redb: index -> (append
+    /// sequence, entry). Readers overlay them on what redb holds. The writer removes an entry once
+    /// its batch is durable, unless a later append replaced it (a newer sequence).
+    pending: Mutex<BTreeMap<u64, (u64, Arc<Entry>)>>,
+    /// The newest `committed` pointer given to `save_committed` (None: not given since start).
+    committed: Mutex<Option<Option<LogId>>>,
+    next_seq: AtomicU64,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        lock(&self.writer).take();
+        if let Some(handle) = lock(&self.thread).take() {
+            // The writer itself may hold the last reference for a moment; it never joins itself.
+            if handle.thread().id() != std::thread::current().id() {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+/// One write for the writer thread. All ops waiting when the thread wakes go into ONE redb
+/// transaction and ONE fsync: that is the group commit.
+enum WriteOp {
+    Append {
+        seq: u64,
+        entries: Vec<Arc<Entry>>,
+        callback: IOFlushed<TypeConfig>,
+    },
+    Vote {
+        vote: Vote,
+        done: oneshot::Sender<io::Result<()>>,
+    },
+    /// A restart hint; nobody waits for it (see `save_committed`).
+    Committed { committed: Option<LogId> },
+    Truncate {
+        after: Option<u64>,
+        done: oneshot::Sender<io::Result<()>>,
+    },
+    Purge {
+        log_id: LogId,
+        done: oneshot::Sender<io::Result<()>>,
+    },
+}
+
+/// Most ops folded into one transaction.
+const GROUP_COMMIT_OPS_MAX: usize = 4096;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl LogStore {
     /// A log store over `db`; the log, vote and pointers already in it are used as they are.
+    /// Starts the writer thread, which ends when the last clone is dropped.
     pub fn new(db: RaftDb) -> LogStore {
-        LogStore { db }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let shared = Arc::new(Shared {
+            writer: Mutex::new(Some(tx)),
+            thread: Mutex::new(None),
+            pending: Mutex::new(BTreeMap::new()),
+            committed: Mutex::new(None),
+            next_seq: AtomicU64::new(1),
+        });
+        let thread_db = db.clone();
+        let thread_shared = Arc::downgrade(&shared);
+        let spawned = std::thread::Builder::new()
+            .name("raft-log-writer".into())
+            .spawn(move || writer_loop(thread_db, thread_shared, rx));
+        match spawned {
+            Ok(handle) => *lock(&shared.thread) = Some(handle),
+            // Without a writer every write fails with a clear error instead of hanging.
+            Err(e) => tracing::error!(error = %e, "cannot start the raft log writer thread"),
+        }
+        LogStore { db, shared }
     }
+
+    fn send(&self, op: WriteOp) -> io::Result<()> {
+        lock(&self.shared.writer)
+            .as_ref()
+            .and_then(|w| w.send(op).ok())
+            .ok_or_else(|| io::Error::other("raft log writer thread is gone"))
+    }
+
+    /// Sends an op that reports back, and waits for its batch to be durable.
+    async fn send_and_wait(
+        &self,
+        op: impl FnOnce(oneshot::Sender<io::Result<()>>) -> WriteOp,
+    ) -> io::Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.send(op(tx))?;
+        rx.await
+            .map_err(|_| io::Error::other("raft log writer dropped a request"))?
+    }
+
+    /// Pending (accepted, not yet durable) entries with index in `[start, end)`.
+    fn pending_range(&self, (start, end): (u64, Option<u64>)) -> BTreeMap<u64, Arc<Entry>> {
+        let pending = lock(&self.shared.pending);
+        let range = match end {
+            Some(end) if start >= end => return BTreeMap::new(),
+            Some(end) => pending.range(start..end),
+            None => pending.range(start..),
+        };
+        range.map(|(i, (_, e))| (*i, e.clone())).collect()
+    }
+
+    /// Entries of `[start, end)`: pending ones (read FIRST, so an entry flushed meanwhile is
+    /// found in redb) over the durable ones, checked for holes, cut at `bytes_max`.
+    async fn read_range(
+        &self,
+        bounds: (u64, Option<u64>),
+        bytes_max: usize,
+    ) -> io::Result<Vec<Entry>> {
+        let pending = self.pending_range(bounds);
+        let durable = self
+            .db
+            .read("read log", move |txn| read_entries(txn, bounds, usize::MAX))
+            .await?;
+        let mut merged: BTreeMap<u64, Entry> =
+            durable.into_iter().map(|e| (e.log_id.index, e)).collect();
+        for (i, e) in pending {
+            merged.insert(i, (*e).clone());
+        }
+        let mut out: Vec<Entry> = Vec::with_capacity(merged.len());
+        let mut bytes = 0usize;
+        for (i, e) in merged {
+            if let Some(prev) = out.last() {
+                if i != prev.log_id.index + 1 {
+                    let msg = format!("hole in raft log: index {} then {i}", prev.log_id.index);
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, msg));
+                }
+            }
+            if bytes_max != usize::MAX {
+                let size = serde_json::to_vec(&e).map(|b| b.len()).unwrap_or(0);
+                if !out.is_empty() && bytes + size > bytes_max {
+                    break;
+                }
+                bytes += size;
+            }
+            out.push(e);
+        }
+        Ok(out)
+    }
+}
+
+/// The writer thread: takes every op waiting, writes them in one transaction, fsyncs once, then
+/// completes them all. Exits when every `LogStore` clone is gone.
+fn writer_loop(
+    db: RaftDb,
+    shared: std::sync::Weak<Shared>,
+    rx: std::sync::mpsc::Receiver<WriteOp>,
+) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < GROUP_COMMIT_OPS_MAX {
+            match rx.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        let durable = batch
+            .iter()
+            .any(|op| !matches!(op, WriteOp::Committed { .. }));
+        let result = write_batch(&db, &batch, durable);
+        if result.is_ok() {
+            if let Some(shared) = shared.upgrade() {
+                let mut pending = lock(&shared.pending);
+                for op in &batch {
+                    if let WriteOp::Append { seq, entries, .. } = op {
+                        for e in entries {
+                            if pending.get(&e.log_id.index).is_some_and(|(s, _)| s == seq) {
+                                pending.remove(&e.log_id.index);
+                            }
+                        }
+                    }
+                }
+            }
+        } else if let Err(e) = &result {
+            tracing::error!(error = %e, ops = batch.len(), "raft log write failed");
+        }
+        for op in batch {
+            let r = match &result {
+                Ok(()) => Ok(()),
+                Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+            };
+            match op {
+                WriteOp::Append { callback, .. } => callback.io_completed(r),
+                WriteOp::Vote { done, .. }
+                | WriteOp::Truncate { done, .. }
+                | WriteOp::Purge { done, .. } => {
+                    let _ = done.send(r);
+                }
+                WriteOp::Committed { .. } => {}
+            }
+        }
+    }
+}
+
+/// Applies a batch of ops, in order, in one write transaction.
+fn write_batch(db: &RaftDb, batch: &[WriteOp], durable: bool) -> io::Result<()> {
+    let what = "write raft log";
+    let mut txn = db.db.begin_write().map_err(db_err(what))?;
+    let durability = if durable {
+        Durability::Immediate
+    } else {
+        Durability::None
+    };
+    txn.set_durability(durability).map_err(db_err(what))?;
+    for op in batch {
+        match op {
+            WriteOp::Append { entries, .. } => {
+                let mut table = txn.open_table(LOG_TABLE).map_err(db_err(what))?;
+                for entry in entries {
+                    let bytes = serde_json::to_vec(&**entry).map_err(json_err(what))?;
+                    table
+                        .insert(entry.log_id.index, bytes.as_slice())
+                        .map_err(db_err(what))?;
+                }
+            }
+            WriteOp::Vote { vote, .. } => put_json(&txn, META_VOTE, vote)?,
+            WriteOp::Committed { committed } => put_json(&txn, META_COMMITTED, committed)?,
+            WriteOp::Truncate { after, .. } => {
+                let mut table = txn.open_table(LOG_TABLE).map_err(db_err(what))?;
+                let from = match after {
+                    Some(i) => Bound::Excluded(*i),
+                    None => Bound::Unbounded,
+                };
+                table
+                    .retain_in((from, Bound::Unbounded), |_, _| false)
+                    .map_err(db_err(what))?;
+            }
+            WriteOp::Purge { log_id, .. } => {
+                let prev: Option<LogId> = {
+                    let meta = txn.open_table(META_TABLE).map_err(db_err(what))?;
+                    get_json(&meta, META_LAST_PURGED)?
+                };
+                if prev.as_ref().is_some_and(|prev| prev >= log_id) {
+                    continue;
+                }
+                put_json(&txn, META_LAST_PURGED, log_id)?;
+                let mut table = txn.open_table(LOG_TABLE).map_err(db_err(what))?;
+                table
+                    .retain_in(..=log_id.index, |_, _| false)
+                    .map_err(db_err(what))?;
+            }
+        }
+    }
+    txn.commit().map_err(db_err(what))
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -257,10 +521,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
     where
         RB: RangeBounds<u64> + Clone + fmt::Debug + Send,
     {
-        let bounds = half_open(&range);
-        self.db
-            .read("read log", move |txn| read_entries(txn, bounds, usize::MAX))
-            .await
+        self.read_range(half_open(&range), usize::MAX).await
     }
 
     async fn read_vote(&mut self) -> io::Result<Option<Vote>> {
@@ -273,10 +534,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
     }
 
     async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> io::Result<Vec<Entry>> {
-        self.db
-            .read("read log", move |txn| {
-                read_entries(txn, (start, Some(end)), REPLICATION_PAYLOAD_BYTES_MAX)
-            })
+        self.read_range((start, Some(end)), REPLICATION_PAYLOAD_BYTES_MAX)
             .await
     }
 }
@@ -286,7 +544,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> io::Result<LogState<TypeConfig>> {
         let what = "read log state";
-        self.db
+        let pending_last = lock(&self.shared.pending)
+            .values()
+            .next_back()
+            .map(|(_, e)| e.log_id);
+        let (last_purged_log_id, durable_last) = self
+            .db
             .read(what, move |txn| {
                 let meta = txn.open_table(META_TABLE).map_err(db_err(what))?;
                 let last_purged_log_id: Option<LogId> = get_json(&meta, META_LAST_PURGED)?;
@@ -299,14 +562,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                     }
                     None => None,
                 };
-                // With no entry left (all purged), the last log id is the last purged one.
-                let last_log_id = last.or(last_purged_log_id);
-                Ok(LogState {
-                    last_purged_log_id,
-                    last_log_id,
-                })
+                Ok((last_purged_log_id, last))
             })
-            .await
+            .await?;
+        // With no entry left (all purged), the last log id is the last purged one.
+        let last_log_id = pending_last.max(durable_last).or(last_purged_log_id);
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -315,26 +579,24 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote) -> io::Result<()> {
         let vote = *vote;
-        self.db
-            .write("save vote", move |txn| put_json(txn, META_VOTE, &vote))
+        self.send_and_wait(|done| WriteOp::Vote { vote, done })
             .await
     }
 
-    /// openraft awaits this between commit and apply, on every write, so it is not fsynced: an
-    /// fsync here would double the latency of each client write. It reaches disk with the next
-    /// append or vote (the log itself is always fsynced first). A crash may lose the newest value;
-    /// the older one still names committed, durable entries, and openraft learns the rest from the
-    /// leader, as it would if `committed` were not saved at all.
+    /// openraft awaits this between commit and apply, on every write, so it is neither fsynced nor
+    /// waited for: it is queued and reaches disk with the next fsynced batch (the log itself is
+    /// always fsynced first). A crash may lose the newest value; the older one still names
+    /// committed, durable entries, and openraft learns the rest from the leader, as it would if
+    /// `committed` were not saved at all.
     async fn save_committed(&mut self, committed: Option<LogId>) -> io::Result<()> {
-        let what = "save committed";
-        self.db
-            .write_with(Durability::None, what, move |txn| {
-                put_json(txn, META_COMMITTED, &committed)
-            })
-            .await
+        *lock(&self.shared.committed) = Some(committed);
+        self.send(WriteOp::Committed { committed })
     }
 
     async fn read_committed(&mut self) -> io::Result<Option<LogId>> {
+        if let Some(c) = *lock(&self.shared.committed) {
+            return Ok(c);
+        }
         let what = "read committed";
         self.db
             .read(what, |txn| {
@@ -345,73 +607,47 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .await
     }
 
+    /// Accepts the entries at once (readers see them immediately) and returns; the writer thread
+    /// makes them durable together with whatever else is waiting, then calls `callback`.
     async fn append<I>(&mut self, entries: I, callback: IOFlushed<TypeConfig>) -> io::Result<()>
     where
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let entries: Vec<Entry> = entries.into_iter().collect();
-        let what = "append";
-        let res = self
-            .db
-            .write(what, move |txn| {
-                let mut table = txn.open_table(LOG_TABLE).map_err(db_err(what))?;
-                for entry in &entries {
-                    let bytes = serde_json::to_vec(entry).map_err(json_err(what))?;
-                    table
-                        .insert(entry.log_id.index, bytes.as_slice())
-                        .map_err(db_err(what))?;
-                }
-                Ok(())
-            })
-            .await;
-        match res {
-            Ok(()) => {
-                callback.io_completed(Ok(()));
-                Ok(())
-            }
-            Err(e) => {
-                callback.io_completed(Err(io::Error::new(e.kind(), e.to_string())));
-                Err(e)
+        let entries: Vec<Arc<Entry>> = entries.into_iter().map(Arc::new).collect();
+        let seq = self.shared.next_seq.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut pending = lock(&self.shared.pending);
+            for e in &entries {
+                pending.insert(e.log_id.index, (seq, e.clone()));
             }
         }
+        self.send(WriteOp::Append {
+            seq,
+            entries,
+            callback,
+        })
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> io::Result<()> {
-        let what = "truncate log";
-        let from = match &last_log_id {
-            Some(id) => Bound::Excluded(id.index),
-            None => Bound::Unbounded,
-        };
         tracing::debug!(?last_log_id, "truncating raft log after");
-        self.db
-            .write(what, move |txn| {
-                let mut table = txn.open_table(LOG_TABLE).map_err(db_err(what))?;
-                table
-                    .retain_in((from, Bound::Unbounded), |_, _| false)
-                    .map_err(db_err(what))
-            })
+        let after = last_log_id.map(|l| l.index);
+        {
+            let mut pending = lock(&self.shared.pending);
+            let from = after.map(|a| a + 1).unwrap_or(0);
+            pending.retain(|i, _| *i < from);
+        }
+        self.send_and_wait(|done| WriteOp::Truncate { after, done })
             .await
     }
 
     async fn purge(&mut self, log_id: LogId) -> io::Result<()> {
-        let what = "purge log";
         tracing::debug!(%log_id, "purging raft log up to");
-        self.db
-            .write(what, move |txn| {
-                {
-                    let meta = txn.open_table(META_TABLE).map_err(db_err(what))?;
-                    let prev: Option<LogId> = get_json(&meta, META_LAST_PURGED)?;
-                    if prev.as_ref().is_some_and(|prev| *prev >= log_id) {
-                        return Ok(());
-                    }
-                }
-                put_json(txn, META_LAST_PURGED, &log_id)?;
-                let mut table = txn.open_table(LOG_TABLE).map_err(db_err(what))?;
-                table
-                    .retain_in(..=log_id.index, |_, _| false)
-                    .map_err(db_err(what))
-            })
+        {
+            let mut pending = lock(&self.shared.pending);
+            pending.retain(|i, _| *i > log_id.index);
+        }
+        self.send_and_wait(|done| WriteOp::Purge { log_id, done })
             .await
     }
 }

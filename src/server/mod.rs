@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
+use tonic::transport::server::TcpIncoming;
 
 use crate::config::Config;
 use crate::proto::raft_v1::raft_peer_server::RaftPeerServer;
@@ -165,9 +166,8 @@ async fn serve_client_api(
         .max_decoding_message_size(max_msg)
         .max_encoding_message_size(usize::MAX);
     let cluster = ClusterServer::new(cluster::ClusterService::new(node));
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let result = tonic::transport::Server::builder()
-        .tcp_nodelay(true)
         .add_service(resources)
         .add_service(cluster)
         .serve_with_incoming_shutdown(incoming, async move {
@@ -187,9 +187,8 @@ async fn serve_peer(
     let peer = RaftPeerServer::new(peer::PeerService::new(node))
         .max_decoding_message_size(usize::MAX)
         .max_encoding_message_size(usize::MAX);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let result = tonic::transport::Server::builder()
-        .tcp_nodelay(true)
         .add_service(peer)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;
