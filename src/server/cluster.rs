@@ -135,6 +135,11 @@ impl ClusterService {
         }
     }
 
+    /// How long AddLearner waits for the new learner to catch up.
+    fn catch_up_timeout(&self) -> Duration {
+        Duration::from_millis(self.node.config.raft.election_timeout_max_ms * 20)
+    }
+
     fn busy() -> Status {
         Status::failed_precondition(
             "another membership change is in progress; retry when it has finished",
@@ -242,11 +247,35 @@ impl Cluster for ClusterService {
             client_addr: req.client_addr,
         };
         tracing::info!(id = req.id, %addr, "adding learner");
-        self.node
+        let added = self
+            .node
             .raft
-            .add_learner(req.id, addr, true)
+            .add_learner(req.id, addr, false)
             .await
             .map_err(|e| errors::client_write(&e))?;
+        // Return once the learner holds the log up to its own membership entry. Bounded, so a
+        // learner that never answers cannot hold the membership lock for ever.
+        let target = added.log_id.index;
+        let id = req.id;
+        self.node
+            .raft
+            .wait(Some(self.catch_up_timeout()))
+            .metrics(
+                |m| {
+                    m.replication
+                        .as_ref()
+                        .and_then(|r| r.get(&id))
+                        .is_some_and(|l| l.as_ref().is_some_and(|l| l.index >= target))
+                },
+                "learner caught up",
+            )
+            .await
+            .map_err(|_| {
+                Status::deadline_exceeded(format!(
+                    "node {id} was added as a learner but has not caught up with the log within {:?}; check that it runs and that its peer_addr is reachable",
+                    self.catch_up_timeout()
+                ))
+            })?;
         Ok(GrpcResponse::new(self.member_list_local().await))
     }
 

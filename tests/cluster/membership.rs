@@ -127,3 +127,80 @@ async fn grow_to_five_and_shrink_to_three_under_load() {
         .expect_err("retired id");
     assert_eq!(reuse.code(), Code::FailedPrecondition, "{reuse:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_membership_changes_are_refused_and_a_dead_learner_times_out() {
+    let mut cluster = TestCluster::start(3).await;
+    // Node 4 is configured but not running: adding it cannot finish (it never catches up).
+    let (peer, client) = cluster.prepare_joiner(4);
+    let mut admin = cluster.cluster(1).await;
+    let slow = {
+        let channel = tonic::transport::Endpoint::from_shared(cluster.endpoint(1))
+            .expect("endpoint")
+            .timeout(Duration::from_secs(60))
+            .connect_lazy();
+        let mut admin = steward::proto::v1::cluster_client::ClusterClient::new(channel);
+        tokio::spawn(async move {
+            admin
+                .add_learner(AddLearnerRequest {
+                    id: 4,
+                    peer_addr: peer,
+                    client_addr: client,
+                })
+                .await
+        })
+    };
+    // While that change is in progress, another one is refused, not queued or mixed.
+    let refused = wait_for(
+        "a concurrent change to be refused",
+        Duration::from_secs(10),
+        || {
+            let mut admin = admin.clone();
+            async move {
+                match admin.transfer_leader(TransferLeaderRequest { to: 0 }).await {
+                    Err(e)
+                        if e.code() == Code::FailedPrecondition
+                            && e.message().contains("in progress") =>
+                    {
+                        Some(e)
+                    }
+                    _ => None,
+                }
+            }
+        },
+    )
+    .await;
+    assert!(
+        refused.message().contains("membership change"),
+        "{refused:?}"
+    );
+    // The dead learner's add ends with DeadlineExceeded (election_timeout_max * 20 = 12 s here).
+    let err = slow
+        .await
+        .expect("task")
+        .expect_err("learner never catches up");
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    // Once it runs, it catches up; the lock is free again and it can be promoted.
+    cluster.spawn(4);
+    wait_for("learner 4 to catch up", Duration::from_secs(20), || {
+        let mut admin = admin.clone();
+        async move {
+            let list = admin
+                .member_list(MemberListRequest {})
+                .await
+                .ok()?
+                .into_inner();
+            let leader_last = list.last_log_index;
+            list.members
+                .iter()
+                .find(|m| m.id == 4 && m.matched_index >= leader_last)
+                .map(|_| ())
+        }
+    })
+    .await;
+    admin
+        .promote(PromoteRequest { id: 4 })
+        .await
+        .expect("promote after catch-up");
+    assert_eq!(voters(&cluster, 1).await, vec![1, 2, 3, 4]);
+}
