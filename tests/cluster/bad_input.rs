@@ -14,6 +14,7 @@ fn obj(v: serde_json::Value) -> String {
 async fn bad_requests_get_precise_codes_and_change_nothing() {
     let limits = Limits {
         max_object_bytes: 4096,
+        max_request_bytes: 16384,
         max_txn_ops: 4,
         max_list_page: 50,
         default_list_page: 10,
@@ -241,6 +242,14 @@ async fn bad_requests_get_precise_codes_and_change_nothing() {
         .await
         .expect_err("watch without kind");
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+
+    // A request over limits.max_request_bytes is refused by the transport before it is decoded.
+    let huge = obj(
+        serde_json::json!({"kind":"Director","apiVersion":"v1","metadata":ok_meta("huge"),"spec":{"b":"z".repeat(20_000)}}),
+    );
+    let e = create(&mut c, huge).await.expect_err("request too large");
+    assert_eq!(e.code(), Code::OutOfRange, "{e:?}");
+    assert!(e.message().contains("16384"), "{e:?}");
 
     // Nothing changed: same objects, same revision.
     let (after, rev_after) = list_all(&mut c, "", 0).await;

@@ -150,28 +150,37 @@ async fn concurrent_membership_changes_are_refused_and_a_dead_learner_times_out(
                 .await
         })
     };
-    // While that change is in progress, another one is refused, not queued or mixed.
-    let refused = wait_for(
-        "a concurrent change to be refused",
+    // Node 4 shows up as a learner while the add still waits for it to catch up ...
+    wait_for(
+        "node 4 listed as a learner",
         Duration::from_secs(10),
         || {
             let mut admin = admin.clone();
             async move {
-                match admin.transfer_leader(TransferLeaderRequest { to: 0 }).await {
-                    Err(e)
-                        if e.code() == Code::FailedPrecondition
-                            && e.message().contains("in progress") =>
-                    {
-                        Some(e)
-                    }
-                    _ => None,
-                }
+                let list = admin
+                    .member_list(MemberListRequest {})
+                    .await
+                    .ok()?
+                    .into_inner();
+                list.members
+                    .iter()
+                    .any(|m| m.id == 4 && !m.voter)
+                    .then_some(())
             }
         },
     )
     .await;
+    // ... and while it is in progress, another change is refused, not queued or mixed. (Removing
+    // an unknown node would otherwise be NotFound: the refusal comes first.)
+    let refused = admin
+        .remove_member(RemoveMemberRequest { id: 99 })
+        .await
+        .expect_err("concurrent change");
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
     assert!(
-        refused.message().contains("membership change"),
+        refused
+            .message()
+            .contains("membership change is in progress"),
         "{refused:?}"
     );
     // The dead learner's add ends with DeadlineExceeded (election_timeout_max * 20 = 12 s here).
