@@ -349,7 +349,8 @@ pub async fn list_all(c: &mut Res, selector: &str, page: u32) -> (Vec<serde_json
 /// Acknowledged writes of a background load, with the time each was acknowledged.
 #[derive(Default)]
 pub struct Acks {
-    pub names: Vec<(Instant, String)>,
+    /// (when the request was sent, when it was acknowledged, name)
+    pub names: Vec<(Instant, Instant, String)>,
     pub errors: usize,
 }
 
@@ -393,12 +394,13 @@ impl Load {
                             }
                             let name = format!("{prefix}-{w}-{seq}");
                             seq += 1;
+                            let sent = Instant::now();
                             match create(&mut c, director(&name, &[("load", "yes")])).await {
                                 Ok(_) => acks
                                     .lock()
                                     .expect("acks")
                                     .names
-                                    .push((Instant::now(), name)),
+                                    .push((sent, Instant::now(), name)),
                                 Err(_) => {
                                     acks.lock().expect("acks").errors += 1;
                                     pick += 1;
@@ -452,7 +454,7 @@ pub fn assert_all_present(acks: &Acks, items: &[serde_json::Value]) {
     let missing: Vec<&str> = acks
         .names
         .iter()
-        .map(|(_, n)| n.as_str())
+        .map(|(_, _, n)| n.as_str())
         .filter(|n| !present.contains(n))
         .collect();
     assert!(
