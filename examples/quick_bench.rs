@@ -54,7 +54,13 @@ async fn main() -> anyhow::Result<()> {
                     .to_string();
                     seq += 1;
                     let t = Instant::now();
-                    match client.create(CreateRequest { object_json: body }).await {
+                    match client
+                        .create(CreateRequest {
+                            object_json: body,
+                            ..Default::default()
+                        })
+                        .await
+                    {
                         Ok(_) => lat.push(t.elapsed()),
                         Err(_) => errors += 1,
                     }

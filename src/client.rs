@@ -4,11 +4,18 @@
 //! One lazily connected tonic `Channel` per endpoint, reused for every call. Any node serves any
 //! request (followers forward to the leader), so the client talks to one endpoint and moves to the
 //! next one when that endpoint fails, but only when a retry cannot change the outcome:
-//! - reads (get, list, watch set-up, cluster status, member list) are retried at the next
-//!   endpoint on `Unavailable` or a transport error, until the request deadline;
+//! - reads (get, list, watch set-up, lock get, lock list, lock watch set-up, cluster status,
+//!   member list) are retried at the next endpoint on `Unavailable` or a transport error, until
+//!   the request deadline;
 //! - writes are retried only when the error proves the request never left this process (the
 //!   connection could not be made). Any other failure of a write is ambiguous (it may have been
-//!   applied) and is returned as it is, so callers see the uncertainty.
+//!   applied) and is returned as it is, so callers see the uncertainty. Lock acquire, refresh
+//!   and release are writes.
+//!
+//! Every resource write has a `*_fenced` form taking an optional `Fence {lock, token}`: the
+//! server applies the write only while that token is a live WRITE holder of that lock, in the
+//! same atomic step (FailedPrecondition otherwise). The plain forms send no fence. Lock calls
+//! live in client/locks.rs.
 //!
 //! Errors are `tonic::Status` values: `.code()` and `.message()` are what the server said, or
 //! `DeadlineExceeded` / `Unavailable` / `Internal` for failures on the client side.
@@ -30,15 +37,19 @@ use crate::proto::v1::resources_client::ResourcesClient;
 
 mod cluster;
 mod failover;
+mod locks;
 mod types;
 
 pub use crate::proto::v1::{
-    ClusterStatusReply, Consistency, EventType, Member, MemberListReply, NodeStatus,
+    ClusterStatusReply, Consistency, EventType, Fence, ListLocksReply, LockEventMessage,
+    LockEventType, LockGrant, LockHolderInfo, LockInfo, LockMode, LockWaiterInfo, Member,
+    MemberListReply, NodeStatus, ReleaseReply,
 };
 pub use failover::{
     is_retryable_read, leader_hint, never_sent, normalize_endpoint, split_endpoints,
     LEADER_HINT_KEY,
 };
+pub use locks::LockWatchStream;
 pub use types::{ListOptions, ListPage, TxnOp, TxnResult, WatchEvent, WatchOptions, WatchStream};
 
 use failover::{may_retry, Retry};
@@ -142,8 +153,18 @@ impl Client {
 
     /// Creates an object; returns it as stored (uid, resourceVersion, ... filled in).
     pub async fn create(&self, object: &Value) -> Result<Value, Status> {
+        self.create_fenced(object, None).await
+    }
+
+    /// `create`, applied only while `fence` holds (see the module docs).
+    pub async fn create_fenced(
+        &self,
+        object: &Value,
+        fence: Option<Fence>,
+    ) -> Result<Value, Status> {
         let msg = pb::CreateRequest {
             object_json: object.to_string(),
+            fence,
         };
         let reply = self
             .call(Retry::Write, |ch, t| {
@@ -256,9 +277,20 @@ impl Client {
     /// Replaces spec, labels, annotations and apiVersion (status is kept). `expected_revision`
     /// 0 = unconditional; otherwise `Aborted` unless the stored resourceVersion equals it.
     pub async fn update(&self, object: &Value, expected_revision: u64) -> Result<Value, Status> {
+        self.update_fenced(object, expected_revision, None).await
+    }
+
+    /// `update`, applied only while `fence` holds.
+    pub async fn update_fenced(
+        &self,
+        object: &Value,
+        expected_revision: u64,
+        fence: Option<Fence>,
+    ) -> Result<Value, Status> {
         let msg = pb::UpdateRequest {
             object_json: object.to_string(),
             expected_revision,
+            fence,
         };
         let reply = self
             .call(Retry::Write, |ch, t| {
@@ -275,9 +307,21 @@ impl Client {
         object: &Value,
         expected_revision: u64,
     ) -> Result<Value, Status> {
+        self.update_status_fenced(object, expected_revision, None)
+            .await
+    }
+
+    /// `update_status`, applied only while `fence` holds.
+    pub async fn update_status_fenced(
+        &self,
+        object: &Value,
+        expected_revision: u64,
+        fence: Option<Fence>,
+    ) -> Result<Value, Status> {
         let msg = pb::UpdateRequest {
             object_json: object.to_string(),
             expected_revision,
+            fence,
         };
         let reply = self
             .call(Retry::Write, |ch, t| {
@@ -296,11 +340,25 @@ impl Client {
         name: &str,
         expected_revision: u64,
     ) -> Result<Value, Status> {
+        self.delete_fenced(kind, namespace, name, expected_revision, None)
+            .await
+    }
+
+    /// `delete`, applied only while `fence` holds.
+    pub async fn delete_fenced(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        expected_revision: u64,
+        fence: Option<Fence>,
+    ) -> Result<Value, Status> {
         let msg = pb::DeleteRequest {
             kind: kind.to_string(),
             namespace: namespace.to_string(),
             name: name.to_string(),
             expected_revision,
+            fence,
         };
         let reply = self
             .call(Retry::Write, |ch, t| {
@@ -313,8 +371,18 @@ impl Client {
 
     /// Applies `ops` atomically: all preconditions hold and everything changes, or nothing does.
     pub async fn txn(&self, ops: Vec<TxnOp>) -> Result<TxnResult, Status> {
+        self.txn_fenced(ops, None).await
+    }
+
+    /// `txn`, applied only while `fence` holds; one fence guards the whole transaction.
+    pub async fn txn_fenced(
+        &self,
+        ops: Vec<TxnOp>,
+        fence: Option<Fence>,
+    ) -> Result<TxnResult, Status> {
         let msg = pb::TxnRequest {
             ops: ops.into_iter().map(txn_op_to_proto).collect(),
+            fence,
         };
         let reply = self
             .call(Retry::Write, |ch, t| {

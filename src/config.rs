@@ -37,6 +37,40 @@ pub struct Config {
     pub raft: RaftConfig,
     #[serde(default)]
     pub limits: Limits,
+    #[serde(default)]
+    pub locks: LocksConfig,
+}
+
+/// The lock table: timing policy and its limits.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LocksConfig {
+    /// After a WRITE lock expires without being released, it cannot be granted again for this
+    /// long (Chubby's lock-delay), so a paused holder has time to notice.
+    pub lock_delay_ms: u64,
+    /// How often the leader looks for expired holders and waiters to propose a sweep.
+    pub sweep_interval_ms: u64,
+    /// Most holders of one lock (READ holders share it).
+    pub holders_max: u32,
+    /// Most waiters queued on one lock.
+    pub waiters_max: u32,
+    /// Most locks (held or waited on) in the store.
+    pub locks_max: u32,
+    /// Largest `details` JSON of one holder or waiter, in bytes.
+    pub details_bytes_max: u32,
+}
+
+impl Default for LocksConfig {
+    fn default() -> Self {
+        LocksConfig {
+            lock_delay_ms: 5_000,
+            sweep_interval_ms: 100,
+            holders_max: 1_000,
+            waiters_max: 1_000,
+            locks_max: 100_000,
+            details_bytes_max: 16 * 1024,
+        }
+    }
 }
 
 /// Raft timing and log retention.
@@ -273,6 +307,7 @@ mod tests {
             }],
             raft: RaftConfig::default(),
             limits: Limits::default(),
+            locks: LocksConfig::default(),
         }
     }
 

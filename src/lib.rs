@@ -3,7 +3,8 @@
 //! Components, from the wire inwards:
 //! - `server`: gRPC services (client API and peer service), forwarding, watch hub, membership.
 //! - `raft`: openraft adapters: type config, redb log store, state machine, tonic peer network.
-//! - `state`: the PURE domain: `apply(&mut State, &ApplyContext, &Command)`; no I/O, no clock.
+//! - `state`: the PURE domain: `apply_effects(&mut State, &ApplyContext, &Command, &mut Effects)`;
+//!   resources and the lock table; no I/O, no clock, no randomness.
 //! - `client`: the Rust client used by the CLI, tests and jepsen/.
 //! - `cli`: the `steward` command line.
 //!

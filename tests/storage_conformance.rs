@@ -13,7 +13,9 @@ use openraft::StorageError;
 use steward::raft::log_store::{LogStore, RaftDb};
 use steward::raft::state_machine::{ApplyObserver, NoopObserver, StateMachine};
 use steward::raft::types::{Entry, LeaderId, LogId, TypeConfig};
-use steward::state::{Command, Event, ObjectKey, Proposal, Resource};
+use steward::state::{
+    Command, Effects, LockEventType, LockLimits, LockMode, ObjectKey, Proposal, Resource,
+};
 use tempfile::TempDir;
 
 /// Each suite test gets a fresh data directory, removed when the guard (`TempDir`) drops.
@@ -47,7 +49,10 @@ fn create(term: u64, index: u64, time_ms: u64, name: &str) -> Entry {
         log_id(term, index),
         Proposal {
             time_ms,
-            command: Command::Create { object },
+            command: Command::Create {
+                object,
+                fence: None,
+            },
         },
     )
 }
@@ -114,28 +119,51 @@ async fn state_machine_restarts_from_its_snapshot() -> io::Result<()> {
     Ok(())
 }
 
-/// Records what the state machine reports, as (event revisions, revision) per batch and resets.
+/// One reported batch: (event revisions, lock event types, revision).
+type Batch = (Vec<u64>, Vec<LockEventType>, u64);
+
+/// Records what the state machine reports, per batch and reset.
 #[derive(Default)]
 struct Recorder {
-    applied: Mutex<Vec<(Vec<u64>, u64)>>,
+    applied: Mutex<Vec<Batch>>,
     resets: Mutex<Vec<u64>>,
 }
 
 impl ApplyObserver for Recorder {
-    fn on_applied(&self, events: &[Event], revision: u64) {
-        let revisions = events.iter().map(|e| e.revision).collect();
+    fn on_applied(&self, effects: &Effects, revision: u64) {
+        let revisions = effects.events.iter().map(|e| e.revision).collect();
+        let locks = effects.lock_events.iter().map(|e| e.event_type).collect();
         self.applied
             .lock()
             .expect("recorder")
-            .push((revisions, revision));
+            .push((revisions, locks, revision));
     }
     fn on_reset(&self, revision: u64) {
         self.resets.lock().expect("recorder").push(revision);
     }
 }
 
-/// One observer call per applied batch, with every event of it; an installed snapshot replaces
-/// the follower's state and is reported as a reset.
+fn acquire(term: u64, index: u64, time_ms: u64, name: &str) -> Entry {
+    let limits = LockLimits {
+        holders_max: 8,
+        waiters_max: 8,
+        locks_max: 8,
+        details_bytes_max: 1024,
+    };
+    let command = Command::LockAcquire {
+        name: name.to_string(),
+        holder: "backup-manager@10.0.2.2".to_string(),
+        mode: LockMode::Write,
+        ttl_ms: Some(30_000),
+        details: serde_json::Value::Null,
+        wait_ms: 0,
+        limits,
+    };
+    Entry::new_normal(log_id(term, index), Proposal { time_ms, command })
+}
+
+/// One observer call per applied batch, with every object and lock event of it; an installed
+/// snapshot (locks included) replaces the follower's state and is reported as a reset.
 #[tokio::test]
 async fn observer_sees_batches_and_snapshot_installs() -> io::Result<()> {
     let (leader_dir, follower_dir) = (tempfile::tempdir()?, tempfile::tempdir()?);
@@ -144,12 +172,14 @@ async fn observer_sees_batches_and_snapshot_installs() -> io::Result<()> {
     let batch = vec![
         create(1, 1, 10, "a"),
         Entry::new_blank(log_id(1, 2)),
-        create(1, 3, 20, "b"),
+        acquire(1, 3, 15, "deploy-a"),
+        create(1, 4, 20, "b"),
     ];
     apply(&mut leader, batch).await?;
-    apply(&mut leader, vec![create(1, 4, 30, "a")]).await?; // rejected: already exists
+    apply(&mut leader, vec![create(1, 5, 30, "a")]).await?; // rejected: already exists
     let applied = leader_obs.applied.lock().expect("recorder").clone();
-    assert_eq!(applied, vec![(vec![1, 2], 2), (vec![], 2)]);
+    let granted = vec![LockEventType::Granted];
+    assert_eq!(applied, vec![(vec![1, 2], granted, 2), (vec![], vec![], 2)]);
 
     let snapshot = leader
         .try_create_snapshot_builder(true)
@@ -164,9 +194,10 @@ async fn observer_sees_batches_and_snapshot_installs() -> io::Result<()> {
         .install_snapshot(&snapshot.meta, snapshot.snapshot)
         .await?;
     assert_eq!(*follower_obs.resets.lock().expect("recorder"), vec![2]);
-    assert_eq!(follower.applied_state().await?.0, Some(log_id(1, 4)));
+    assert_eq!(follower.applied_state().await?.0, Some(log_id(1, 5)));
     let follower_state = follower.state().read().expect("state lock").clone();
     assert_eq!(follower_state, *leader.state().read().expect("state lock"));
+    assert_eq!(follower_state.lock_count(), 1);
     assert_eq!(
         follower.get_current_snapshot().await?.map(|s| s.meta),
         Some(snapshot.meta)

@@ -2,7 +2,8 @@
 //! in line with it (spec, labels, annotations, apiVersion; status too when the file has one).
 //!
 //! A file holds one object, several YAML documents, a JSON stream or array, or a `kind: List`
-//! with `items`. The first failure stops the run and names the object.
+//! with `items`. The first failure stops the run and names the object. With `--fence`, every
+//! create and update carries the fence.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -12,9 +13,10 @@ use serde::Deserialize;
 use serde_json::Value;
 use tonic::Code;
 
+use super::fence::FenceArg;
 use super::render::{self, OutputFormat};
 use super::GlobalOpts;
-use crate::client::{Client, Consistency};
+use crate::client::{Client, Consistency, Fence};
 
 /// How often a write that lost an optimistic-concurrency race is re-read and retried.
 const APPLY_ATTEMPTS_MAX: usize = 5;
@@ -30,6 +32,8 @@ pub struct ApplyArgs {
     /// Namespace for objects that do not name one (default: "default").
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
+    #[command(flatten)]
+    pub fence: FenceArg,
 }
 
 /// What apply did to one object.
@@ -66,7 +70,7 @@ pub async fn run(args: ApplyArgs, global: &GlobalOpts) -> anyhow::Result<()> {
     for object in objects {
         let object = prepare(object, args.namespace.as_deref());
         let name = render::short_name(&object);
-        let (outcome, stored) = apply_one(&client, &object)
+        let (outcome, stored) = apply_one(&client, &object, args.fence.fence.as_ref())
             .await
             .with_context(|| name.clone())?;
         match global.output {
@@ -153,30 +157,45 @@ pub fn prepare(mut object: Value, namespace: Option<&str>) -> Value {
 }
 
 /// Creates `object`, or updates the stored one. Returns what happened and the object as stored.
-async fn apply_one(client: &Client, object: &Value) -> anyhow::Result<(Outcome, Value)> {
-    match client.create(object).await {
+async fn apply_one(
+    client: &Client,
+    object: &Value,
+    fence: Option<&Fence>,
+) -> anyhow::Result<(Outcome, Value)> {
+    match client.create_fenced(object, fence.cloned()).await {
         Ok(created) => {
-            let stored = sync_status(client, object, created).await?;
+            let stored = sync_status(client, object, created, fence).await?;
             Ok((Outcome::Created, stored))
         }
         Err(status) if status.code() == Code::AlreadyExists => {
-            update_existing(client, object).await
+            update_existing(client, object, fence).await
         }
         Err(status) => Err(status.into()),
     }
 }
 
 /// After a create: if the file has a status the create did not keep, write it.
-async fn sync_status(client: &Client, object: &Value, stored: Value) -> anyhow::Result<Value> {
+async fn sync_status(
+    client: &Client,
+    object: &Value,
+    stored: Value,
+    fence: Option<&Fence>,
+) -> anyhow::Result<Value> {
     if !has_status(object) || object.get("status") == stored.get("status") {
         return Ok(stored);
     }
-    Ok(client.update_status(object, revision_of(&stored)).await?)
+    Ok(client
+        .update_status_fenced(object, revision_of(&stored), fence.cloned())
+        .await?)
 }
 
 /// Re-reads the stored object and updates what differs, retrying when another writer got in
 /// between (`Aborted` on the resourceVersion precondition).
-async fn update_existing(client: &Client, object: &Value) -> anyhow::Result<(Outcome, Value)> {
+async fn update_existing(
+    client: &Client,
+    object: &Value,
+    fence: Option<&Fence>,
+) -> anyhow::Result<(Outcome, Value)> {
     let kind = render::kind_of(object);
     let name = render::meta_str(object, "name");
     let namespace = match render::meta_str(object, "namespace") {
@@ -189,7 +208,10 @@ async fn update_existing(client: &Client, object: &Value) -> anyhow::Result<(Out
             .get(kind, namespace, name, Consistency::Linearizable)
             .await?;
         if spec_differs(object, &stored) {
-            match client.update(object, revision_of(&stored)).await {
+            match client
+                .update_fenced(object, revision_of(&stored), fence.cloned())
+                .await
+            {
                 Ok(updated) => {
                     stored = updated;
                     changed = true;
@@ -199,7 +221,10 @@ async fn update_existing(client: &Client, object: &Value) -> anyhow::Result<(Out
             }
         }
         if has_status(object) && object.get("status") != stored.get("status") {
-            match client.update_status(object, revision_of(&stored)).await {
+            match client
+                .update_status_fenced(object, revision_of(&stored), fence.cloned())
+                .await
+            {
                 Ok(updated) => {
                     stored = updated;
                     changed = true;

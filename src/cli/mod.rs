@@ -2,12 +2,17 @@
 //! the one-line error report. Called only by src/main.rs.
 //!
 //! - `serve`, `dev`: run nodes (serve.rs, dev.rs; dev writes configs with node_config.rs)
-//! - `apply`, `get`, `delete`, `watch`: resources (apply.rs, resource.rs, watch.rs)
+//! - `apply`, `get`, `delete`, `watch`: resources (apply.rs, resource.rs, watch.rs); writes take
+//!   `--fence NAME:TOKEN` (fence.rs)
+//! - `lock ...`: locks (lock.rs, printed by lock_render.rs)
 //! - `member ...`, `cluster status`: membership (member.rs)
 //! - render.rs: tables, JSON and YAML output shared by all of them.
 
 mod apply;
 mod dev;
+mod fence;
+mod lock;
+mod lock_render;
 mod member;
 pub mod node_config;
 mod render;
@@ -64,6 +69,9 @@ pub enum Command {
     Delete(resource::DeleteArgs),
     /// Print changes to objects of a kind as they happen.
     Watch(watch::WatchArgs),
+    /// Replicated READ/WRITE locks with TTLs, fair waiting and fencing tokens.
+    #[command(subcommand)]
+    Lock(lock::LockCommand),
     /// Cluster membership.
     #[command(subcommand)]
     Member(member::MemberCommand),
@@ -104,6 +112,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Get(args) => resource::get(args, global).await,
         Command::Delete(args) => resource::delete(args, global).await,
         Command::Watch(args) => watch::run(args, global).await,
+        Command::Lock(cmd) => lock::run(cmd, global).await,
         Command::Member(cmd) => member::run_member(cmd, global).await,
         Command::Cluster(cmd) => member::run_cluster(cmd, global).await,
     }

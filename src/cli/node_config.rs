@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::config::{Config, Limits, MemberConfig, RaftConfig};
+use crate::config::{Config, Limits, LocksConfig, MemberConfig, RaftConfig};
 
 /// Client port of loopback node N is `CLIENT_PORT_BASE + N` (7001, 7002, ...).
 pub const CLIENT_PORT_BASE: u16 = 7000;
@@ -90,11 +90,35 @@ const LIMITS_DOCS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The documented keys of `[raft]` and `[limits]`, for tests that check nothing is missing.
-pub fn documented_keys() -> (Vec<&'static str>, Vec<&'static str>) {
+/// `(key, explanation)` for every `[locks]` option, in file order.
+const LOCKS_DOCS: &[(&str, &str)] = &[
+    (
+        "lock_delay_ms",
+        "After a WRITE lock expires unreleased, it cannot be granted again for this long, in ms.",
+    ),
+    (
+        "sweep_interval_ms",
+        "How often the leader looks for expired holders and waiters, in ms.",
+    ),
+    (
+        "holders_max",
+        "Most holders of one lock (READ holders share it).",
+    ),
+    ("waiters_max", "Most waiters queued on one lock."),
+    ("locks_max", "Most locks (held or waited on) in the store."),
+    (
+        "details_bytes_max",
+        "Largest details JSON of one holder or waiter, in bytes.",
+    ),
+];
+
+/// The documented keys of `[raft]`, `[limits]` and `[locks]`, for tests that check nothing is
+/// missing.
+pub fn documented_keys() -> (Vec<&'static str>, Vec<&'static str>, Vec<&'static str>) {
     (
         RAFT_DOCS.iter().map(|d| d.0).collect(),
         LIMITS_DOCS.iter().map(|d| d.0).collect(),
+        LOCKS_DOCS.iter().map(|d| d.0).collect(),
     )
 }
 
@@ -127,6 +151,7 @@ pub fn loopback_config(id: u64, nodes: u64, data_root: &Path) -> Config {
         initial_members: (1..=nodes).map(loopback_member).collect(),
         raft: RaftConfig::default(),
         limits: Limits::default(),
+        locks: LocksConfig::default(),
     }
 }
 
@@ -138,7 +163,7 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
     for line in title.lines() {
         out.push_str(&format!("# {line}\n"));
     }
-    out.push_str("#\n# Every [raft] and [limits] option is listed with its default; uncomment a line to change it.\n\n");
+    out.push_str("#\n# Every [raft], [limits] and [locks] option is listed with its default; uncomment a line to change it.\n\n");
     out.push_str("# This node's id (>= 1). Never reuse the id of a removed node.\n");
     out.push_str(&format!("id = {}\n", config.id));
     out.push_str(
@@ -183,6 +208,13 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
         LIMITS_DOCS,
         &toml::Value::try_from(&config.limits)?,
         &toml::Value::try_from(Limits::default())?,
+    )?;
+    section(
+        &mut out,
+        "locks",
+        LOCKS_DOCS,
+        &toml::Value::try_from(&config.locks)?,
+        &toml::Value::try_from(LocksConfig::default())?,
     )?;
     Ok(out)
 }
@@ -231,7 +263,12 @@ mod tests {
 
     #[test]
     fn every_option_is_documented() {
-        let (raft, limits) = documented_keys();
+        let (raft, limits, locks) = documented_keys();
+        let want_locks = keys(toml::Value::try_from(LocksConfig::default()).expect("locks"));
+        assert_eq!(
+            locks.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>(),
+            want_locks
+        );
         let want_raft = keys(toml::Value::try_from(RaftConfig::default()).expect("raft"));
         let want_limits = keys(toml::Value::try_from(Limits::default()).expect("limits"));
         assert_eq!(
@@ -352,6 +389,7 @@ mod tests {
         );
         let full_raft = keys(toml::Value::try_from(RaftConfig::default()).expect("raft"));
         let full_limits = keys(toml::Value::try_from(Limits::default()).expect("limits"));
+        let full_locks = keys(toml::Value::try_from(LocksConfig::default()).expect("locks"));
         for file in files {
             let name = file.display().to_string();
             let config = Config::load(&file).unwrap_or_else(|e| panic!("{e}"));
@@ -378,7 +416,17 @@ mod tests {
                 full_limits,
                 "{name}: [limits] options missing or unknown"
             );
+            assert_eq!(
+                keys(table["locks"].clone()),
+                full_locks,
+                "{name}: [locks] options missing or unknown"
+            );
             let defaults: Config = toml::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(
+                defaults.locks,
+                LocksConfig::default(),
+                "{name}: commented [locks] defaults differ"
+            );
             assert_eq!(
                 defaults.raft,
                 RaftConfig::default(),

@@ -1,9 +1,11 @@
-//! `steward get` and `steward delete`: read and remove objects, kubectl style.
+//! `steward get` and `steward delete`: read and remove objects, kubectl style. `delete` takes
+//! `--fence`.
 
 use std::time::SystemTime;
 
 use serde_json::Value;
 
+use super::fence::FenceArg;
 use super::render::{self, OutputFormat, Table};
 use super::GlobalOpts;
 use crate::client::{Consistency, ListOptions};
@@ -43,6 +45,8 @@ pub struct DeleteArgs {
     /// Namespace.
     #[arg(short = 'n', long, default_value = DEFAULT_NAMESPACE)]
     pub namespace: String,
+    #[command(flatten)]
+    pub fence: FenceArg,
 }
 
 /// `steward get`.
@@ -102,7 +106,7 @@ pub async fn get(args: GetArgs, global: &GlobalOpts) -> anyhow::Result<()> {
 pub async fn delete(args: DeleteArgs, global: &GlobalOpts) -> anyhow::Result<()> {
     let client = global.client()?;
     let object = client
-        .delete(&args.kind, &args.namespace, &args.name, 0)
+        .delete_fenced(&args.kind, &args.namespace, &args.name, 0, args.fence.fence)
         .await?;
     match global.output {
         OutputFormat::Table => println!("{}/{} deleted", args.kind, args.name),

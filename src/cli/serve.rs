@@ -61,6 +61,7 @@ pub fn build_config(args: &ServeArgs) -> anyhow::Result<Config> {
                 initial_members: Vec::new(),
                 raft: RaftConfig::default(),
                 limits: Limits::default(),
+                locks: Default::default(),
             }
         }
     };

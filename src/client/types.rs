@@ -85,11 +85,13 @@ pub struct WatchEvent {
 /// The events of one watch; ends with an error when the server cuts it off.
 pub type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchEvent, Status>> + Send>>;
 
+/// Ops carry no fence of their own: the server ignores them; `TxnRequest.fence` guards the txn.
 pub(super) fn txn_op_to_proto(op: TxnOp) -> pb::TxnOp {
     use pb::txn_op::Op;
     let op = match op {
         TxnOp::Create(object) => Op::Create(pb::CreateRequest {
             object_json: object.to_string(),
+            fence: None,
         }),
         TxnOp::Update {
             object,
@@ -97,6 +99,7 @@ pub(super) fn txn_op_to_proto(op: TxnOp) -> pb::TxnOp {
         } => Op::Update(pb::UpdateRequest {
             object_json: object.to_string(),
             expected_revision,
+            fence: None,
         }),
         TxnOp::UpdateStatus {
             object,
@@ -104,6 +107,7 @@ pub(super) fn txn_op_to_proto(op: TxnOp) -> pb::TxnOp {
         } => Op::UpdateStatus(pb::UpdateRequest {
             object_json: object.to_string(),
             expected_revision,
+            fence: None,
         }),
         TxnOp::Delete {
             kind,
@@ -115,6 +119,7 @@ pub(super) fn txn_op_to_proto(op: TxnOp) -> pb::TxnOp {
             namespace,
             name,
             expected_revision,
+            fence: None,
         }),
     };
     pb::TxnOp { op: Some(op) }

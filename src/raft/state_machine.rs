@@ -22,7 +22,7 @@ use crate::raft::log_store::{db_err, get_json, json_err, RaftDb, SNAPSHOT_TABLE}
 use crate::raft::types::{
     Entry, LogId, Snapshot, SnapshotData, SnapshotMeta, StoredMembership, TypeConfig,
 };
-use crate::state::{self, ApplyContext, Event, Response, State};
+use crate::state::{self, ApplyContext, Effects, Response, State};
 
 /// Snapshot table keys: the openraft meta as JSON, and the `State::to_snapshot_bytes` payload.
 /// Both are written in one transaction, so they always describe the same snapshot.
@@ -33,11 +33,12 @@ const SNAPSHOT_DATA: &str = "data";
 /// long catch-up does not keep readers waiting for the whole of it.
 pub const APPLY_BATCH_ENTRIES_MAX: usize = 1024;
 
-/// Told about every applied batch, so the server can feed watchers. Called on the state machine
-/// task, in log order.
+/// Told about every applied batch, so the server can feed watchers and waiting lock acquires.
+/// Called on the state machine task, in log order.
 pub trait ApplyObserver: Send + Sync + 'static {
-    /// After a batch was applied. `revision` = state revision after the batch.
-    fn on_applied(&self, events: &[Event], revision: u64);
+    /// After a batch was applied: its object events and lock events, in log order. `revision` =
+    /// state revision after the batch.
+    fn on_applied(&self, effects: &Effects, revision: u64);
     /// The whole state was replaced (snapshot installed): history before `revision` is gone.
     fn on_reset(&self, revision: u64);
 }
@@ -47,7 +48,7 @@ pub trait ApplyObserver: Send + Sync + 'static {
 pub struct NoopObserver;
 
 impl ApplyObserver for NoopObserver {
-    fn on_applied(&self, _events: &[Event], _revision: u64) {}
+    fn on_applied(&self, _effects: &Effects, _revision: u64) {}
     fn on_reset(&self, _revision: u64) {}
 }
 
@@ -62,7 +63,7 @@ pub struct StateMachine {
     last_applied: Option<LogId>,
     /// The last membership entry applied, which a snapshot must carry with it.
     last_membership: StoredMembership,
-    /// Gets the events of each applied batch, after the lock is released.
+    /// Gets the effects of each applied batch, after the lock is released.
     observer: Arc<dyn ApplyObserver>,
 }
 
@@ -120,13 +121,13 @@ impl StateMachine {
             prev = Some(entry.log_id.index);
         }
 
-        let mut events = Vec::new();
+        let mut effects = Effects::default();
         let mut replies = Vec::with_capacity(batch.len());
         let state_lock = self.state.clone();
         let revision = {
             let mut state = state_lock.write().map_err(|_| poisoned())?;
             for (entry, responder) in batch {
-                let response = self.apply_entry(&mut state, entry, &mut events);
+                let response = self.apply_entry(&mut state, entry, &mut effects);
                 replies.push((responder, response));
             }
             state.revision()
@@ -136,18 +137,14 @@ impl StateMachine {
                 responder.send(response);
             }
         }
-        self.observer.on_applied(&events, revision);
+        self.observer.on_applied(&effects, revision);
         Ok(())
     }
 
-    /// Applies one entry: app data goes to `state::apply` with the leader's time; blank and
-    /// membership entries only advance the log position (and record the membership).
-    fn apply_entry(
-        &mut self,
-        state: &mut State,
-        entry: Entry,
-        events: &mut Vec<Event>,
-    ) -> Response {
+    /// Applies one entry: app data goes to `state::apply_effects` with the leader's time; blank
+    /// and membership entries only advance the log position and term (and record the
+    /// membership).
+    fn apply_entry(&mut self, state: &mut State, entry: Entry, effects: &mut Effects) -> Response {
         let log_id = entry.log_id;
         let mut ctx = ApplyContext {
             log_index: log_id.index,
@@ -157,7 +154,7 @@ impl StateMachine {
         let response = match entry.payload {
             EntryPayload::Normal(proposal) => {
                 ctx.time_ms = proposal.time_ms;
-                state::apply(state, &ctx, &proposal.command, events)
+                state::apply_effects(state, &ctx, &proposal.command, effects)
             }
             EntryPayload::Blank => {
                 state::apply_blank(state, &ctx);

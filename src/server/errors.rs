@@ -25,6 +25,8 @@ fn rejection_code(r: &Rejection) -> Code {
         Rejection::TooLarge { .. } => Code::ResourceExhausted,
         Rejection::TxnOpFailed { cause, .. } => rejection_code(cause),
         Rejection::NodeRetired { .. } => Code::FailedPrecondition,
+        Rejection::LockBusy { .. } | Rejection::LockDelayed { .. } => Code::Aborted,
+        Rejection::LockNotHeld { .. } | Rejection::FenceRejected { .. } => Code::FailedPrecondition,
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod cluster;
 pub mod errors;
+pub mod locks;
 pub mod node;
 pub mod peer;
 pub mod resources;
@@ -23,6 +24,7 @@ use tonic::transport::server::TcpIncoming;
 use crate::config::Config;
 use crate::proto::raft_v1::raft_peer_server::RaftPeerServer;
 use crate::proto::v1::cluster_server::ClusterServer;
+use crate::proto::v1::locks_server::LocksServer;
 use crate::proto::v1::resources_server::ResourcesServer;
 use crate::raft::log_store::{LogStore, RaftDb};
 use crate::raft::network::{PeerChannels, PeerNetworkFactory};
@@ -114,7 +116,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
             stop_rx.clone(),
             max_msg,
         )),
-        tokio::spawn(serve_peer(node.clone(), peer_listener, stop_rx)),
+        tokio::spawn(serve_peer(node.clone(), peer_listener, stop_rx.clone())),
+        tokio::spawn(locks::run_sweeper(node.clone(), stop_rx)),
     ];
     bootstrap(&node, &config).await?;
     tracing::info!(id = config.id, %client_addr, %peer_addr, "node started");
@@ -165,10 +168,12 @@ async fn serve_client_api(
     let resources = ResourcesServer::new(resources::ResourcesService::new(node.clone()))
         .max_decoding_message_size(max_msg)
         .max_encoding_message_size(usize::MAX);
+    let locks = LocksServer::new(locks::LocksService::new(node.clone()));
     let cluster = ClusterServer::new(cluster::ClusterService::new(node));
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let result = tonic::transport::Server::builder()
         .add_service(resources)
+        .add_service(locks)
         .add_service(cluster)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;

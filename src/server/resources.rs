@@ -57,6 +57,14 @@ impl ResourcesService {
         Ok(key)
     }
 
+    /// A resource write's fence, from the wire.
+    fn fence(f: &Option<Fence>) -> Option<state::Fence> {
+        f.as_ref().map(|f| state::Fence {
+            lock: f.lock.clone(),
+            token: f.token,
+        })
+    }
+
     /// An update's precondition: the request's field, else the object's own resourceVersion.
     fn precondition(expected: u64, obj: &Resource) -> Option<u64> {
         match (expected, obj.metadata.resource_version) {
@@ -170,8 +178,10 @@ impl Resources for ResourcesService {
         &self,
         request: Request<CreateRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
-        let object = self.parse_object(&request.into_inner().object_json)?;
-        self.write_object(Command::Create { object }).await
+        let req = request.into_inner();
+        let object = self.parse_object(&req.object_json)?;
+        let fence = Self::fence(&req.fence);
+        self.write_object(Command::Create { object, fence }).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -250,9 +260,11 @@ impl Resources for ResourcesService {
         let req = request.into_inner();
         let object = self.parse_object(&req.object_json)?;
         let expected_revision = Self::precondition(req.expected_revision, &object);
+        let fence = Self::fence(&req.fence);
         self.write_object(Command::Update {
             object,
             expected_revision,
+            fence,
         })
         .await
     }
@@ -265,9 +277,11 @@ impl Resources for ResourcesService {
         let req = request.into_inner();
         let object = self.parse_object(&req.object_json)?;
         let expected_revision = Self::precondition(req.expected_revision, &object);
+        let fence = Self::fence(&req.fence);
         self.write_object(Command::UpdateStatus {
             object,
             expected_revision,
+            fence,
         })
         .await
     }
@@ -280,9 +294,11 @@ impl Resources for ResourcesService {
         let req = request.into_inner();
         let key = Self::parse_key(&req.kind, &req.namespace, &req.name)?;
         let expected_revision = (req.expected_revision != 0).then_some(req.expected_revision);
+        let fence = Self::fence(&req.fence);
         self.write_object(Command::Delete {
             key,
             expected_revision,
+            fence,
         })
         .await
     }
@@ -311,7 +327,8 @@ impl Resources for ResourcesService {
                     .map_err(|s| Status::new(s.code(), format!("ops[{i}]: {}", s.message())))?,
             );
         }
-        match self.node.propose(Command::Txn { ops }).await? {
+        let fence = Self::fence(&req.fence);
+        match self.node.propose(Command::Txn { ops, fence }).await? {
             Response::Txn { objects, revision } => Ok(GrpcResponse::new(TxnReply {
                 objects_json: objects.iter().map(Resource::to_json).collect(),
                 revision,

@@ -14,7 +14,7 @@ use tonic::Status;
 
 use crate::config::Limits;
 use crate::raft::state_machine::ApplyObserver;
-use crate::state::{Event, Selector};
+use crate::state::{Effects, Event, LockEvent, Selector};
 
 /// What a watcher wants to see.
 #[derive(Clone, Debug)]
@@ -69,6 +69,8 @@ struct HubInner {
 /// See the module docs.
 pub struct WatchHub {
     inner: Mutex<HubInner>,
+    /// Lock events, live only (no history): waiting acquires and lock watchers subscribe here.
+    locks: tokio::sync::broadcast::Sender<Arc<LockEvent>>,
     history_max: usize,
     buffer: usize,
     watchers_max: usize,
@@ -91,6 +93,7 @@ impl WatchHub {
                 watchers: BTreeMap::new(),
                 next_id: 1,
             }),
+            locks: tokio::sync::broadcast::channel(limits.watch_buffer.max(1024)).0,
             history_max: limits.watch_history,
             buffer: limits.watch_buffer,
             watchers_max: limits.max_watchers,
@@ -99,6 +102,11 @@ impl WatchHub {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HubInner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A receiver of every lock event applied on this node from now on.
+    pub fn subscribe_locks(&self) -> tokio::sync::broadcast::Receiver<Arc<LockEvent>> {
+        self.locks.subscribe()
     }
 
     /// The revision up to which every event has been handed to watchers.
@@ -199,7 +207,12 @@ impl WatchHub {
 }
 
 impl ApplyObserver for WatchHub {
-    fn on_applied(&self, events: &[Event], revision: u64) {
+    fn on_applied(&self, effects: &Effects, revision: u64) {
+        for e in &effects.lock_events {
+            // No receiver is fine: nobody waits or watches right now.
+            let _ = self.locks.send(Arc::new(e.clone()));
+        }
+        let events = &effects.events;
         let mut inner = self.lock();
         let events: Vec<Arc<Event>> = events.iter().cloned().map(Arc::new).collect();
         let buffer = self.buffer;

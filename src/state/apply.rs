@@ -1,17 +1,19 @@
-//! `State` and `apply`, the only code that changes it.
+//! `State` and `apply_effects`, the only code that changes it.
 //!
-//! The Raft state machine calls `apply` once per committed entry, in log order, on every replica;
-//! readers call `get`/`list` on the same `State`. Everything here is deterministic: no clock (time
-//! comes from the leader-stamped `ApplyContext::time_ms`), no I/O, no randomness, no hash-order
-//! iteration. A `Rejection` is an ordinary `Response`: it leaves objects, revision and retired set
-//! exactly as they were (the state's time may still advance to the entry's time, which is harmless
-//! and keeps time monotone across every entry).
+//! The Raft state machine calls `apply_effects` once per committed entry, in log order, on every
+//! replica (and `apply_blank` for blank and membership entries); readers call `get`/`list`/`lock`
+//! on the same `State`. Everything here is deterministic: no clock (time comes from the
+//! leader-stamped `ApplyContext::time_ms`), no I/O, no randomness, no hash-order iteration. A
+//! `Rejection` is an ordinary `Response`: it leaves objects, revision, retired set and locks
+//! exactly as they were (the state's time and term tracking may still advance to the entry's,
+//! which is harmless and keeps time monotone across every entry).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
 use super::command::{Command, Event, Rejection, Response, TxnOp};
+use super::locks::{Fence, Lock, LockContext, LockEvent, LockTable};
 use super::resource::{ObjectKey, Resource};
 use super::selector::Selector;
 use ops::{apply_op, Change, Op};
@@ -35,7 +37,7 @@ pub const TXN_OPS_MAX: usize = 128;
 pub struct ApplyContext {
     /// Raft log index of the entry; feeds uids.
     pub log_index: u64,
-    /// Raft term of the entry; feeds uids.
+    /// Raft term of the entry; feeds uids and the lock grace after a leader change.
     pub term: u64,
     /// Leader wall-clock time in ms since the Unix epoch (`Proposal::time_ms`).
     pub time_ms: u64,
@@ -54,6 +56,31 @@ pub struct State {
     objects: BTreeMap<ObjectKey, Resource>,
     /// Node ids removed from the cluster; an id may never rejoin, or it could vote twice.
     retired: BTreeSet<u64>,
+    /// Locks and the store-wide fencing token counter.
+    locks: LockTable,
+    /// The highest Raft term applied so far (blank and membership entries included).
+    term: u64,
+    /// State time when the first time-stamped (normal) entry of `term` was applied; `None` until
+    /// the new leader's first one. Lock sweeps wait a grace after it, so no lock expires early
+    /// because leadership moved.
+    term_started_ms: Option<u64>,
+}
+
+/// What one or more applied entries did besides their `Response`: object changes for resource
+/// watchers and lock changes for lock watchers and waiting acquires. Cleared by the caller.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Effects {
+    /// One per object change, in revision order.
+    pub events: Vec<Event>,
+    /// One per grant, release, expiry, cancelled or expired wait, in the order they happened.
+    pub lock_events: Vec<LockEvent>,
+}
+
+impl Effects {
+    /// True when nothing happened.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.lock_events.is_empty()
+    }
 }
 
 /// One page of `State::list`.
@@ -154,6 +181,57 @@ impl State {
         Ok(())
     }
 
+    /// One lock by name.
+    pub fn lock(&self, name: &str) -> Option<&Lock> {
+        self.locks.get(name)
+    }
+
+    /// All locks in name order.
+    pub fn locks(&self) -> impl Iterator<Item = &Lock> {
+        self.locks.iter()
+    }
+
+    /// Number of lock entries (what `limits.locks_max` bounds).
+    pub fn lock_count(&self) -> usize {
+        self.locks.len()
+    }
+
+    /// The last fencing token issued, for any lock (0 before the first grant).
+    pub fn last_lock_token(&self) -> u64 {
+        self.locks.last_token()
+    }
+
+    /// The state time (largest leader time so far) when the current term's first time-stamped
+    /// entry was applied; `None` before it is. A `LockSweep` expires nothing until
+    /// `time_ms() >= term_started_ms + grace_ms`, and nothing at all as that first entry.
+    pub fn term_started_ms(&self) -> Option<u64> {
+        self.term_started_ms
+    }
+
+    /// Lock names with something for a `LockSweep` to do at `now_ms` (a holder past its expiry,
+    /// a waiter past its deadline, or a lock-delay that has ended), earliest first, at most
+    /// `LOCK_SWEEP_NAMES_MAX`. For the leader's expiry task; apply re-checks everything.
+    pub fn locks_due(&self, now_ms: u64) -> Vec<String> {
+        self.locks.due(now_ms)
+    }
+
+    /// `FenceRejected` unless `fence` is absent or names a live WRITE holder.
+    fn check_fence(&self, fence: Option<&Fence>) -> Result<(), Rejection> {
+        fence.map_or(Ok(()), |fence| self.locks.check_fence(fence))
+    }
+
+    /// A copy with this state's clock (time and term tracking) replaced by `other`'s, so tests
+    /// can check that a rejection changed nothing else.
+    #[cfg(test)]
+    pub(crate) fn with_clock_of(&self, other: &State) -> State {
+        State {
+            time_ms: other.time_ms,
+            term: other.term,
+            term_started_ms: other.term_started_ms,
+            ..self.clone()
+        }
+    }
+
     fn next_revision(&self) -> Result<u64, Rejection> {
         self.revision
             .checked_add(1)
@@ -164,57 +242,107 @@ impl State {
     }
 }
 
-/// Applies one committed command. The only entry that changes `State`. Pure: no clock, I/O or
+/// Applies one committed command: THE entry that changes `State`. Pure: no clock, I/O or
 /// randomness. Never panics on any `Command`. Pushes one `Event` per object change, in revision
-/// order; a rejected command pushes none.
-pub fn apply(
+/// order, and one `LockEvent` per lock change; a rejected command pushes none. Lock commands
+/// never change the store revision.
+pub fn apply_effects(
     state: &mut State,
     ctx: &ApplyContext,
     cmd: &Command,
-    events: &mut Vec<Event>,
+    out: &mut Effects,
 ) -> Response {
     let revision_before = state.revision;
-    let events_before = events.len();
+    let events_before = out.events.len();
     advance_time(state, ctx);
+    observe_term(state, ctx);
+    let events = &mut out.events;
     let response = match cmd {
-        Command::Create { object } => apply_single(state, ctx, Op::Create(object), events),
+        Command::Create { object, fence } => {
+            apply_single(state, ctx, fence, Op::Create(object), events)
+        }
         Command::Update {
             object,
             expected_revision,
-        } => apply_single(state, ctx, Op::Update(object, *expected_revision), events),
+            fence,
+        } => {
+            let op = Op::Update(object, *expected_revision);
+            apply_single(state, ctx, fence, op, events)
+        }
         Command::UpdateStatus {
             object,
             expected_revision,
-        } => apply_single(
-            state,
-            ctx,
-            Op::UpdateStatus(object, *expected_revision),
-            events,
-        ),
+            fence,
+        } => {
+            let op = Op::UpdateStatus(object, *expected_revision);
+            apply_single(state, ctx, fence, op, events)
+        }
         Command::Delete {
             key,
             expected_revision,
-        } => apply_single(state, ctx, Op::Delete(key, *expected_revision), events),
-        Command::Txn { ops } => apply_txn(state, ctx, ops, events),
+            fence,
+        } => {
+            let op = Op::Delete(key, *expected_revision);
+            apply_single(state, ctx, fence, op, events)
+        }
+        Command::Txn { ops, fence } => apply_txn(state, ctx, ops, fence, events),
         Command::RetireNode { node_id } => {
             state.retired.insert(*node_id);
             Response::Done {
                 revision: state.revision,
             }
         }
+        Command::LockAcquire { .. }
+        | Command::LockRefresh { .. }
+        | Command::LockRelease { .. }
+        | Command::LockCancelWait { .. }
+        | Command::LockSweep { .. } => {
+            let lock_ctx = LockContext {
+                now_ms: state.time_ms,
+                log_index: ctx.log_index,
+                term_started_ms: state.term_started_ms,
+                revision: state.revision,
+            };
+            state
+                .locks
+                .apply_command(&lock_ctx, cmd, &mut out.lock_events)
+        }
     };
+    // After the command: a sweep that is itself the term's first stamped entry sees no start,
+    // so it expires nothing whatever its grace.
+    start_term_clock(state, ctx);
     debug_assert!(state.revision >= revision_before, "revision went backwards");
     debug_assert_eq!(
-        events.len() - events_before,
+        out.events.len() - events_before,
         usize::try_from(state.revision - revision_before).unwrap_or(usize::MAX),
         "one event per revision"
     );
     response
 }
 
-/// Applies a blank or membership entry: only the time advances.
+/// `apply_effects` for callers that only care about objects (resource-only tools and tests):
+/// lock events are dropped. The Raft state machine must use `apply_effects`, or waiting
+/// acquires and lock watchers would never hear of grants.
+pub fn apply(
+    state: &mut State,
+    ctx: &ApplyContext,
+    cmd: &Command,
+    events: &mut Vec<Event>,
+) -> Response {
+    let mut out = Effects {
+        events: std::mem::take(events),
+        lock_events: Vec::new(),
+    };
+    let response = apply_effects(state, ctx, cmd, &mut out);
+    *events = out.events;
+    response
+}
+
+/// Applies a blank or membership entry: only the time and the term advance (such entries carry
+/// no leader time, so they never start the term's grace clock).
 pub fn apply_blank(state: &mut State, ctx: &ApplyContext) {
     advance_time(state, ctx);
+    observe_term(state, ctx);
 }
 
 fn advance_time(state: &mut State, ctx: &ApplyContext) {
@@ -223,12 +351,34 @@ fn advance_time(state: &mut State, ctx: &ApplyContext) {
     debug_assert!(state.time_ms >= before, "time ran backwards");
 }
 
+/// A newer term resets the term's start (the new leader has not stamped anything yet).
+fn observe_term(state: &mut State, ctx: &ApplyContext) {
+    if ctx.term > state.term {
+        state.term = ctx.term;
+        state.term_started_ms = None;
+    }
+}
+
+/// The first time-stamped entry of the current term starts its clock at the state time (not the
+/// raw entry time: that may lag behind a previous leader's clock, and measuring the grace from
+/// it would shorten the grace).
+fn start_term_clock(state: &mut State, ctx: &ApplyContext) {
+    if ctx.term == state.term && state.term_started_ms.is_none() {
+        state.term_started_ms = Some(state.time_ms);
+    }
+}
+
+/// One object op, after its fence (if any) holds.
 fn apply_single(
     state: &mut State,
     ctx: &ApplyContext,
+    fence: &Option<Fence>,
     op: Op<'_>,
     events: &mut Vec<Event>,
 ) -> Response {
+    if let Err(rejection) = state.check_fence(fence.as_ref()) {
+        return Response::Rejected(rejection);
+    }
     match apply_op(state, ctx, op) {
         Ok(change) => {
             emit(events, &change);
@@ -241,12 +391,14 @@ fn apply_single(
     }
 }
 
-/// All ops or none. Ops change the live map and record undo entries (previous values moved out
-/// of the map, so no copy of the store is made); a failure replays them backwards.
+/// All ops or none, under one fence checked first. Ops change the live map and record undo
+/// entries (previous values moved out of the map, so no copy of the store is made); a failure
+/// replays them backwards.
 fn apply_txn(
     state: &mut State,
     ctx: &ApplyContext,
     ops: &[TxnOp],
+    fence: &Option<Fence>,
     events: &mut Vec<Event>,
 ) -> Response {
     if ops.is_empty() {
@@ -263,6 +415,9 @@ fn apply_txn(
                 ops.len()
             ),
         });
+    }
+    if let Err(rejection) = state.check_fence(fence.as_ref()) {
+        return Response::Rejected(rejection);
     }
     let revision_before = state.revision;
     let events_before = events.len();

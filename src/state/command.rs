@@ -3,14 +3,16 @@
 //! not an error), and `Event` (what watchers see).
 //!
 //! Everything here is serialized into the Raft log or sent back to clients, so renaming a variant
-//! or field is a wire change. Servers build `Command`s, the leader wraps them in a `Proposal` with
-//! its own clock, and only `apply.rs` interprets them.
+//! or field is a wire change; fields added later carry `#[serde(default)]` so older log entries
+//! still parse. Servers build `Command`s, the leader wraps them in a `Proposal` with its own clock,
+//! and only `apply.rs` (and `locks`, for the lock commands) interprets them.
 
 use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::locks::{Fence, LockHolder, LockLimits, LockMode};
 use super::resource::{ObjectKey, Resource};
 
 /// The payload of one replicated log entry. The leader stamps `time_ms` when it proposes, so every
@@ -30,32 +32,93 @@ impl fmt::Display for Proposal {
 }
 
 /// A state change a client asked for. Applied by `apply`, which re-checks everything.
+///
+/// Every resource write may carry a `fence`: it is applied only if that lock token is, at that
+/// point of the log, a live WRITE holder of that lock (see `locks`), else it is refused with
+/// `Rejection::FenceRejected` and changes nothing.
 // The large variants are the common ones; boxing would change the shape other layers build.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Command {
     /// Store a new object; rejected if its key exists.
-    Create { object: Resource },
+    Create {
+        object: Resource,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fence: Option<Fence>,
+    },
     /// Replace apiVersion, spec, labels and annotations; status and server-set metadata are kept.
     /// `generation` grows only if spec changed; an update that changes nothing is a no-op.
     Update {
         object: Resource,
         expected_revision: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fence: Option<Fence>,
     },
     /// Replace status only; generation unchanged.
     UpdateStatus {
         object: Resource,
         expected_revision: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fence: Option<Fence>,
     },
     /// Remove an object.
     Delete {
         key: ObjectKey,
         expected_revision: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fence: Option<Fence>,
     },
-    /// All-or-nothing sequence of object ops, each seeing the effects of the earlier ones.
-    Txn { ops: Vec<TxnOp> },
+    /// All-or-nothing sequence of object ops, each seeing the effects of the earlier ones. One
+    /// fence covers the whole txn.
+    Txn {
+        ops: Vec<TxnOp>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fence: Option<Fence>,
+    },
     /// Record that a node id left the cluster, so it is never admitted again.
     RetireNode { node_id: u64 },
+    /// Take lock `name` in `mode` for `holder`: granted at once, or (when `wait_ms` > 0) queued
+    /// until granted, cancelled, or past `wait_ms`. `limits` are the leader's configured limits,
+    /// carried in the entry so every replica judges with the same ones.
+    LockAcquire {
+        name: String,
+        holder: String,
+        mode: LockMode,
+        /// `None`: held until released.
+        ttl_ms: Option<u64>,
+        /// `lockedResourceDetails` or any JSON object; null for none.
+        details: serde_json::Value,
+        wait_ms: u64,
+        limits: LockLimits,
+    },
+    /// Extend a grant: new expiry = now + ttl. `ttl_ms: None` keeps the grant's ttl.
+    LockRefresh {
+        name: String,
+        holder: String,
+        token: u64,
+        ttl_ms: Option<u64>,
+    },
+    /// Give a grant back.
+    LockRelease {
+        name: String,
+        holder: String,
+        token: u64,
+    },
+    /// The waiter of `wait_id` gave up (its deadline passed or its caller went away): remove it,
+    /// or, if it was granted meanwhile, release that grant. Unknown waits are a no-op.
+    LockCancelWait {
+        name: String,
+        holder: String,
+        wait_id: u64,
+    },
+    /// Proposed by the leader's expiry task for the names `State::locks_due` gave it: expire
+    /// holders and waiters past their time, apply lock-delay, grant the queue. Apply re-checks
+    /// everything, including the grace after a leader change.
+    LockSweep {
+        names: Vec<String>,
+        grace_ms: u64,
+        lock_delay_ms: u64,
+    },
 }
 
 /// One step of a `Command::Txn`; same meaning as the `Command` of the same name.
@@ -90,6 +153,37 @@ impl TxnOp {
         }
     }
 
+    /// The same op as a single command, under `fence`.
+    pub fn into_command(self, fence: Option<Fence>) -> Command {
+        match self {
+            TxnOp::Create { object } => Command::Create { object, fence },
+            TxnOp::Update {
+                object,
+                expected_revision,
+            } => Command::Update {
+                object,
+                expected_revision,
+                fence,
+            },
+            TxnOp::UpdateStatus {
+                object,
+                expected_revision,
+            } => Command::UpdateStatus {
+                object,
+                expected_revision,
+                fence,
+            },
+            TxnOp::Delete {
+                key,
+                expected_revision,
+            } => Command::Delete {
+                key,
+                expected_revision,
+                fence,
+            },
+        }
+    }
+
     fn verb(&self) -> &'static str {
         match self {
             TxnOp::Create { .. } => "create",
@@ -109,11 +203,11 @@ impl fmt::Display for TxnOp {
 impl fmt::Display for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Command::Create { object } => write!(f, "create {}", object.key()),
+            Command::Create { object, .. } => write!(f, "create {}", object.key()),
             Command::Update { object, .. } => write!(f, "update {}", object.key()),
             Command::UpdateStatus { object, .. } => write!(f, "update-status {}", object.key()),
             Command::Delete { key, .. } => write!(f, "delete {key}"),
-            Command::Txn { ops } => {
+            Command::Txn { ops, .. } => {
                 write!(f, "txn [")?;
                 for (i, op) in ops.iter().enumerate() {
                     let sep = if i == 0 { "" } else { ", " };
@@ -122,6 +216,44 @@ impl fmt::Display for Command {
                 write!(f, "]")
             }
             Command::RetireNode { node_id } => write!(f, "retire-node {node_id}"),
+            Command::LockAcquire {
+                name, holder, mode, ..
+            } => write!(f, "lock-acquire {name} {mode} by {holder}"),
+            Command::LockRefresh {
+                name,
+                holder,
+                token,
+                ..
+            } => write!(f, "lock-refresh {name} by {holder} token {token}"),
+            Command::LockRelease {
+                name,
+                holder,
+                token,
+            } => write!(f, "lock-release {name} by {holder} token {token}"),
+            Command::LockCancelWait {
+                name,
+                holder,
+                wait_id,
+            } => write!(f, "lock-cancel-wait {name} by {holder} wait {wait_id}"),
+            Command::LockSweep { names, .. } => write!(f, "lock-sweep {} locks", names.len()),
+        }?;
+        match self.fence() {
+            Some(fence) => write!(f, " fenced by {fence}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Command {
+    /// The fence of a resource write, if it carries one.
+    pub fn fence(&self) -> Option<&Fence> {
+        match self {
+            Command::Create { fence, .. }
+            | Command::Update { fence, .. }
+            | Command::UpdateStatus { fence, .. }
+            | Command::Delete { fence, .. }
+            | Command::Txn { fence, .. } => fence.as_ref(),
+            _ => None,
         }
     }
 }
@@ -139,8 +271,26 @@ pub enum Response {
         objects: Vec<Resource>,
         revision: u64,
     },
-    /// RetireNode, and blank or membership entries.
+    /// RetireNode, blank or membership entries, and lock commands that found nothing to do.
     Done { revision: u64 },
+    /// LockAcquire granted at once (or re-acquired: refreshed, upgraded, downgraded).
+    LockGranted { holder: LockHolder },
+    /// LockAcquire queued; `position` is 1-based (1: next in line). The grant, if it comes,
+    /// is a `LockEvent` of type `Granted` carrying this `wait_id`.
+    LockQueued { wait_id: u64, position: u32 },
+    /// LockRelease: this token is no longer valid.
+    LockReleased { token: u64 },
+    /// LockRefresh: the grant with its new expiry.
+    LockRefreshed { holder: LockHolder },
+    /// LockCancelWait: the waiter is gone; `released_token` is the grant it had already been
+    /// given, now released.
+    LockWaitCancelled { released_token: Option<u64> },
+    /// LockSweep: holders expired, waiters timed out, waiters granted.
+    LockSwept {
+        expired: u32,
+        waiters_expired: u32,
+        granted: u32,
+    },
     /// The command changed nothing (except, possibly, the state's time).
     Rejected(Rejection),
 }
@@ -167,6 +317,41 @@ pub enum Rejection {
     TxnOpFailed { index: usize, cause: Box<Rejection> },
     #[error("node id {node_id} was removed from the cluster and cannot be reused")]
     NodeRetired { node_id: u64 },
+    /// `wait_ms` was 0 and the lock cannot be granted now.
+    #[error(
+        "lock {name} is busy: held in {mode_held} mode by {holders} holder(s) with {waiters} \
+         waiting before you; pass wait_ms > 0 to queue"
+    )]
+    LockBusy {
+        name: String,
+        /// The mode of the current holders (of the first waiter when nobody holds it).
+        mode_held: LockMode,
+        holders: u32,
+        waiters: u32,
+    },
+    /// `wait_ms` was 0 and the lock is in lock-delay after a WRITE holder expired.
+    #[error(
+        "lock {name} is in lock-delay until {until_ms} ms (a WRITE holder expired without \
+         releasing it); pass wait_ms > 0 to queue"
+    )]
+    LockDelayed { name: String, until_ms: u64 },
+    /// Refresh or release named a holder and token that hold no grant: a stale or wrong token.
+    #[error(
+        "lock {name}: holder {holder} holds no grant with token {token} (released, expired, \
+         superseded by an upgrade or downgrade, or never granted)"
+    )]
+    LockNotHeld {
+        name: String,
+        holder: String,
+        token: u64,
+    },
+    /// A fenced write whose token is not a live WRITE holder of its lock.
+    #[error("fence {lock}:{token} refused: {reason}")]
+    FenceRejected {
+        lock: String,
+        token: u64,
+        reason: String,
+    },
 }
 
 /// What a change did to one object, for watchers.
@@ -198,6 +383,7 @@ mod tests {
             time_ms: 1234,
             command: Command::Create {
                 object: obj.clone(),
+                fence: None,
             },
         };
         assert_eq!(p.to_string(), "create Director/default/x @1234");
@@ -212,10 +398,14 @@ mod tests {
                     expected_revision: Some(3),
                 },
             ],
+            fence: Some(Fence {
+                lock: "deploy/x".into(),
+                token: 7,
+            }),
         };
         assert_eq!(
             txn.to_string(),
-            "txn [update-status Director/default/x, delete Lock/ns/l]"
+            "txn [update-status Director/default/x, delete Lock/ns/l] fenced by deploy/x:7"
         );
         assert_eq!(
             Command::RetireNode { node_id: 7 }.to_string(),
@@ -253,6 +443,7 @@ mod tests {
             command: Command::Update {
                 object: obj.clone(),
                 expected_revision: Some(5),
+                fence: None,
             },
         };
         let back: Proposal =
@@ -261,6 +452,7 @@ mod tests {
             Command::Update {
                 object,
                 expected_revision,
+                fence: None,
             } => assert_eq!((object, expected_revision), (obj.clone(), Some(5))),
             other => panic!("{other:?}"),
         }

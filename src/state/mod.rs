@@ -3,9 +3,10 @@
 //!
 //! Flow: a server parses and validates a request (`Resource::from_json`, `validate_object`,
 //! `Selector::parse`), builds a `Command`, and the leader proposes it as a `Proposal` stamped with
-//! its clock. Once committed, the Raft state machine calls [`apply`] on every replica, in log
-//! order, and returns the `Response` to the proposer and the `Event`s to watchers. Reads use
-//! `State::get` / `State::list` after the read barrier.
+//! its clock. Once committed, the Raft state machine calls [`apply_effects`] on every replica, in
+//! log order, and returns the `Response` to the proposer and the `Effects` (object `Event`s and
+//! `LockEvent`s) to watchers and waiting acquires. Reads use `State::get` / `State::list` /
+//! `State::lock` / `State::locks` after the read barrier.
 //!
 //! Nothing in this module does I/O, reads a clock, draws randomness or depends on hash order, so
 //! replicas that apply the same log reach the same `State` (and the same snapshot bytes).
@@ -14,16 +15,27 @@
 //! - `validate`: structural rules for kinds, names, labels, annotations, sizes.
 //! - `selector`: label selectors.
 //! - `command`: `Proposal`, `Command`, `TxnOp`, `Response`, `Rejection`, `Event`.
-//! - `apply`: `State`, `apply`, `apply_blank`, snapshots.
+//! - `locks`: READ/WRITE locks with TTLs, fair queues, lock-delay and fencing tokens.
+//! - `apply`: `State`, `apply_effects` (and its resource-only wrapper `apply`), `apply_blank`,
+//!   snapshots.
 
 pub mod apply;
 pub mod command;
+pub mod locks;
 pub mod resource;
 pub mod selector;
 pub mod validate;
 
-pub use apply::{apply, apply_blank, ApplyContext, ListPage, State, SNAPSHOT_FORMAT, TXN_OPS_MAX};
+pub use apply::{
+    apply, apply_blank, apply_effects, ApplyContext, Effects, ListPage, State, SNAPSHOT_FORMAT,
+    TXN_OPS_MAX,
+};
 pub use command::{Command, Event, EventType, Proposal, Rejection, Response, TxnOp};
+pub use locks::{
+    Fence, Lock, LockEvent, LockEventType, LockHolder, LockLimits, LockMode, LockWaiter,
+    LOCK_DELAY_MS_MAX, LOCK_HOLDER_CHARS_MAX, LOCK_NAME_CHARS_MAX, LOCK_SWEEP_NAMES_MAX,
+    LOCK_TTL_MS_MAX, LOCK_WAIT_MS_MAX,
+};
 pub use resource::{ObjectKey, ObjectMeta, Resource, DEFAULT_NAMESPACE};
 pub use selector::{Requirement, Selector};
 pub use validate::{

@@ -160,8 +160,9 @@ pub fn validate_object_size(obj: &Resource) -> Result<(), Rejection> {
     Ok(())
 }
 
-/// Length of the compact JSON form, counted without building the string.
-pub fn json_len(obj: &Resource) -> usize {
+/// Length of the compact JSON form of an object (or any value), counted without building the
+/// string.
+pub fn json_len<T: serde::Serialize + ?Sized>(obj: &T) -> usize {
     struct Counter(usize);
     impl io::Write for Counter {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {

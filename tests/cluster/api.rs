@@ -45,6 +45,7 @@ async fn crud_conflicts_txn_selectors_pagination_followers() {
         .update(UpdateRequest {
             object_json: changed.to_string(),
             expected_revision: rv_a + 1000,
+            ..Default::default()
         })
         .await
         .expect_err("stale precondition");
@@ -53,6 +54,7 @@ async fn crud_conflicts_txn_selectors_pagination_followers() {
         &c.update(UpdateRequest {
             object_json: changed.to_string(),
             expected_revision: rv_a,
+            ..Default::default()
         })
         .await
         .expect("update")
@@ -69,6 +71,7 @@ async fn crud_conflicts_txn_selectors_pagination_followers() {
         &c.update_status(UpdateRequest {
             object_json: with_status.to_string(),
             expected_revision: 0,
+            ..Default::default()
         })
         .await
         .expect("update status")
@@ -102,6 +105,7 @@ async fn crud_conflicts_txn_selectors_pagination_followers() {
                 TxnOp {
                     op: Some(txn_op::Op::Create(CreateRequest {
                         object_json: director("c", &[]),
+                        ..Default::default()
                     })),
                 },
                 TxnOp {
@@ -110,9 +114,11 @@ async fn crud_conflicts_txn_selectors_pagination_followers() {
                         namespace: "default".into(),
                         name: "missing".into(),
                         expected_revision: 0,
+                        ..Default::default()
                     })),
                 },
             ],
+            ..Default::default()
         })
         .await
         .expect_err("txn with a failing op");
@@ -131,6 +137,7 @@ async fn crud_conflicts_txn_selectors_pagination_followers() {
                 TxnOp {
                     op: Some(txn_op::Op::Create(CreateRequest {
                         object_json: director("c", &[("env", "prod")]),
+                        ..Default::default()
                     })),
                 },
                 TxnOp {
@@ -139,9 +146,11 @@ async fn crud_conflicts_txn_selectors_pagination_followers() {
                         namespace: "default".into(),
                         name: "b".into(),
                         expected_revision: rv(&b),
+                        ..Default::default()
                     })),
                 },
             ],
+            ..Default::default()
         })
         .await
         .expect("txn")
@@ -204,6 +213,7 @@ async fn crud_conflicts_txn_selectors_pagination_followers() {
             namespace: "default".into(),
             name: "a".into(),
             expected_revision: 1,
+            ..Default::default()
         })
         .await
         .expect_err("stale delete");
@@ -214,6 +224,7 @@ async fn crud_conflicts_txn_selectors_pagination_followers() {
             namespace: "default".into(),
             name: "a".into(),
             expected_revision: 0,
+            ..Default::default()
         })
         .await
         .expect("delete")

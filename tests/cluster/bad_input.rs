@@ -139,6 +139,7 @@ async fn bad_requests_get_precise_codes_and_change_nothing() {
         .update(UpdateRequest {
             object_json: stale.to_string(),
             expected_revision: rv(&existing) + 1,
+            ..Default::default()
         })
         .await
         .expect_err("stale update");
@@ -147,6 +148,7 @@ async fn bad_requests_get_precise_codes_and_change_nothing() {
         .update(UpdateRequest {
             object_json: director("missing", &[]),
             expected_revision: 0,
+            ..Default::default()
         })
         .await
         .expect_err("update missing");
@@ -157,6 +159,7 @@ async fn bad_requests_get_precise_codes_and_change_nothing() {
             namespace: "default".into(),
             name: "missing".into(),
             expected_revision: 0,
+            ..Default::default()
         })
         .await
         .expect_err("delete missing");
@@ -212,24 +215,30 @@ async fn bad_requests_get_precise_codes_and_change_nothing() {
     let create_op = |n: &str| TxnOp {
         op: Some(txn_op::Op::Create(CreateRequest {
             object_json: director(n, &[]),
+            ..Default::default()
         })),
     };
     let e = c
         .txn(TxnRequest {
             ops: (0..5).map(|i| create_op(&format!("t{i}"))).collect(),
+            ..Default::default()
         })
         .await
         .expect_err("txn too big");
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
     assert!(e.message().contains("max_txn_ops"), "{e:?}");
     let e = c
-        .txn(TxnRequest { ops: vec![] })
+        .txn(TxnRequest {
+            ops: vec![],
+            ..Default::default()
+        })
         .await
         .expect_err("empty txn");
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
     let e = c
         .txn(TxnRequest {
             ops: vec![create_op("t-ok"), create_op("exists")],
+            ..Default::default()
         })
         .await
         .expect_err("txn with a conflict");

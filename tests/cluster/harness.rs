@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use steward::config::{Config, Limits, MemberConfig, RaftConfig};
+use steward::config::{Config, Limits, LocksConfig, MemberConfig, RaftConfig};
 use steward::proto::v1::cluster_client::ClusterClient;
 use steward::proto::v1::resources_client::ResourcesClient;
 use steward::proto::v1::*;
@@ -76,6 +76,15 @@ impl TestCluster {
     }
 
     pub async fn start_with(n: u64, raft: RaftConfig, limits: Limits) -> TestCluster {
+        Self::start_with_locks(n, raft, limits, LocksConfig::default()).await
+    }
+
+    pub async fn start_with_locks(
+        n: u64,
+        raft: RaftConfig,
+        limits: Limits,
+        locks: LocksConfig,
+    ) -> TestCluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let members: Vec<MemberConfig> = (1..=n)
             .map(|id| MemberConfig {
@@ -98,6 +107,7 @@ impl TestCluster {
                 initial_members: members.clone(),
                 raft: raft.clone(),
                 limits: limits.clone(),
+                locks: locks.clone(),
             };
             cluster.add_node_config(config);
         }
@@ -124,12 +134,9 @@ impl TestCluster {
 
     /// Writes the config of a fresh node that joins later (no initial members).
     pub fn prepare_joiner(&mut self, id: u64) -> (String, String) {
-        let limits = self
-            .nodes
-            .values()
-            .next()
-            .map(|n| n.config.limits.clone())
-            .unwrap_or_default();
+        let first = self.nodes.values().next().map(|n| n.config.clone());
+        let limits = first.as_ref().map(|c| c.limits.clone()).unwrap_or_default();
+        let locks = first.map(|c| c.locks).unwrap_or_default();
         let config = Config {
             id,
             client_addr: format!("127.0.0.1:{}", free_port()),
@@ -138,6 +145,7 @@ impl TestCluster {
             initial_members: vec![],
             raft: self.raft.clone(),
             limits,
+            locks,
         };
         let addrs = (config.peer_addr.clone(), config.client_addr.clone());
         self.add_node_config(config);
@@ -199,6 +207,10 @@ impl TestCluster {
 
     pub async fn res(&self, id: u64) -> Res {
         ResourcesClient::new(self.channel(id).await)
+    }
+
+    pub async fn locks(&self, id: u64) -> steward::proto::v1::locks_client::LocksClient<Channel> {
+        steward::proto::v1::locks_client::LocksClient::new(self.channel(id).await)
     }
 
     pub async fn cluster(&self, id: u64) -> ClusterClient<Channel> {
@@ -301,9 +313,12 @@ pub fn rv(obj: &serde_json::Value) -> u64 {
 }
 
 pub async fn create(c: &mut Res, json: String) -> Result<serde_json::Value, tonic::Status> {
-    c.create(CreateRequest { object_json: json })
-        .await
-        .map(|r| parse(&r.into_inner().object_json))
+    c.create(CreateRequest {
+        object_json: json,
+        ..Default::default()
+    })
+    .await
+    .map(|r| parse(&r.into_inner().object_json))
 }
 
 pub async fn get(
@@ -396,11 +411,11 @@ impl Load {
                             seq += 1;
                             let sent = Instant::now();
                             match create(&mut c, director(&name, &[("load", "yes")])).await {
-                                Ok(_) => acks
-                                    .lock()
-                                    .expect("acks")
-                                    .names
-                                    .push((sent, Instant::now(), name)),
+                                Ok(_) => acks.lock().expect("acks").names.push((
+                                    sent,
+                                    Instant::now(),
+                                    name,
+                                )),
                                 Err(_) => {
                                     acks.lock().expect("acks").errors += 1;
                                     pick += 1;

@@ -4,5 +4,6 @@ mod api;
 mod bad_input;
 mod faults;
 mod harness;
+mod locks;
 mod membership;
 mod watch;

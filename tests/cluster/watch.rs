@@ -54,9 +54,11 @@ fn txn_creates(names: impl Iterator<Item = String>, spec_bytes: usize) -> TxnReq
                         "metadata": {"name": n}, "spec": {"blob": "y".repeat(spec_bytes)}
                     })
                     .to_string(),
+                    ..Default::default()
                 })),
             })
             .collect(),
+        ..Default::default()
     }
 }
 
@@ -92,6 +94,7 @@ async fn list_then_watch_resume_too_old_and_bookmarks() {
     c.update(UpdateRequest {
         object_json: w0.to_string(),
         expected_revision: 0,
+        ..Default::default()
     })
     .await
     .expect("update");
@@ -100,6 +103,7 @@ async fn list_then_watch_resume_too_old_and_bookmarks() {
         namespace: "default".into(),
         name: "w1".into(),
         expected_revision: 0,
+        ..Default::default()
     })
     .await
     .expect("delete");

@@ -205,6 +205,10 @@ fn rejection_name(r: &Rejection) -> &'static str {
         Rejection::TooLarge { .. } => "TooLarge",
         Rejection::TxnOpFailed { .. } => "TxnOpFailed",
         Rejection::NodeRetired { .. } => "NodeRetired",
+        Rejection::LockBusy { .. } => "LockBusy",
+        Rejection::LockDelayed { .. } => "LockDelayed",
+        Rejection::LockNotHeld { .. } => "LockNotHeld",
+        Rejection::FenceRejected { .. } => "FenceRejected",
     }
 }
 
@@ -212,8 +216,8 @@ fn rejection_name(r: &Rejection) -> &'static str {
 /// `Ok(())` or `Err((txn op index, rejection name))`.
 fn model_step(model: &mut Model, cmd: &Command) -> Result<(), (Option<usize>, &'static str)> {
     let op = match cmd {
-        Command::Txn { ops } if ops.is_empty() => return Err((None, "Invalid")),
-        Command::Txn { ops } => {
+        Command::Txn { ops, .. } if ops.is_empty() => return Err((None, "Invalid")),
+        Command::Txn { ops, .. } => {
             let mut scratch = model.clone();
             for (i, op) in ops.iter().enumerate() {
                 scratch.apply_op(op).map_err(|e| (Some(i), e))?;
@@ -225,12 +229,13 @@ fn model_step(model: &mut Model, cmd: &Command) -> Result<(), (Option<usize>, &'
             model.retired.insert(*node_id);
             return Ok(());
         }
-        Command::Create { object } => TxnOp::Create {
+        Command::Create { object, .. } => TxnOp::Create {
             object: object.clone(),
         },
         Command::Update {
             object,
             expected_revision,
+            ..
         } => TxnOp::Update {
             object: object.clone(),
             expected_revision: *expected_revision,
@@ -238,6 +243,7 @@ fn model_step(model: &mut Model, cmd: &Command) -> Result<(), (Option<usize>, &'
         Command::UpdateStatus {
             object,
             expected_revision,
+            ..
         } => TxnOp::UpdateStatus {
             object: object.clone(),
             expected_revision: *expected_revision,
@@ -245,10 +251,16 @@ fn model_step(model: &mut Model, cmd: &Command) -> Result<(), (Option<usize>, &'
         Command::Delete {
             key,
             expected_revision,
+            ..
         } => TxnOp::Delete {
             key: key.clone(),
             expected_revision: *expected_revision,
         },
+        Command::LockAcquire { .. }
+        | Command::LockRefresh { .. }
+        | Command::LockRelease { .. }
+        | Command::LockCancelWait { .. }
+        | Command::LockSweep { .. } => unreachable!("lock commands are tested in locks::proptests"),
     };
     model.apply_op(&op).map_err(|e| (None, e))
 }
@@ -258,31 +270,9 @@ fn to_command(model: &Model, cmd: &GenCmd) -> Command {
         GenCmd::Retire(n) => Command::RetireNode { node_id: *n },
         GenCmd::Txn(ops) => Command::Txn {
             ops: ops.iter().map(|o| model.to_txn_op(o)).collect(),
+            fence: None,
         },
-        GenCmd::One(op) => match model.to_txn_op(op) {
-            TxnOp::Create { object } => Command::Create { object },
-            TxnOp::Update {
-                object,
-                expected_revision,
-            } => Command::Update {
-                object,
-                expected_revision,
-            },
-            TxnOp::UpdateStatus {
-                object,
-                expected_revision,
-            } => Command::UpdateStatus {
-                object,
-                expected_revision,
-            },
-            TxnOp::Delete {
-                key,
-                expected_revision,
-            } => Command::Delete {
-                key,
-                expected_revision,
-            },
-        },
+        GenCmd::One(op) => model.to_txn_op(op).into_command(None),
     }
 }
 
@@ -365,9 +355,7 @@ proptest! {
             let want_revs: Vec<u64> = (before.revision() + 1..=state.revision()).collect();
             prop_assert_eq!(new_revs, want_revs);
             if want.is_err() {
-                let mut after = state.clone();
-                after.time_ms = before.time_ms;
-                prop_assert_eq!(&after, &before);
+                prop_assert_eq!(&state.with_clock_of(&before), &before);
             }
             prop_assert_eq!(as_model(&state), model.objects.clone());
             for n in 0..4 {
@@ -439,15 +427,9 @@ proptest! {
             TxnOp::Delete { key, expected_revision: expected },
         ];
         for op in &ops {
-            let single = match op.clone() {
-                TxnOp::Create { object } => Command::Create { object },
-                TxnOp::Update { object, expected_revision } => Command::Update { object, expected_revision },
-                TxnOp::UpdateStatus { object, expected_revision } => Command::UpdateStatus { object, expected_revision },
-                TxnOp::Delete { key, expected_revision } => Command::Delete { key, expected_revision },
-            };
-            let _ = apply(&mut state, &ctx, &single, &mut events);
+            let _ = apply(&mut state, &ctx, &op.clone().into_command(None), &mut events);
         }
-        let _ = apply(&mut state, &ctx, &Command::Txn { ops }, &mut events);
+        let _ = apply(&mut state, &ctx, &Command::Txn { ops, fence: None }, &mut events);
         prop_assert_eq!(events.len() as u64, state.revision());
         prop_assert_eq!(State::from_snapshot_bytes(&state.to_snapshot_bytes()), Ok(state));
     }

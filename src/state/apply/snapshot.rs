@@ -1,18 +1,25 @@
 //! `State` snapshots: the whole state as versioned JSON, for Raft snapshot install and restore.
 //!
-//! The body carries the revision, the time and the retired node ids along with the objects, so a
-//! restored replica continues exactly where the snapshot was taken (time included: it must never
-//! run backwards across a snapshot boundary).
+//! The body carries the revision, the time, the retired node ids, the locks with the token counter,
+//! and the term tracking along with the objects, so a restored replica continues exactly where the
+//! snapshot was taken (time included: it must never run backwards across a snapshot boundary; and
+//! the token counter: a token must never be issued twice).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use super::State;
+use crate::state::locks::{Lock, LockTable};
 use crate::state::resource::Resource;
 
 /// Version of the `to_snapshot_bytes` body; bump on any incompatible change.
-pub const SNAPSHOT_FORMAT: u32 = 1;
+/// 2: locks, `last_lock_token`, `term`, `term_started_ms`.
+pub const SNAPSHOT_FORMAT: u32 = 2;
+
+/// Format 1 (no locks) is still read: it restores with no locks, token counter 0 and no term
+/// tracking, which is exactly the state such a store had.
+const SNAPSHOT_FORMAT_NO_LOCKS: u32 = 1;
 
 /// The snapshot body as written (borrows the state).
 #[derive(Serialize)]
@@ -22,9 +29,14 @@ struct SnapshotRef<'a> {
     time_ms: u64,
     objects: Vec<&'a Resource>,
     retired: &'a BTreeSet<u64>,
+    locks: Vec<&'a Lock>,
+    last_lock_token: u64,
+    term: u64,
+    term_started_ms: Option<u64>,
 }
 
-/// The snapshot body as read.
+/// The snapshot body as read. The fields format 1 lacks default to empty (checked against the
+/// format below).
 #[derive(Deserialize)]
 struct SnapshotBody {
     format: u32,
@@ -32,17 +44,30 @@ struct SnapshotBody {
     time_ms: u64,
     objects: Vec<Resource>,
     retired: BTreeSet<u64>,
+    #[serde(default)]
+    locks: Vec<Lock>,
+    #[serde(default)]
+    last_lock_token: u64,
+    #[serde(default)]
+    term: u64,
+    #[serde(default)]
+    term_started_ms: Option<u64>,
 }
 
 impl State {
     /// The whole state as versioned JSON (objects as a list in key order).
     pub fn to_snapshot_bytes(&self) -> Vec<u8> {
+        let (locks, last_lock_token) = self.locks.parts();
         let body = SnapshotRef {
             format: SNAPSHOT_FORMAT,
             revision: self.revision,
             time_ms: self.time_ms,
             objects: self.objects.values().collect(),
             retired: &self.retired,
+            locks,
+            last_lock_token,
+            term: self.term,
+            term_started_ms: self.term_started_ms,
         };
         // Cannot fail: all map keys are strings and no Serialize impl here errors.
         serde_json::to_vec(&body).unwrap_or_default()
@@ -52,12 +77,20 @@ impl State {
     pub fn from_snapshot_bytes(bytes: &[u8]) -> Result<State, String> {
         let body: SnapshotBody =
             serde_json::from_slice(bytes).map_err(|e| format!("snapshot body: {e}"))?;
-        if body.format != SNAPSHOT_FORMAT {
+        if body.format != SNAPSHOT_FORMAT && body.format != SNAPSHOT_FORMAT_NO_LOCKS {
             return Err(format!(
-                "snapshot format {} is not supported (expected {SNAPSHOT_FORMAT})",
+                "snapshot format {} is not supported (expected {SNAPSHOT_FORMAT}, or \
+                 {SNAPSHOT_FORMAT_NO_LOCKS} without locks)",
                 body.format
             ));
         }
+        if body.format == SNAPSHOT_FORMAT_NO_LOCKS && !body.locks.is_empty() {
+            return Err(format!(
+                "snapshot format {SNAPSHOT_FORMAT_NO_LOCKS} cannot hold locks"
+            ));
+        }
+        let locks = LockTable::from_parts(body.locks, body.last_lock_token)
+            .map_err(|e| format!("snapshot locks: {e}"))?;
         let mut objects = BTreeMap::new();
         for object in body.objects {
             let key = object.key();
@@ -77,6 +110,9 @@ impl State {
             time_ms: body.time_ms,
             objects,
             retired: body.retired,
+            locks,
+            term: body.term,
+            term_started_ms: body.term_started_ms,
         })
     }
 }

@@ -59,9 +59,8 @@ impl Log {
             events_before,
             "a rejection emitted events"
         );
-        let mut after = self.state.clone();
-        assert!(after.time_ms >= before.time_ms);
-        after.time_ms = before.time_ms;
+        assert!(self.state.time_ms >= before.time_ms);
+        let after = self.state.with_clock_of(&before);
         assert_eq!(after, before, "a rejection changed the state");
     }
 
@@ -90,13 +89,17 @@ pub(super) fn key(name: &str) -> ObjectKey {
 }
 
 pub(super) fn create(object: Resource) -> Command {
-    Command::Create { object }
+    Command::Create {
+        object,
+        fence: None,
+    }
 }
 
 fn update(object: Resource, expected_revision: Option<u64>) -> Command {
     Command::Update {
         object,
         expected_revision,
+        fence: None,
     }
 }
 
@@ -104,6 +107,7 @@ fn update_status(object: Resource, expected_revision: Option<u64>) -> Command {
     Command::UpdateStatus {
         object,
         expected_revision,
+        fence: None,
     }
 }
 
@@ -111,7 +115,12 @@ pub(super) fn delete(name: &str, expected_revision: Option<u64>) -> Command {
     Command::Delete {
         key: key(name),
         expected_revision,
+        fence: None,
     }
+}
+
+fn txn(ops: Vec<TxnOp>) -> Command {
+    Command::Txn { ops, fence: None }
 }
 
 fn invalid(field: &str) -> impl Fn(&Response) -> bool + '_ {
@@ -339,6 +348,7 @@ fn delete_rejections() {
     let bad = Command::Delete {
         key: ObjectKey::new("Director", "Default", "d1"),
         expected_revision: None,
+        fence: None,
     };
     assert!(invalid("metadata.namespace")(&log.run(4, bad)));
     assert_eq!(log.state.len(), 1);
@@ -380,6 +390,7 @@ fn txn_ops_see_each_other_and_get_their_own_revisions() {
                     expected_revision: Some(1),
                 },
             ],
+            fence: None,
         },
     );
     let revs: Vec<(u64, u64)> = objects
@@ -442,7 +453,7 @@ fn failed_txn_leaves_no_trace() {
         index: 4,
         cause: Box::new(cause),
     };
-    log.rejected(2, Command::Txn { ops }, want);
+    log.rejected(2, txn(ops), want);
 
     let ops = vec![
         TxnOp::Create {
@@ -453,11 +464,7 @@ fn failed_txn_leaves_no_trace() {
         },
     ];
     let cause = Box::new(Rejection::AlreadyExists { key: key("c") });
-    log.rejected(
-        3,
-        Command::Txn { ops },
-        Rejection::TxnOpFailed { index: 1, cause },
-    );
+    log.rejected(3, txn(ops), Rejection::TxnOpFailed { index: 1, cause });
 
     let ops = vec![
         TxnOp::Delete {
@@ -468,7 +475,7 @@ fn failed_txn_leaves_no_trace() {
             object: director("BAD"),
         },
     ];
-    let r = log.run(4, Command::Txn { ops });
+    let r = log.run(4, txn(ops));
     assert!(
         matches!(&r, Response::Rejected(Rejection::TxnOpFailed { index: 1, cause })
             if matches!(**cause, Rejection::Invalid { .. })),
@@ -485,7 +492,7 @@ fn txn_size_limits() {
     let mut log = Log::new();
     log.rejected(
         1,
-        Command::Txn { ops: vec![] },
+        txn(vec![]),
         Rejection::Invalid {
             field: "ops".into(),
             rule: "at least one op".into(),
@@ -498,7 +505,7 @@ fn txn_size_limits() {
         };
         TXN_OPS_MAX + 1
     ];
-    let r = log.run(2, Command::Txn { ops });
+    let r = log.run(2, txn(ops));
     assert!(
         matches!(r, Response::Rejected(Rejection::TooLarge { ref field, .. }) if field == "ops")
     );
@@ -507,7 +514,7 @@ fn txn_size_limits() {
             object: director(&format!("d{i}")),
         })
         .collect();
-    assert_eq!(log.ok(3, Command::Txn { ops }).len(), TXN_OPS_MAX);
+    assert_eq!(log.ok(3, txn(ops)).len(), TXN_OPS_MAX);
 }
 
 #[test]

@@ -1,0 +1,441 @@
+//! The `Locks` gRPC service and the leader's lock sweeper.
+//!
+//! Handlers validate and propose lock commands; every decision (grant, queue, expiry, fencing)
+//! is made by the pure state machine. A waiting acquire subscribes to this node's lock events
+//! BEFORE proposing, so the grant of its `wait_id` cannot be missed; when the caller's wait ends
+//! or the caller goes away, the node proposes `LockCancelWait` (which also releases a grant that
+//! raced with the cancel). The sweeper runs on every node but proposes only while this node
+//! leads: it names the locks its clock says are due, and apply re-checks with leader time.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast::error::RecvError;
+use tokio_stream::Stream;
+use tonic::{Request, Response as GrpcResponse, Status};
+
+use crate::proto::v1::locks_server::Locks;
+use crate::proto::v1::*;
+use crate::server::errors;
+use crate::server::node::Node;
+use crate::state::{self, Command, LockEvent, LockEventType, LockLimits, Response};
+
+pub struct LocksService {
+    node: Arc<Node>,
+}
+
+impl LocksService {
+    pub fn new(node: Arc<Node>) -> Self {
+        LocksService { node }
+    }
+
+    fn limits(&self) -> LockLimits {
+        let l = &self.node.config.locks;
+        LockLimits {
+            holders_max: l.holders_max,
+            waiters_max: l.waiters_max,
+            locks_max: l.locks_max,
+            details_bytes_max: l.details_bytes_max,
+        }
+    }
+}
+
+fn mode_from_proto(v: i32) -> Result<state::LockMode, Status> {
+    match LockMode::try_from(v) {
+        Ok(LockMode::Read) => Ok(state::LockMode::Read),
+        Ok(LockMode::Write) => Ok(state::LockMode::Write),
+        Err(_) => Err(Status::invalid_argument(format!(
+            "mode: unknown value {v}; READ or WRITE"
+        ))),
+    }
+}
+
+fn mode_to_proto(m: state::LockMode) -> i32 {
+    match m {
+        state::LockMode::Read => LockMode::Read as i32,
+        state::LockMode::Write => LockMode::Write as i32,
+    }
+}
+
+fn details_from_json(text: &str) -> Result<serde_json::Value, Status> {
+    if text.trim().is_empty() {
+        return Ok(serde_json::Value::Null);
+    }
+    serde_json::from_str(text)
+        .map_err(|e| Status::invalid_argument(format!("details_json: not JSON: {e}")))
+}
+
+fn details_to_json(v: &serde_json::Value) -> String {
+    if v.is_null() {
+        String::new()
+    } else {
+        v.to_string()
+    }
+}
+
+pub fn holder_info(h: &state::LockHolder) -> LockHolderInfo {
+    LockHolderInfo {
+        holder: h.holder.clone(),
+        mode: mode_to_proto(h.mode),
+        token: h.token,
+        granted_at_ms: h.granted_at_ms,
+        ttl_ms: h.ttl_ms.unwrap_or(0),
+        expires_at_ms: h.expires_at_ms.unwrap_or(0),
+        details_json: details_to_json(&h.details),
+    }
+}
+
+fn lock_info(l: &state::Lock, now_ms: u64) -> LockInfo {
+    LockInfo {
+        name: l.name.clone(),
+        holders: l.holders.iter().map(holder_info).collect(),
+        waiters: l
+            .waiters
+            .iter()
+            .map(|w| LockWaiterInfo {
+                holder: w.holder.clone(),
+                mode: mode_to_proto(w.mode),
+                wait_id: w.wait_id,
+                queued_at_ms: w.queued_at_ms,
+                wait_until_ms: w.wait_until_ms,
+                details_json: details_to_json(&w.details),
+            })
+            .collect(),
+        delay_until_ms: l.delay_until_ms.unwrap_or(0),
+        now_ms,
+    }
+}
+
+fn event_message(e: &LockEvent) -> LockEventMessage {
+    LockEventMessage {
+        r#type: match e.event_type {
+            LockEventType::Granted => crate::proto::v1::LockEventType::Granted,
+            LockEventType::Released => crate::proto::v1::LockEventType::Released,
+            LockEventType::Expired => crate::proto::v1::LockEventType::Expired,
+            LockEventType::WaitCancelled => crate::proto::v1::LockEventType::WaitCancelled,
+            LockEventType::WaitExpired => crate::proto::v1::LockEventType::WaitExpired,
+        } as i32,
+        name: e.name.clone(),
+        holder: e.holder.clone(),
+        mode: mode_to_proto(e.mode),
+        token: e.token,
+        wait_id: e.wait_id.unwrap_or(0),
+        time_ms: e.time_ms,
+    }
+}
+
+fn grant(name: &str, h: &state::LockHolder) -> GrpcResponse<LockGrant> {
+    GrpcResponse::new(LockGrant {
+        name: name.to_string(),
+        holder: Some(holder_info(h)),
+    })
+}
+
+fn unexpected(what: &str, r: &Response) -> Status {
+    errors::internal(what, format!("unexpected response {r:?}"))
+}
+
+/// Proposes `LockCancelWait` if the waiting call ends without a grant (deadline, or the caller
+/// went away and the handler future was dropped).
+struct CancelOnDrop {
+    node: Arc<Node>,
+    command: Option<Command>,
+}
+
+impl CancelOnDrop {
+    fn disarm(&mut self) -> Option<Command> {
+        self.command.take()
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(command) = self.command.take() {
+            let node = self.node.clone();
+            tokio::spawn(async move {
+                if let Err(e) = node.propose(command).await {
+                    tracing::warn!(error = %e, "could not cancel an abandoned lock wait; the sweeper removes it at its deadline");
+                }
+            });
+        }
+    }
+}
+
+impl LocksService {
+    /// Waits for the grant of `wait_id`, up to `wait`. On timeout, cancels the wait.
+    async fn wait_for_grant(
+        &self,
+        mut events: tokio::sync::broadcast::Receiver<Arc<LockEvent>>,
+        name: &str,
+        holder: &str,
+        wait_id: u64,
+        wait: Duration,
+    ) -> Result<GrpcResponse<LockGrant>, Status> {
+        let mut guard = CancelOnDrop {
+            node: self.node.clone(),
+            command: Some(Command::LockCancelWait {
+                name: name.to_string(),
+                holder: holder.to_string(),
+                wait_id,
+            }),
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            tokio::select! {
+                ev = events.recv() => match ev {
+                    Ok(e) if e.name == name && e.wait_id == Some(wait_id) => match e.event_type {
+                        LockEventType::Granted => {
+                            guard.disarm();
+                            return self.granted_holder(name, e.token);
+                        }
+                        LockEventType::WaitExpired | LockEventType::WaitCancelled => {
+                            guard.disarm();
+                            return Err(not_granted(name, wait));
+                        }
+                        _ => {}
+                    },
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => {
+                        // Missed events: ask the state where this wait stands.
+                        let state = self.node.state();
+                        let lock = state.lock(name);
+                        if let Some(h) = lock.and_then(|l| l.holders.iter().find(|h| h.wait_id == Some(wait_id))) {
+                            guard.disarm();
+                            return Ok(grant(name, h));
+                        }
+                        if !lock.is_some_and(|l| l.waiters.iter().any(|w| w.wait_id == wait_id)) {
+                            guard.disarm();
+                            return Err(not_granted(name, wait));
+                        }
+                    }
+                    Err(RecvError::Closed) => return Err(Status::unavailable("this node is shutting down")),
+                },
+                _ = tokio::time::sleep_until(deadline) => {
+                    if let Some(cancel) = guard.disarm() {
+                        match self.node.propose(cancel).await? {
+                            Response::Rejected(r) => return Err(errors::rejection(&r)),
+                            _ => return Err(not_granted(name, wait)),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn granted_holder(&self, name: &str, token: u64) -> Result<GrpcResponse<LockGrant>, Status> {
+        let state = self.node.state();
+        match state
+            .lock(name)
+            .and_then(|l| l.holders.iter().find(|h| h.token == token))
+        {
+            Some(h) => Ok(grant(name, h)),
+            // Granted and already gone again (released or expired) before we looked.
+            None => Err(Status::aborted(format!(
+                "lock {name} was granted with token {token} but is no longer held by it"
+            ))),
+        }
+    }
+}
+
+fn not_granted(name: &str, wait: Duration) -> Status {
+    Status::deadline_exceeded(format!(
+        "lock {name} was not granted within {wait:?}; the waiter was removed from the queue"
+    ))
+}
+
+type LockEventStream = Pin<Box<dyn Stream<Item = Result<LockEventMessage, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Locks for LocksService {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn acquire(
+        &self,
+        request: Request<AcquireRequest>,
+    ) -> Result<GrpcResponse<LockGrant>, Status> {
+        let req = request.into_inner();
+        let mode = mode_from_proto(req.mode)?;
+        let details = details_from_json(&req.details_json)?;
+        let command = Command::LockAcquire {
+            name: req.name.clone(),
+            holder: req.holder.clone(),
+            mode,
+            ttl_ms: (req.ttl_ms > 0).then_some(req.ttl_ms),
+            details,
+            wait_ms: req.wait_ms,
+            limits: self.limits(),
+        };
+        // Subscribe before proposing: the grant of a queued wait can come right after.
+        let events = self.node.hub.subscribe_locks();
+        match self.node.propose(command).await? {
+            Response::LockGranted { holder } => Ok(grant(&req.name, &holder)),
+            Response::LockQueued { wait_id, .. } => {
+                self.wait_for_grant(
+                    events,
+                    &req.name,
+                    &req.holder,
+                    wait_id,
+                    Duration::from_millis(req.wait_ms),
+                )
+                .await
+            }
+            Response::Rejected(r) => Err(errors::rejection(&r)),
+            other => Err(unexpected("lock acquire", &other)),
+        }
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn refresh(
+        &self,
+        request: Request<RefreshRequest>,
+    ) -> Result<GrpcResponse<LockGrant>, Status> {
+        let req = request.into_inner();
+        let command = Command::LockRefresh {
+            name: req.name.clone(),
+            holder: req.holder,
+            token: req.token,
+            ttl_ms: (req.ttl_ms > 0).then_some(req.ttl_ms),
+        };
+        match self.node.propose(command).await? {
+            Response::LockRefreshed { holder } => Ok(grant(&req.name, &holder)),
+            Response::Rejected(r) => Err(errors::rejection(&r)),
+            other => Err(unexpected("lock refresh", &other)),
+        }
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn release(
+        &self,
+        request: Request<ReleaseRequest>,
+    ) -> Result<GrpcResponse<ReleaseReply>, Status> {
+        let req = request.into_inner();
+        let command = Command::LockRelease {
+            name: req.name,
+            holder: req.holder,
+            token: req.token,
+        };
+        match self.node.propose(command).await? {
+            Response::LockReleased { token } => Ok(GrpcResponse::new(ReleaseReply { token })),
+            Response::Rejected(r) => Err(errors::rejection(&r)),
+            other => Err(unexpected("lock release", &other)),
+        }
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn get(
+        &self,
+        request: Request<GetLockRequest>,
+    ) -> Result<GrpcResponse<LockInfo>, Status> {
+        let req = request.into_inner();
+        let consistency = Consistency::try_from(req.consistency).map_err(|_| {
+            Status::invalid_argument(format!("consistency: unknown value {}", req.consistency))
+        })?;
+        self.node.read_barrier(consistency).await?;
+        let state = self.node.state();
+        match state.lock(&req.name) {
+            Some(l) => Ok(GrpcResponse::new(lock_info(l, state.time_ms()))),
+            None => Err(Status::not_found(format!(
+                "lock {} is not held and has no waiters",
+                req.name
+            ))),
+        }
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn list(
+        &self,
+        request: Request<ListLocksRequest>,
+    ) -> Result<GrpcResponse<ListLocksReply>, Status> {
+        let req = request.into_inner();
+        let consistency = Consistency::try_from(req.consistency).map_err(|_| {
+            Status::invalid_argument(format!("consistency: unknown value {}", req.consistency))
+        })?;
+        self.node.read_barrier(consistency).await?;
+        let state = self.node.state();
+        let now_ms = state.time_ms();
+        let locks = state
+            .locks()
+            .filter(|l| l.name.starts_with(&req.prefix))
+            .map(|l| lock_info(l, now_ms))
+            .collect();
+        Ok(GrpcResponse::new(ListLocksReply { locks, now_ms }))
+    }
+
+    type WatchStream = LockEventStream;
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn watch(
+        &self,
+        request: Request<WatchLocksRequest>,
+    ) -> Result<GrpcResponse<LockEventStream>, Status> {
+        let prefix = request.into_inner().prefix;
+        let mut events = self.node.hub.subscribe_locks();
+        let (out, out_rx) = tokio::sync::mpsc::channel::<Result<LockEventMessage, Status>>(64);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    ev = events.recv() => match ev {
+                        Ok(e) if e.name.starts_with(&prefix) => {
+                            if out.send(Ok(event_message(&e))).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(RecvError::Lagged(n)) => {
+                            let _ = out.send(Err(Status::resource_exhausted(format!(
+                                "lock watcher fell behind by {n} events; get the locks again and watch anew"
+                            )))).await;
+                            return;
+                        }
+                        Err(RecvError::Closed) => {
+                            let _ = out.send(Err(Status::unavailable("this node is shutting down"))).await;
+                            return;
+                        }
+                    },
+                    _ = out.closed() => return,
+                }
+            }
+        });
+        Ok(GrpcResponse::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(out_rx),
+        )))
+    }
+}
+
+/// The leader's sweeper: every `locks.sweep_interval_ms`, if this node leads, proposes a
+/// `LockSweep` naming the locks its clock says are due. Apply re-checks each with leader time,
+/// after the grace of one election timeout that follows every change of leader.
+pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let interval = Duration::from_millis(node.config.locks.sweep_interval_ms);
+    let grace_ms = node.config.raft.election_timeout_max_ms;
+    let lock_delay_ms = node.config.locks.lock_delay_ms;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        if !node.is_leader() {
+            continue;
+        }
+        let names = node.state().locks_due(node.clock.now_ms());
+        if names.is_empty() {
+            continue;
+        }
+        let command = Command::LockSweep {
+            names,
+            grace_ms,
+            lock_delay_ms,
+        };
+        match node.propose_local(command).await {
+            Ok(Response::LockSwept {
+                expired,
+                waiters_expired,
+                granted,
+            }) => {
+                tracing::debug!(expired, waiters_expired, granted, "lock sweep applied");
+            }
+            Ok(_) => {}
+            Err(_) => tracing::debug!("lock sweep not applied (leadership changed)"),
+        }
+    }
+}
