@@ -1,14 +1,17 @@
-//! A quick write benchmark: N concurrent clients creating distinct 256-byte-spec Directors
-//! through every endpoint for a fixed time; prints ops/s and latency percentiles.
+//! A quick benchmark: N concurrent clients through every endpoint for a fixed time; prints ops/s
+//! and latency percentiles. Workloads: `create` (distinct 256-byte-spec objects), `lock` (WRITE
+//! acquire + release, each client on its own lock name), `lock-contended` (all clients on one
+//! name, waiting in line).
 //!
-//! `cargo run --release --example quick_bench -- [--clients 64] [--secs 10] [--endpoints a,b,c]`
+//! `cargo run --release --example quick_bench -- [--workload create] [--clients 64] [--secs 10] [--endpoints a,b,c]`
 //! against a running cluster (e.g. `steward dev`). The full load generator is `steward bench`
 //! (issue 5); this one only gives the foundation's figures.
 
 use std::time::{Duration, Instant};
 
+use steward::proto::v1::locks_client::LocksClient;
 use steward::proto::v1::resources_client::ResourcesClient;
-use steward::proto::v1::CreateRequest;
+use steward::proto::v1::{AcquireRequest, CreateRequest, LockMode, ReleaseRequest};
 
 fn arg(args: &[String], name: &str, default: &str) -> String {
     args.iter()
@@ -21,6 +24,10 @@ fn arg(args: &[String], name: &str, default: &str) -> String {
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let clients: usize = arg(&args, "--clients", "64").parse()?;
+    let workload = arg(&args, "--workload", "create");
+    if !["create", "lock", "lock-contended"].contains(&workload.as_str()) {
+        anyhow::bail!("--workload: create, lock or lock-contended");
+    }
     let secs: u64 = arg(&args, "--secs", "10").parse()?;
     let endpoints: Vec<String> = arg(
         &args,
@@ -39,30 +46,64 @@ async fn main() -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(secs);
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
-            let mut client = ResourcesClient::new(channels[c % channels.len()].clone());
-            let (spec, run) = (spec.clone(), run.clone());
+            let channel = channels[c % channels.len()].clone();
+            let mut client = ResourcesClient::new(channel.clone());
+            let mut locks = LocksClient::new(channel);
+            let (spec, run, workload) = (spec.clone(), run.clone(), workload.clone());
             tokio::spawn(async move {
                 let mut lat = Vec::new();
                 let mut errors = 0u64;
                 let mut seq = 0u64;
+                let lock_name = if workload == "lock" {
+                    format!("bench-{run}-{c}")
+                } else {
+                    format!("bench-{run}")
+                };
+                let holder = format!("bench-{run}-{c}");
                 while Instant::now() < deadline {
-                    let body = serde_json::json!({
-                        "kind": "Bench", "apiVersion": "v1",
-                        "metadata": {"name": format!("b{run}-{c}-{seq}")},
-                        "spec": {"data": spec},
-                    })
-                    .to_string();
                     seq += 1;
                     let t = Instant::now();
-                    match client
-                        .create(CreateRequest {
-                            object_json: body,
-                            ..Default::default()
+                    let ok = if workload == "create" {
+                        let body = serde_json::json!({
+                            "kind": "Bench", "apiVersion": "v1",
+                            "metadata": {"name": format!("b{run}-{c}-{seq}")},
+                            "spec": {"data": spec},
                         })
-                        .await
-                    {
-                        Ok(_) => lat.push(t.elapsed()),
-                        Err(_) => errors += 1,
+                        .to_string();
+                        client
+                            .create(CreateRequest {
+                                object_json: body,
+                                ..Default::default()
+                            })
+                            .await
+                            .is_ok()
+                    } else {
+                        let acquired = locks
+                            .acquire(AcquireRequest {
+                                name: lock_name.clone(),
+                                mode: LockMode::Write as i32,
+                                holder: holder.clone(),
+                                ttl_ms: 30_000,
+                                details_json: String::new(),
+                                wait_ms: 60_000,
+                            })
+                            .await;
+                        match acquired.ok().and_then(|g| g.into_inner().holder) {
+                            Some(h) => locks
+                                .release(ReleaseRequest {
+                                    name: lock_name.clone(),
+                                    holder: holder.clone(),
+                                    token: h.token,
+                                })
+                                .await
+                                .is_ok(),
+                            None => false,
+                        }
+                    };
+                    if ok {
+                        lat.push(t.elapsed());
+                    } else {
+                        errors += 1;
                     }
                 }
                 (lat, errors)
@@ -86,7 +127,7 @@ async fn main() -> anyhow::Result<()> {
             .unwrap_or("-".into())
     };
     println!(
-        "creates: {} ok, {errors} errors in {secs}s = {:.0} ops/s; latency ms p50 {} p90 {} p99 {} p99.9 {} max {}",
+        "{workload}: {} ok, {errors} errors in {secs}s = {:.0} ops/s; latency ms p50 {} p90 {} p99 {} p99.9 {} max {}",
         all.len(),
         all.len() as f64 / secs as f64,
         ms(pct(0.50)),
