@@ -98,8 +98,8 @@ impl Default for RaftConfig {
             heartbeat_interval_ms: 100,
             election_timeout_min_ms: 500,
             election_timeout_max_ms: 1000,
-            snapshot_logs_since_last: 10_000,
-            max_in_snapshot_log_to_keep: 1_000,
+            snapshot_logs_since_last: 100_000,
+            max_in_snapshot_log_to_keep: 5_000,
             rpc_timeout_ms: 2_000,
             max_payload_entries: 512,
         }

@@ -2,8 +2,8 @@
 //!
 //! Called only by openraft: the Raft core appends, truncates, purges and saves the vote through
 //! [`LogStore`]; replication and apply tasks read through cheap clones of it (`get_log_reader`).
-//! [`RaftDb`] is the one redb file of a node; the state machine (`state_machine.rs`) keeps its
-//! snapshot in the same file, so the server opens it once and hands clones to both.
+//! [`RaftDb`] is the one redb file of a node, opened once by the server; the state machine keeps
+//! its snapshots as files in the same directory (`state_machine.rs`).
 //!
 //! Every write goes through one writer thread that folds all waiting ops (appends from openraft,
 //! votes, truncations, purges) into one redb transaction committed with `Durability::Immediate`
@@ -50,9 +50,6 @@ pub const REPLICATION_PAYLOAD_BYTES_MAX: usize = 2 << 20;
 const LOG_TABLE: TableDefinition<u64, &[u8]> = TableDefinition::new("raft_log");
 /// `META_*` key -> serde_json value.
 const META_TABLE: TableDefinition<&str, &[u8]> = TableDefinition::new("raft_meta");
-/// The state machine's snapshot (`SNAPSHOT_*` keys in `state_machine.rs`). Declared here so that
-/// [`RaftDb::open`] creates every table, and read transactions never find one missing.
-pub(crate) const SNAPSHOT_TABLE: TableDefinition<&str, &[u8]> = TableDefinition::new("snapshot");
 
 const META_VOTE: &str = "vote";
 const META_COMMITTED: &str = "committed";
@@ -64,6 +61,10 @@ pub struct RaftDb {
     /// redb serializes write transactions itself and lets reads run beside them, so the handle is
     /// shared without a lock of ours.
     db: Arc<Database>,
+    /// The node's data directory (snapshots are files beside the database).
+    dir: std::path::PathBuf,
+    /// Serializes snapshot file writes (a build and an install may overlap).
+    pub(crate) snapshot_lock: Arc<Mutex<()>>,
 }
 
 impl fmt::Debug for RaftDb {
@@ -84,9 +85,17 @@ impl RaftDb {
         let txn = db.begin_write().map_err(db_err(what))?;
         txn.open_table(LOG_TABLE).map_err(db_err(what))?;
         txn.open_table(META_TABLE).map_err(db_err(what))?;
-        txn.open_table(SNAPSHOT_TABLE).map_err(db_err(what))?;
         txn.commit().map_err(db_err(what))?;
-        Ok(RaftDb { db: Arc::new(db) })
+        Ok(RaftDb {
+            db: Arc::new(db),
+            dir: dir.to_path_buf(),
+            snapshot_lock: Arc::default(),
+        })
+    }
+
+    /// The node's data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Runs `f` in a read transaction on the blocking pool.
@@ -99,49 +108,6 @@ impl RaftDb {
         run_blocking(what, move || {
             let txn = db.begin_read().map_err(db_err(what))?;
             f(&txn)
-        })
-        .await
-    }
-
-    /// Same as [`RaftDb::read`], for callers that are not async (start-up).
-    pub(crate) fn read_now<T>(
-        &self,
-        what: &'static str,
-        f: impl FnOnce(&ReadTransaction) -> io::Result<T>,
-    ) -> io::Result<T> {
-        let txn = self.db.begin_read().map_err(db_err(what))?;
-        f(&txn)
-    }
-
-    /// Runs `f` in a write transaction on the blocking pool and commits it with fsync. If `f`
-    /// fails, nothing it wrote is kept.
-    pub(crate) async fn write<T, F>(&self, what: &'static str, f: F) -> io::Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&WriteTransaction) -> io::Result<T> + Send + 'static,
-    {
-        self.write_with(Durability::Immediate, what, f).await
-    }
-
-    /// Like [`RaftDb::write`], but with the given durability. `Durability::None` commits without
-    /// fsync: visible at once, on disk with the next `Immediate` commit, lost by a crash before it.
-    async fn write_with<T, F>(
-        &self,
-        durability: Durability,
-        what: &'static str,
-        f: F,
-    ) -> io::Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&WriteTransaction) -> io::Result<T> + Send + 'static,
-    {
-        let db = self.db.clone();
-        run_blocking(what, move || {
-            let mut txn = db.begin_write().map_err(db_err(what))?;
-            txn.set_durability(durability).map_err(db_err(what))?;
-            let out = f(&txn)?;
-            txn.commit().map_err(db_err(what))?;
-            Ok(out)
         })
         .await
     }

@@ -4,30 +4,25 @@
 //! log order, and builds or installs snapshots. The server reads the live state through
 //! [`StateMachine::state`] and learns about every applied batch through an [`ApplyObserver`].
 //!
-//! The live `State` is in memory; it reaches disk only as a snapshot in the `snapshot` table of the
-//! node's redb file (the same [`RaftDb`] as the log). On restart [`StateMachine::open`] loads that
+//! The live `State` is in memory; it reaches disk only as a snapshot file (`snapshot.bin`) in the
+//! node's data directory, beside the redb file of the log. On restart [`StateMachine::open`] loads that
 //! snapshot and openraft re-applies the committed log after it (the log store persists
 //! `committed` for this).
 
-use std::io;
+use std::io::{self, Write};
+use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use futures::{FutureExt, Stream, StreamExt};
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
 use openraft::EntryPayload;
-use redb::ReadTransaction;
 use tracing::debug;
 
-use crate::raft::log_store::{db_err, get_json, json_err, RaftDb, SNAPSHOT_TABLE};
+use crate::raft::log_store::{json_err, RaftDb};
 use crate::raft::types::{
     Entry, LogId, Snapshot, SnapshotData, SnapshotMeta, StoredMembership, TypeConfig,
 };
 use crate::state::{self, ApplyContext, Effects, Response, State};
-
-/// Snapshot table keys: the openraft meta as JSON, and the `State::to_snapshot_bytes` payload.
-/// Both are written in one transaction, so they always describe the same snapshot.
-const SNAPSHOT_META: &str = "meta";
-const SNAPSHOT_DATA: &str = "data";
 
 /// At most this many entries are applied under one acquisition of the state's write lock, so a
 /// long catch-up does not keep readers waiting for the whole of it.
@@ -70,7 +65,7 @@ pub struct StateMachine {
 impl StateMachine {
     /// Loads the last snapshot from the db (if any) so a restart replays only the log after it.
     pub fn open(db: RaftDb, observer: Arc<dyn ApplyObserver>) -> io::Result<StateMachine> {
-        let stored = db.read_now("open state machine", read_snapshot)?;
+        let stored = read_snapshot(db.dir())?;
         let (state, last_applied, last_membership) = match stored {
             Some((meta, data)) => {
                 let state = decode_state(&data)?;
@@ -258,7 +253,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_current_snapshot(&mut self) -> io::Result<Option<Snapshot>> {
-        let stored = self.db.read("read snapshot", read_snapshot).await?;
+        let dir = self.db.dir().to_path_buf();
+        let stored = tokio::task::spawn_blocking(move || read_snapshot(&dir))
+            .await
+            .map_err(|e| io::Error::other(format!("read snapshot: blocking task failed: {e}")))??;
         Ok(stored.map(|(meta, snapshot)| Snapshot { meta, snapshot }))
     }
 }
@@ -296,53 +294,82 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     }
 }
 
-/// Stores `meta` + `data` as the node's snapshot (durably). With `only_if_newer`, a snapshot that
-/// is older than the stored one is not written (an install may have overtaken a slow build, and
-/// the log before the newer one may be purged already). Returns whether it was written.
+/// The snapshot file in the data directory. Snapshots live in a file of their own, not in the
+/// redb database: writing tens of megabytes in a redb transaction would hold redb's single writer
+/// and stall the log's group commits (and every client write) for its duration.
+const SNAPSHOT_FILE: &str = "snapshot.bin";
+/// First bytes of a snapshot file, with the layout version.
+const SNAPSHOT_MAGIC: &[u8; 8] = b"STWSNAP1";
+
+/// Stores `meta` + `data` as the node's snapshot, durably: written to a temporary file, fsynced,
+/// renamed over the old one, and the directory fsynced, so a crash leaves the old or the new
+/// snapshot, never a torn one. With `only_if_newer`, a snapshot older than the stored one is not
+/// written (an install may have overtaken a slow build, and the log before the newer one may be
+/// purged already). Returns whether it was written.
 async fn write_snapshot(
     db: &RaftDb,
     meta: SnapshotMeta,
     data: SnapshotData,
     only_if_newer: bool,
 ) -> io::Result<bool> {
-    let what = "write snapshot";
-    db.write(what, move |txn| {
-        let mut table = txn.open_table(SNAPSHOT_TABLE).map_err(db_err(what))?;
+    let dir = db.dir().to_path_buf();
+    let lock = db.snapshot_lock.clone();
+    tokio::task::spawn_blocking(move || {
+        let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
         if only_if_newer {
-            let stored: Option<SnapshotMeta> = get_json(&table, SNAPSHOT_META)?;
-            if stored.is_some_and(|stored| stored.last_log_id > meta.last_log_id) {
-                return Ok(false);
+            if let Some((stored, _)) = read_snapshot(&dir)? {
+                if stored.last_log_id > meta.last_log_id {
+                    return Ok(false);
+                }
             }
         }
-        let meta_bytes = serde_json::to_vec(&meta).map_err(json_err(what))?;
-        table
-            .insert(SNAPSHOT_META, meta_bytes.as_slice())
-            .map_err(db_err(what))?;
-        table
-            .insert(SNAPSHOT_DATA, data.as_slice())
-            .map_err(db_err(what))?;
+        let meta_bytes = serde_json::to_vec(&meta).map_err(json_err("write snapshot"))?;
+        let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
+        {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(SNAPSHOT_MAGIC)?;
+            f.write_all(&(meta_bytes.len() as u64).to_le_bytes())?;
+            f.write_all(&meta_bytes)?;
+            f.write_all(&(data.len() as u64).to_le_bytes())?;
+            f.write_all(&data)?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, dir.join(SNAPSHOT_FILE))?;
+        std::fs::File::open(&dir)?.sync_all()?;
         Ok(true)
     })
     .await
+    .map_err(|e| io::Error::other(format!("write snapshot: blocking task failed: {e}")))?
 }
 
-/// The stored snapshot, if any.
-fn read_snapshot(txn: &ReadTransaction) -> io::Result<Option<(SnapshotMeta, SnapshotData)>> {
-    let what = "read snapshot";
-    let table = txn.open_table(SNAPSHOT_TABLE).map_err(db_err(what))?;
-    let Some(meta) = get_json::<SnapshotMeta>(&table, SNAPSHOT_META)? else {
-        return Ok(None);
+/// The stored snapshot, if any (blocking).
+fn read_snapshot(dir: &Path) -> io::Result<Option<(SnapshotMeta, SnapshotData)>> {
+    let bytes = match std::fs::read(dir.join(SNAPSHOT_FILE)) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
     };
-    let data = table
-        .get(SNAPSHOT_DATA)
-        .map_err(db_err(what))?
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                "snapshot meta stored without its data",
-            )
-        })?;
-    Ok(Some((meta, data.value().to_vec())))
+    let bad =
+        |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("snapshot file: {what}"));
+    let rest = bytes
+        .strip_prefix(SNAPSHOT_MAGIC)
+        .ok_or_else(|| bad("not a steward snapshot"))?;
+    let (meta_len, rest) = split_len(rest).ok_or_else(|| bad("truncated meta length"))?;
+    let (meta, rest) = rest
+        .split_at_checked(meta_len)
+        .ok_or_else(|| bad("truncated meta"))?;
+    let (data_len, rest) = split_len(rest).ok_or_else(|| bad("truncated data length"))?;
+    if rest.len() != data_len {
+        return Err(bad("data length does not match"));
+    }
+    let meta: SnapshotMeta = serde_json::from_slice(meta).map_err(json_err("snapshot meta"))?;
+    Ok(Some((meta, rest.to_vec())))
+}
+
+fn split_len(b: &[u8]) -> Option<(usize, &[u8])> {
+    let (len, rest) = b.split_at_checked(8)?;
+    let len = u64::from_le_bytes(len.try_into().ok()?);
+    Some((usize::try_from(len).ok()?, rest))
 }
 
 fn decode_state(data: &[u8]) -> io::Result<State> {

@@ -8,7 +8,7 @@
 //! exactly as they were (the state's time and term tracking may still advance to the entry's,
 //! which is harmless and keeps time monotone across every entry).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -53,7 +53,9 @@ pub struct State {
     /// not even across a leader change to a node with a slower clock.
     time_ms: u64,
     /// All objects, ordered by key so lists and pages are deterministic and cheap to range over.
-    objects: BTreeMap<ObjectKey, Resource>,
+    /// A persistent map of shared objects: cloning the state for a snapshot is O(1) and the
+    /// clone shares every object, so snapshots never stall apply.
+    objects: imbl::OrdMap<ObjectKey, Arc<Resource>>,
     /// Node ids removed from the cluster; an id may never rejoin, or it could vote twice.
     retired: BTreeSet<u64>,
     /// Locks and the store-wide fencing token counter.
@@ -111,7 +113,7 @@ impl State {
 
     /// One object by key.
     pub fn get(&self, key: &ObjectKey) -> Option<&Resource> {
-        self.objects.get(key)
+        self.objects.get(key).map(|o| &**o)
     }
 
     /// Number of stored objects.
@@ -126,7 +128,7 @@ impl State {
 
     /// All objects in key order (for snapshots of watch caches and diagnostics).
     pub fn objects(&self) -> impl Iterator<Item = &Resource> {
-        self.objects.values()
+        self.objects.values().map(|o| &**o)
     }
 
     /// Objects of one kind, in one namespace or all, matching `selector`, in key order, starting
@@ -155,7 +157,7 @@ impl State {
         let mut last = None;
         for (key, object) in range.by_ref() {
             if selector.matches(&object.metadata.labels) {
-                page.items.push(object.clone());
+                page.items.push((**object).clone());
                 last = Some(key);
                 if page.items.len() == limit {
                     break;

@@ -2,6 +2,7 @@
 //! txns. Each op runs every check before its first mutation, so an `Err` leaves the state as it
 //! was, and each returns the undo record a txn needs to roll it back.
 
+use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use super::{ApplyContext, State};
@@ -45,7 +46,7 @@ pub(super) struct Change {
     /// `None` for a no-op update: nothing changed, no revision, no event.
     pub(super) event_type: Option<EventType>,
     /// How to put the map back: the key and its previous value (`None`: it was absent).
-    pub(super) undo: Option<(ObjectKey, Option<Resource>)>,
+    pub(super) undo: Option<(ObjectKey, Option<Arc<Resource>>)>,
 }
 
 /// Applies one op atomically: every check runs before the first mutation, so an `Err` leaves
@@ -148,7 +149,7 @@ fn delete(state: &mut State, key: &ObjectKey, expected: Option<u64>) -> Result<C
         return Err(Rejection::NotFound { key: key.clone() });
     };
     state.revision = revision;
-    let mut deleted = previous.clone();
+    let mut deleted = (*previous).clone();
     deleted.metadata.resource_version = revision;
     Ok(Change {
         object: deleted,
@@ -190,7 +191,7 @@ fn unchanged(current: &Resource) -> Change {
 fn commit(state: &mut State, key: ObjectKey, object: Resource, event_type: EventType) -> Change {
     debug_assert_eq!(object.metadata.resource_version, state.revision + 1);
     state.revision = object.metadata.resource_version;
-    let previous = state.objects.insert(key.clone(), object.clone());
+    let previous = state.objects.insert(key.clone(), Arc::new(object.clone()));
     Change {
         object,
         event_type: Some(event_type),

@@ -1,6 +1,8 @@
 //! Random command sequences against a small independent model: revisions strictly increase per
 //! change, lists equal the model, a rejected command changes nothing, snapshots round-trip.
 
+use std::collections::BTreeMap;
+
 use proptest::prelude::*;
 use serde_json::{json, Value};
 

@@ -5,7 +5,8 @@
 //! snapshot was taken (time included: it must never run backwards across a snapshot boundary; and
 //! the token counter: a token must never be issued twice).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -62,7 +63,7 @@ impl State {
             format: SNAPSHOT_FORMAT,
             revision: self.revision,
             time_ms: self.time_ms,
-            objects: self.objects.values().collect(),
+            objects: self.objects.values().map(|o| &**o).collect(),
             retired: &self.retired,
             locks,
             last_lock_token,
@@ -91,7 +92,7 @@ impl State {
         }
         let locks = LockTable::from_parts(body.locks, body.last_lock_token)
             .map_err(|e| format!("snapshot locks: {e}"))?;
-        let mut objects = BTreeMap::new();
+        let mut objects = imbl::OrdMap::new();
         for object in body.objects {
             let key = object.key();
             let rv = object.metadata.resource_version;
@@ -101,7 +102,7 @@ impl State {
                     body.revision
                 ));
             }
-            if objects.insert(key.clone(), object).is_some() {
+            if objects.insert(key.clone(), Arc::new(object)).is_some() {
                 return Err(format!("snapshot holds {key} twice"));
             }
         }
