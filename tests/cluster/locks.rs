@@ -448,3 +448,55 @@ async fn leader_kill_expires_nothing_early_and_grants_nothing_twice() {
         assert_eq!(info.holders[0].holder, format!("owner-{i}"));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_caller_goes_away_is_removed() {
+    let cluster = start().await;
+    let followers = cluster.followers().await;
+    let mut a = cluster.locks(followers[0]).await;
+    let held = acquire(&mut a, "gone", "holder", LockMode::Write, 0, 0)
+        .await
+        .expect("held");
+    // A caller queues with a long wait on the other follower, then disconnects.
+    let mut b = cluster.locks(followers[1]).await;
+    let waiter = tokio::spawn(async move {
+        acquire(&mut b, "gone", "impatient", LockMode::Write, 0, 60_000).await
+    });
+    let info = |mut a: Locks| async move {
+        a.get(GetLockRequest {
+            name: "gone".into(),
+            consistency: 0,
+        })
+        .await
+        .ok()
+        .map(|r| r.into_inner())
+    };
+    wait_for("the waiter to queue", Duration::from_secs(5), || {
+        let a = a.clone();
+        async move { info(a).await.filter(|i| i.waiters.len() == 1).map(|_| ()) }
+    })
+    .await;
+    waiter.abort();
+    // The server notices the caller left and removes the waiter, long before its 60 s wait ends.
+    wait_for(
+        "the abandoned waiter to be removed",
+        Duration::from_secs(5),
+        || {
+            let a = a.clone();
+            async move { info(a).await.filter(|i| i.waiters.is_empty()).map(|_| ()) }
+        },
+    )
+    .await;
+    // The release finds nobody waiting: the lock is free, not granted to the departed caller.
+    release(&mut a, "gone", "holder", held.token)
+        .await
+        .expect("release");
+    let e = a
+        .get(GetLockRequest {
+            name: "gone".into(),
+            consistency: 0,
+        })
+        .await
+        .expect_err("free");
+    assert_eq!(e.code(), Code::NotFound);
+}
