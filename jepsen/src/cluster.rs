@@ -1,0 +1,598 @@
+//! The cluster under test: real `steward serve` processes, one per network namespace.
+//!
+//! `NetCluster::start` makes the namespaces (`netns`), writes one config per node (client port
+//! 7001 and peer port 7101 on the node's own address), starts every node with
+//! `ip netns exec <ns> <steward> serve --config <file>` (output appended to
+//! `<work_dir>/node<N>.log`, data in `<work_dir>/node<N>/`) and waits until every node answers
+//! and they agree on a leader. Faults act on processes by PID (`kill`, `pause`, ...); the nemesis
+//! is the only other caller that changes anything here.
+//!
+//! Processes die with the harness, whatever happens to it:
+//! - `stop` sends SIGTERM, waits a bounded time, then SIGKILL, then removes the namespaces;
+//! - `Drop` (an error, a panic, a cancelled future) sends SIGCONT then SIGKILL to every node and
+//!   reaps it before the `Network` field removes the namespaces;
+//! - a harness killed with SIGKILL takes its nodes with it: every node is started with
+//!   `PR_SET_PDEATHSIG = SIGKILL` from one long-lived spawner thread (the signal follows the
+//!   *thread* that forked, so it must not be a short-lived runtime thread); the namespaces left
+//!   behind are removed by the next run's `netns::cleanup_stale`.
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex, OnceLock};
+use std::time::Duration;
+
+use anyhow::Context;
+use steward::config::{Config, Limits, LocksConfig, MemberConfig, RaftConfig};
+use steward::proto::v1::cluster_client::ClusterClient;
+use steward::proto::v1::{ClusterStatusReply, ClusterStatusRequest};
+use tokio::time::Instant;
+
+use crate::netns::Network;
+
+/// Every node's client API port (on its own address).
+pub const CLIENT_PORT: u16 = 7001;
+/// Every node's peer (Raft) port (on its own address).
+pub const PEER_PORT: u16 = 7101;
+/// Most nodes in one cluster (the suite runs 3 or 5).
+pub const NODES_MAX: u64 = 9;
+/// How long a fresh cluster gets to elect a leader that every node knows.
+pub const LEADER_WAIT: Duration = Duration::from_secs(30);
+/// How long a node gets to exit after SIGTERM in `stop` before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+/// Deadline of one Cluster.Status call (a node asks its peers with a 1 s limit of its own).
+const STATUS_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often waits re-check their condition.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// How long `pause` / `resume` wait for the process to be (no longer) stopped.
+const SIGNAL_WAIT: Duration = Duration::from_secs(1);
+/// Log lines quoted when a node dies early or a wait times out.
+const LOG_TAIL_LINES: usize = 6;
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct ClusterSpec {
+    /// Number of nodes, ids 1..=nodes (3 or 5; at most `NODES_MAX`).
+    pub nodes: u64,
+    /// The `steward` binary (`cargo build --bin steward` makes target/debug/steward).
+    pub steward_bin: PathBuf,
+    /// Configs, data dirs and logs go here; created if missing.
+    pub work_dir: PathBuf,
+    pub raft: RaftConfig,
+    pub locks: LocksConfig,
+}
+
+/// One node: its files, its process (if running) and whether it is stopped by SIGSTOP.
+#[derive(Debug)]
+struct Node {
+    ns: String,
+    ip: String,
+    config_path: PathBuf,
+    log_path: PathBuf,
+    /// `None` after `kill` until `restart`.
+    child: Option<Child>,
+    /// Set by `pause`, cleared by `resume` / `kill`, so `stop` and `Drop` can SIGCONT first.
+    paused: AtomicBool,
+}
+
+/// A running cluster in its own namespaces. Dropping it kills every node and removes the
+/// namespaces; `stop` does the same gracefully.
+#[derive(Debug)]
+pub struct NetCluster {
+    spec: ClusterSpec,
+    nodes: BTreeMap<u64, Node>,
+    /// Declared last: dropped after `Drop::drop` has killed and reaped the processes.
+    net: Network,
+}
+
+impl NetCluster {
+    /// Makes the namespaces, writes the configs, starts every node and waits (up to
+    /// `LEADER_WAIT`) until every node answers and all report the same leader. On failure
+    /// everything made so far is removed; `netns::NetnsUnavailable` when namespaces cannot be
+    /// made here.
+    pub async fn start(spec: ClusterSpec) -> anyhow::Result<NetCluster> {
+        anyhow::ensure!(
+            (1..=NODES_MAX).contains(&spec.nodes),
+            "cluster size {} out of range 1..={NODES_MAX}",
+            spec.nodes
+        );
+        anyhow::ensure!(
+            spec.steward_bin.is_file(),
+            "steward binary {} not found; build it with `cargo build --bin steward`",
+            spec.steward_bin.display()
+        );
+        std::fs::create_dir_all(&spec.work_dir)
+            .with_context(|| format!("cannot create {}", spec.work_dir.display()))?;
+        let mut spec = spec;
+        spec.work_dir = spec.work_dir.canonicalize()?;
+        spec.steward_bin = spec.steward_bin.canonicalize()?;
+
+        let ids: Vec<u64> = (1..=spec.nodes).collect();
+        let net = {
+            let ids = ids.clone();
+            // Dozens of `ip` commands: off the async threads. If this future is dropped the
+            // network is dropped (and removed) when the blocking task ends.
+            tokio::task::spawn_blocking(move || Network::create(&ids)).await??
+        };
+        let members: Vec<MemberConfig> = ids
+            .iter()
+            .map(|&id| MemberConfig {
+                id,
+                peer_addr: format!("{}:{PEER_PORT}", net.ip(id)),
+                client_addr: format!("{}:{CLIENT_PORT}", net.ip(id)),
+            })
+            .collect();
+        let mut nodes = BTreeMap::new();
+        for &id in &ids {
+            let node = Node {
+                ns: net.node_ns(id),
+                ip: net.ip(id),
+                config_path: spec.work_dir.join(format!("node{id}.toml")),
+                log_path: spec.work_dir.join(format!("node{id}.log")),
+                child: None,
+                paused: AtomicBool::new(false),
+            };
+            write_config(&spec, id, &members, &node.config_path)?;
+            nodes.insert(id, node);
+        }
+        let mut cluster = NetCluster { spec, nodes, net };
+        for id in ids {
+            cluster.spawn(id)?;
+        }
+        cluster.wait_for_leader(LEADER_WAIT).await?;
+        Ok(cluster)
+    }
+
+    /// "http://<ip>:7001" of every node, by id.
+    pub fn client_endpoints(&self) -> Vec<String> {
+        self.nodes
+            .keys()
+            .map(|&id| self.client_endpoint(id))
+            .collect()
+    }
+
+    /// "http://<ip>:7001" of node `id`.
+    pub fn client_endpoint(&self, id: u64) -> String {
+        format!("http://{}:{CLIENT_PORT}", self.ip(id))
+    }
+
+    /// Every node id, ascending.
+    pub fn node_ids(&self) -> Vec<u64> {
+        self.nodes.keys().copied().collect()
+    }
+
+    /// Node `id`'s address (e.g. "10.213.7.2"); empty for an unknown id.
+    pub fn ip(&self, id: u64) -> String {
+        self.nodes
+            .get(&id)
+            .map(|n| n.ip.clone())
+            .unwrap_or_default()
+    }
+
+    /// Node `id`'s network namespace.
+    pub fn netns(&self, id: u64) -> Option<&str> {
+        self.nodes.get(&id).map(|n| n.ns.as_str())
+    }
+
+    /// The run's namespace prefix (e.g. "stw41827a").
+    pub fn prefix(&self) -> &str {
+        self.net.prefix()
+    }
+
+    /// The address client traffic comes from (the root namespace's end, `.254`).
+    pub fn root_ip(&self) -> String {
+        self.net.root_ip()
+    }
+
+    /// Node `id`'s log file.
+    pub fn log_path(&self, id: u64) -> Option<&Path> {
+        self.nodes.get(&id).map(|n| n.log_path.as_path())
+    }
+
+    /// The PID of node `id`'s process, if it was started and not killed.
+    pub fn pid(&self, id: u64) -> Option<u32> {
+        self.nodes.get(&id)?.child.as_ref().map(Child::id)
+    }
+
+    /// Whether node `id` is stopped by `pause`.
+    pub fn is_paused(&self, id: u64) -> bool {
+        self.nodes
+            .get(&id)
+            .is_some_and(|n| n.paused.load(Ordering::SeqCst))
+    }
+
+    /// Nodes whose process ended although the harness did not kill it (a crash), with how.
+    /// The runner checks this after a run: a node that died by itself is a finding.
+    pub fn crashed(&mut self) -> Vec<(u64, String)> {
+        let mut out = Vec::new();
+        for (&id, node) in self.nodes.iter_mut() {
+            if let Some(child) = node.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    out.push((id, status.to_string()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Cluster.Status as answered by node `id` (`None` if it does not answer in time).
+    pub async fn status(&self, id: u64) -> Option<ClusterStatusReply> {
+        self.nodes.get(&id)?;
+        query_status(self.client_endpoint(id)).await
+    }
+
+    /// The leader node `id` believes in (`None`: no answer or no leader known to it).
+    pub async fn leader_seen_by(&self, id: u64) -> Option<u64> {
+        let reply = self.status(id).await?;
+        (reply.leader_id != 0).then_some(reply.leader_id)
+    }
+
+    /// The leader as reported by the reachable nodes, asked at once; when they disagree (an
+    /// isolated old leader still believes in itself), the answer of the node with the highest
+    /// term wins.
+    pub async fn leader(&self) -> Option<u64> {
+        let asks = self.nodes.keys().map(|&id| async move {
+            let reply = self.status(id).await?;
+            let term = reply.nodes.iter().find(|n| n.id == id).map(|n| n.term)?;
+            (reply.leader_id != 0).then_some((term, reply.leader_id))
+        });
+        futures::future::join_all(asks)
+            .await
+            .into_iter()
+            .flatten()
+            .max()
+            .map(|(_, leader)| leader)
+    }
+
+    /// Waits until every running, unpaused node answers and all name the same leader; returns
+    /// it. Fails at the deadline (naming what each node said) or when a node's process exits.
+    pub async fn wait_for_leader(&mut self, timeout: Duration) -> anyhow::Result<u64> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some((id, how)) = self.crashed().into_iter().next() {
+                anyhow::bail!(
+                    "node {id} exited ({how}) while waiting for a leader; {}",
+                    self.log_tail(id)
+                );
+            }
+            let live: Vec<u64> = self
+                .nodes
+                .iter()
+                .filter(|(_, n)| n.child.is_some() && !n.paused.load(Ordering::SeqCst))
+                .map(|(&id, _)| id)
+                .collect();
+            let seen =
+                futures::future::join_all(live.iter().map(|&id| self.leader_seen_by(id))).await;
+            let first = seen.first().copied().flatten();
+            if let Some(leader) = first.filter(|_| seen.iter().all(|s| *s == first)) {
+                return Ok(leader);
+            }
+            if Instant::now() >= deadline {
+                let said: Vec<String> = live
+                    .iter()
+                    .zip(&seen)
+                    .map(|(id, s)| match s {
+                        Some(l) => format!("node {id}: leader {l}"),
+                        None => format!("node {id}: no answer or no leader"),
+                    })
+                    .collect();
+                anyhow::bail!(
+                    "no agreed leader after {timeout:?} ({}); logs in {}",
+                    said.join(", "),
+                    self.spec.work_dir.display()
+                );
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    /// SIGKILL node `id` and reap it (a paused node dies too). No-op if it is not running.
+    pub fn kill(&mut self, id: u64) {
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return;
+        };
+        if let Some(mut child) = node.child.take() {
+            // Err only if it was already reaped, which cannot happen while we hold it.
+            let _ = child.kill();
+            let _ = child.wait();
+            log_marker(&node.log_path, &format!("killed node {id} (SIGKILL)"));
+        }
+        node.paused.store(false, Ordering::SeqCst);
+    }
+
+    /// Starts node `id` again with the same config and data dir. Fails if it is still running.
+    pub fn restart(&mut self, id: u64) -> anyhow::Result<()> {
+        let node = self
+            .nodes
+            .get_mut(&id)
+            .with_context(|| format!("no node {id}"))?;
+        if let Some(child) = node.child.as_mut() {
+            anyhow::ensure!(
+                child.try_wait()?.is_some(),
+                "node {id} is still running (pid {}); kill it first",
+                child.id()
+            );
+        }
+        self.spawn(id)
+    }
+
+    /// SIGSTOP node `id` (no-op if it is not running).
+    pub fn pause(&self, id: u64) {
+        if let Some(node) = self.nodes.get(&id) {
+            if let Some(pid) = node.child.as_ref().map(Child::id) {
+                signal(pid, libc::SIGSTOP);
+                // Delivery is asynchronous: return once it is stopped, so the fault is real
+                // when the timeline says so.
+                wait_until_stopped(pid, true);
+                node.paused.store(true, Ordering::SeqCst);
+                log_marker(&node.log_path, &format!("paused node {id} (SIGSTOP)"));
+            }
+        }
+    }
+
+    /// SIGCONT node `id` (no-op if it is not running).
+    pub fn resume(&self, id: u64) {
+        if let Some(node) = self.nodes.get(&id) {
+            if let Some(pid) = node.child.as_ref().map(Child::id) {
+                signal(pid, libc::SIGCONT);
+                wait_until_stopped(pid, false);
+                if node.paused.swap(false, Ordering::SeqCst) {
+                    log_marker(&node.log_path, &format!("resumed node {id} (SIGCONT)"));
+                }
+            }
+        }
+    }
+
+    /// Stops every node (SIGCONT, SIGTERM, up to `STOP_GRACE`, then SIGKILL) and removes the
+    /// namespaces. Failures are logged: there is nothing left for the caller to do about them.
+    pub async fn stop(mut self) {
+        for node in self.nodes.values() {
+            if let Some(pid) = node.child.as_ref().map(Child::id) {
+                signal(pid, libc::SIGCONT);
+                node.paused.store(false, Ordering::SeqCst);
+                signal(pid, libc::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline && !self.all_exited() {
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+        self.kill_all();
+        // A few `ip` commands; blocking briefly is fine at the end of a run.
+        if let Err(e) = self.net.cleanup() {
+            tracing::error!(error = %format!("{e:#}"), "namespace cleanup failed");
+        }
+    }
+
+    /// Whether every started process has exited (reaping those that have).
+    fn all_exited(&mut self) -> bool {
+        self.nodes.values_mut().all(|n| match n.child.as_mut() {
+            Some(child) => !matches!(child.try_wait(), Ok(None)),
+            None => true,
+        })
+    }
+
+    fn kill_all(&mut self) {
+        let ids = self.node_ids();
+        for &id in &ids {
+            self.resume(id);
+        }
+        for id in ids {
+            self.kill(id);
+        }
+    }
+
+    /// Starts node `id`'s process, log appended.
+    fn spawn(&mut self, id: u64) -> anyhow::Result<()> {
+        let bin = self.spec.steward_bin.clone();
+        let cwd = self.spec.work_dir.clone();
+        let node = self.nodes.get_mut(&id).context("no such node")?;
+        log_marker(
+            &node.log_path,
+            &format!("starting node {id} in {}", node.ns),
+        );
+        let request = SpawnRequest {
+            ns: node.ns.clone(),
+            bin,
+            config: node.config_path.clone(),
+            log: node.log_path.clone(),
+            cwd,
+        };
+        let child = spawn_from_spawner(request)
+            .with_context(|| format!("cannot start node {id} in {}", node.ns))?;
+        tracing::info!(node = id, pid = child.id(), ns = %node.ns, "node started");
+        node.child = Some(child);
+        node.paused.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// The last lines of node `id`'s log, for error messages.
+    fn log_tail(&self, id: u64) -> String {
+        let Some(path) = self.log_path(id) else {
+            return String::new();
+        };
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n  ");
+        format!("last lines of {}:\n  {tail}", path.display())
+    }
+}
+
+impl Drop for NetCluster {
+    fn drop(&mut self) {
+        // `net` (a field) removes the namespaces after this, once the processes are reaped.
+        self.kill_all();
+    }
+}
+
+/// Writes node `id`'s config (validated first, so a bad spec fails here with the field named).
+fn write_config(
+    spec: &ClusterSpec,
+    id: u64,
+    members: &[MemberConfig],
+    path: &Path,
+) -> anyhow::Result<()> {
+    let me = members
+        .iter()
+        .find(|m| m.id == id)
+        .context("node is not a member")?;
+    let config = Config {
+        id,
+        client_addr: me.client_addr.clone(),
+        peer_addr: me.peer_addr.clone(),
+        data_dir: spec.work_dir.join(format!("node{id}")),
+        initial_members: members.to_vec(),
+        raft: spec.raft.clone(),
+        limits: Limits::default(),
+        locks: spec.locks.clone(),
+    };
+    config.validate()?;
+    let title = format!("Written by the jepsen harness for node {id}; rewritten on every run.");
+    let text = steward::cli::node_config::render(&config, &title)?;
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Cluster.Status from one endpoint, within `STATUS_TIMEOUT` (connection included).
+async fn query_status(endpoint: String) -> Option<ClusterStatusReply> {
+    let ask = async {
+        let channel = tonic::transport::Endpoint::from_shared(endpoint)
+            .ok()?
+            .connect_timeout(STATUS_TIMEOUT)
+            .connect()
+            .await
+            .ok()?;
+        ClusterClient::new(channel)
+            .status(ClusterStatusRequest {})
+            .await
+            .ok()
+            .map(tonic::Response::into_inner)
+    };
+    tokio::time::timeout(STATUS_TIMEOUT, ask)
+        .await
+        .ok()
+        .flatten()
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    // SAFETY: kill(2) on a child we have not reaped (so the PID is still ours); no memory
+    // is shared with the call.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// Waits (up to `SIGNAL_WAIT`) until /proc says process `pid` is stopped (`T`), or is not.
+/// A process that is gone counts as done either way.
+fn wait_until_stopped(pid: u32, stopped: bool) {
+    let deadline = std::time::Instant::now() + SIGNAL_WAIT;
+    while std::time::Instant::now() < deadline {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return;
+        };
+        // "pid (comm) S ...": the state follows the last ')'.
+        let state = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next());
+        if matches!(state, Some('T') | Some('t')) == stopped {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    tracing::warn!(
+        pid,
+        stopped,
+        "process did not reach the signalled state in time"
+    );
+}
+
+/// A "==== jepsen: ... ====" line in a node's log, so a reader sees what the harness did.
+fn log_marker(path: &Path, what: &str) {
+    let line = format!(
+        "==== jepsen: {what} at {} ====\n",
+        humantime::format_rfc3339_millis(std::time::SystemTime::now())
+    );
+    if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
+/// What the spawner thread starts: `ip netns exec <ns> <bin> serve --config <config>`.
+struct SpawnRequest {
+    ns: String,
+    bin: PathBuf,
+    config: PathBuf,
+    log: PathBuf,
+    cwd: PathBuf,
+}
+
+type SpawnReply = mpsc::Sender<std::io::Result<Child>>;
+
+/// Starts a node from the spawner thread, which lives as long as the process, so the
+/// PR_SET_PDEATHSIG set in the child fires exactly when the harness process dies.
+fn spawn_from_spawner(request: SpawnRequest) -> anyhow::Result<Child> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<(SpawnRequest, SpawnReply)>>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<(SpawnRequest, SpawnReply)>();
+        std::thread::Builder::new()
+            .name("jepsen-spawner".into())
+            .spawn(move || {
+                for (request, reply) in rx {
+                    let _ = reply.send(spawn_now(&request));
+                }
+            })
+            .expect("cannot start the spawner thread");
+        Mutex::new(tx)
+    });
+    let (reply_tx, reply_rx) = mpsc::channel();
+    spawner
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send((request, reply_tx))
+        .map_err(|_| anyhow::anyhow!("spawner thread is gone"))?;
+    Ok(reply_rx.recv().context("spawner thread is gone")??)
+}
+
+/// `ip netns exec` enters the namespace and execs steward in the same process (no fork), so
+/// the PID we get is the node's.
+fn spawn_now(request: &SpawnRequest) -> std::io::Result<Child> {
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&request.log)?;
+    let log_err = log.try_clone()?;
+    let mut command = Command::new("ip");
+    command
+        .args(["netns", "exec", &request.ns])
+        .arg(&request.bin)
+        .arg("serve")
+        .arg("--config")
+        .arg(&request.config)
+        .current_dir(&request.cwd)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        // Own process group: a terminal's Ctrl-C reaches only the harness, which then stops
+        // the nodes itself (and records that it did).
+        .process_group(0);
+    let harness = std::process::id();
+    // SAFETY: the closure runs between fork and exec and only calls prctl(2) and getppid(2),
+    // both async-signal-safe, and compares a copied integer; it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The harness died between fork and prctl: do not start an orphan.
+            if u32::try_from(libc::getppid()).ok() != Some(harness) {
+                return Err(std::io::Error::other("harness exited during spawn"));
+            }
+            Ok(())
+        });
+    }
+    command.spawn()
+}

@@ -1,0 +1,18 @@
+//! steward's fault-injection suite: real `steward serve` processes in network namespaces, client
+//! histories under faults, and checkers (see README.md, "Fault injection").
+//!
+//! - `netns`, `cluster`: the cluster under test (namespaces, processes, always cleaned up).
+//! - `nemesis`: partitions, kill -9, pause, packet loss, on a seeded schedule.
+//! - `register`, `set`: workloads; `history`: what clients saw; `outcome`: ok / fail / unknown.
+//! - `checker`: linearizability (register) ; `set::check`; `plot`: latency over time with faults.
+
+pub mod checker;
+pub mod cluster;
+pub mod history;
+pub mod nemesis;
+pub mod netns;
+pub mod outcome;
+pub mod plot;
+pub mod register;
+pub mod rng;
+pub mod set;

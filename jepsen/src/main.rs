@@ -1,0 +1,344 @@
+//! `cargo run -p jepsen --release -- --workload register --nemesis partition,kill,pause --time 60s --seed 7`
+//!
+//! Runs one workload against a fresh cluster in network namespaces under a seeded fault
+//! schedule, checks the history, writes a run directory, prints one summary line, and exits 0
+//! only when the verdict is VALID (1 INVALID, 2 UNKNOWN, 77 when namespaces cannot be made).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use jepsen::checker::{self, Verdict};
+use jepsen::cluster::{ClusterSpec, NetCluster};
+use jepsen::history::{Outcome, RegisterEvent};
+use jepsen::nemesis::{self, Nemesis};
+use jepsen::plot::{self, Point};
+use jepsen::{register, set};
+use steward::client::Client;
+
+#[derive(Parser, Debug)]
+#[command(about = "Fault-injection runs of real steward processes")]
+struct Args {
+    /// register | set
+    #[arg(long, default_value = "register")]
+    workload: String,
+    /// Comma-separated: partition, kill, pause, loss; or none.
+    #[arg(long, default_value = "partition,kill,pause")]
+    nemesis: String,
+    /// How long the workload runs.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    time: Duration,
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// 3 or 5.
+    #[arg(long, default_value_t = 3)]
+    nodes: u64,
+    /// Logical client processes (each bound to one node).
+    #[arg(long, default_value_t = 10)]
+    concurrency: u64,
+    /// Register keys.
+    #[arg(long, default_value_t = 8)]
+    keys: u64,
+    /// Time between the start of two faults (each lasts up to about half of it).
+    #[arg(long, default_value = "8s", value_parser = humantime::parse_duration)]
+    fault_interval: Duration,
+    /// Upper bound for the linearizability search; past it the verdict is UNKNOWN.
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    check_time_limit: Duration,
+    /// Where the run directory goes (default: jepsen-runs/<workload>-<seed>-<unix time>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The steward binary (default: target/release/steward, else target/debug/steward).
+    #[arg(long)]
+    steward_bin: Option<PathBuf>,
+}
+
+const EXIT_INVALID: i32 = 1;
+const EXIT_UNKNOWN: i32 = 2;
+const EXIT_NO_NETNS: i32 = 77;
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let code = match run(args).await {
+        Ok(code) => code,
+        Err(e) => {
+            if let Some(no) = e.downcast_ref::<jepsen::netns::NetnsUnavailable>() {
+                eprintln!("jepsen: cannot create network namespaces ({no}); run as root on Linux");
+                EXIT_NO_NETNS
+            } else {
+                eprintln!("jepsen: {e:#}");
+                EXIT_UNKNOWN
+            }
+        }
+    };
+    std::process::exit(code);
+}
+
+fn steward_bin(arg: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = arg {
+        return Ok(p);
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    for profile in ["release", "debug"] {
+        let p = root.join("target").join(profile).join("steward");
+        if p.exists() {
+            return Ok(p);
+        }
+    }
+    anyhow::bail!(
+        "no steward binary: run `cargo build --release --bin steward` or pass --steward-bin"
+    )
+}
+
+async fn run(args: Args) -> anyhow::Result<i32> {
+    if !["register", "set"].contains(&args.workload.as_str()) {
+        anyhow::bail!("--workload: register or set");
+    }
+    let kinds: Vec<&str> = args
+        .nemesis
+        .split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty() && *k != "none")
+        .collect();
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "jepsen-runs/{}-{}-{unix}",
+            args.workload, args.seed
+        ))
+    });
+    nemesis::check_kinds(&kinds)?;
+    std::fs::create_dir_all(&out)?;
+    let spec = ClusterSpec {
+        nodes: args.nodes,
+        steward_bin: steward_bin(args.steward_bin.clone())?,
+        work_dir: out.join("cluster"),
+        raft: steward::config::RaftConfig::default(),
+        locks: steward::config::LocksConfig::default(),
+    };
+    jepsen::netns::cleanup_stale();
+    let mut cluster = NetCluster::start(spec).await?;
+    let result = tokio::select! {
+        r = run_workload(&args, &mut cluster, &kinds, &out) => r,
+        signal = jepsen::netns::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+    };
+    cluster.stop().await;
+    result
+}
+
+async fn run_workload(
+    args: &Args,
+    cluster: &mut NetCluster,
+    kinds: &[&str],
+    out: &std::path::Path,
+) -> anyhow::Result<i32> {
+    let endpoints = cluster.client_endpoints();
+    let all = Client::connect_with_timeout(&endpoints, Duration::from_secs(5))?;
+    let mut register_history: Vec<RegisterEvent> = if args.workload == "register" {
+        register::init(&all, args.keys).await?
+    } else {
+        vec![]
+    };
+    let start = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let reg_out = Arc::new(Mutex::new(Vec::new()));
+    let set_out = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = vec![];
+    for p in 0..args.concurrency {
+        let ep = endpoints[(p as usize) % endpoints.len()].clone();
+        let client = Client::connect_with_timeout(&[ep], Duration::from_secs(5))?;
+        let stop = stop.clone();
+        tasks.push(if args.workload == "register" {
+            tokio::spawn(register::process(
+                p,
+                client,
+                args.keys,
+                args.seed,
+                start,
+                stop,
+                reg_out.clone(),
+            ))
+        } else {
+            tokio::spawn(set::process(p, client, start, stop, set_out.clone()))
+        });
+    }
+
+    // The nemesis: the seeded schedule, each fault healed after its length.
+    let mut nemesis = Nemesis::new(start);
+    let schedule = nemesis::schedule(
+        args.seed,
+        kinds,
+        &cluster.node_ids(),
+        args.time,
+        args.fault_interval,
+    );
+    let end = start + args.time;
+    for (at, fault, length) in schedule {
+        tokio::time::sleep_until((start + at).into()).await;
+        if Instant::now() >= end {
+            break;
+        }
+        nemesis.apply(cluster, &fault).await?;
+        tokio::time::sleep_until((Instant::now() + length).min(end).into()).await;
+        nemesis.heal(cluster).await?;
+    }
+    tokio::time::sleep_until(end.into()).await;
+    nemesis.heal(cluster).await?;
+    stop.store(true, Ordering::Relaxed);
+    let crashed = cluster.crashed();
+    for t in tasks {
+        let _ = t.await;
+    }
+    let faults: Vec<(u64, u64, String)> = fault_windows(&nemesis);
+    std::fs::write(
+        out.join("timeline.json"),
+        serde_json::to_string_pretty(nemesis.timeline())?,
+    )?;
+
+    let (summary, verdict_text, code, points) = if args.workload == "register" {
+        register_history.extend(reg_out.lock().unwrap_or_else(|p| p.into_inner()).drain(..));
+        register_history.sort_by_key(|e| (e.invoke_ns, e.complete_ns));
+        write_jsonl(&out.join("history.jsonl"), &register_history)?;
+        let (verdict, stats) = checker::check_register(&register_history, args.check_time_limit);
+        let counts = count(register_history.iter().map(|e| e.outcome));
+        let (word, code) = match &verdict {
+            Verdict::Valid => ("VALID", 0),
+            Verdict::Invalid { .. } => ("INVALID", EXIT_INVALID),
+            Verdict::Unknown { .. } => ("UNKNOWN", EXIT_UNKNOWN),
+        };
+        let anomalies = usize::from(matches!(verdict, Verdict::Invalid { .. }));
+        let points: Vec<Point> = register_history
+            .iter()
+            .filter(|e| e.process != u64::MAX)
+            .map(|e| Point {
+                invoke_ns: e.invoke_ns,
+                latency_ns: e.complete_ns - e.invoke_ns,
+                outcome: e.outcome,
+            })
+            .collect();
+        (
+            format!(
+                "register: {} ops ({} ok, {} failed, {} unknown), {} keys, {} states explored in {:?}, anomalies {anomalies}: {word}",
+                register_history.len(), counts.0, counts.1, counts.2, stats.keys, stats.states_explored, stats.elapsed
+            ),
+            checker::render(&verdict),
+            code,
+            points,
+        )
+    } else {
+        let adds = set_out.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        write_jsonl(&out.join("history.jsonl"), &adds)?;
+        let present = final_set(&all).await?;
+        let report = set::check(&adds, &present);
+        let counts = count(adds.iter().map(|a| a.outcome));
+        let (word, code) = if report.valid() {
+            ("VALID", 0)
+        } else {
+            ("INVALID", EXIT_INVALID)
+        };
+        let anomalies =
+            report.lost.len() + report.unexpected.len() + report.refused_but_present.len();
+        let points: Vec<Point> = adds
+            .iter()
+            .map(|a| Point {
+                invoke_ns: a.invoke_ns,
+                latency_ns: a.complete_ns - a.invoke_ns,
+                outcome: a.outcome,
+            })
+            .collect();
+        (
+            format!(
+                "set: {} adds ({} ok, {} failed, {} unknown), {} present, anomalies {anomalies}: {word}",
+                adds.len(), counts.0, counts.1, counts.2, report.present
+            ),
+            serde_json::to_string_pretty(&report)?,
+            code,
+            points,
+        )
+    };
+    let (summary, code) = if crashed.is_empty() {
+        (summary, code)
+    } else {
+        // A node that died on its own is a finding, whatever the history says.
+        (
+            format!("{summary}; nodes crashed on their own: {crashed:?}: INVALID"),
+            EXIT_INVALID,
+        )
+    };
+    std::fs::write(
+        out.join("verdict.txt"),
+        format!("{summary}\n\n{verdict_text}\n"),
+    )?;
+    let title = format!(
+        "{} under {} (seed {})",
+        args.workload, args.nemesis, args.seed
+    );
+    std::fs::write(out.join("latency.svg"), plot::svg(&points, &faults, &title))?;
+    println!("{summary}  [{}]", out.display());
+    Ok(code)
+}
+
+/// Fault windows from the timeline: each fault until the next heal.
+fn fault_windows(n: &Nemesis) -> Vec<(u64, u64, String)> {
+    let mut out = vec![];
+    let mut open: Option<(u64, String)> = None;
+    for e in n.timeline() {
+        if e.kind == "fault" {
+            open = Some((e.at_ns, e.what.clone()));
+        } else if let Some((a, what)) = open.take() {
+            out.push((a, e.at_ns, what));
+        }
+    }
+    out
+}
+
+/// The final linearizable read of the set, retried until the healed cluster answers.
+async fn final_set(client: &Client) -> anyhow::Result<BTreeSet<String>> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match client.list_all(set::KIND, "", "").await {
+            Ok(page) => {
+                return Ok(page
+                    .items
+                    .iter()
+                    .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
+                    .collect())
+            }
+            Err(e) if Instant::now() < deadline => {
+                tracing::warn!(error = %e, "final read failed; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => anyhow::bail!("final read: {e}"),
+        }
+    }
+}
+
+fn count(outcomes: impl Iterator<Item = Outcome>) -> (usize, usize, usize) {
+    outcomes.fold((0, 0, 0), |(ok, fail, unknown), o| match o {
+        Outcome::Ok => (ok + 1, fail, unknown),
+        Outcome::Fail => (ok, fail + 1, unknown),
+        Outcome::Unknown => (ok, fail, unknown + 1),
+    })
+}
+
+fn write_jsonl<T: serde::Serialize>(path: &std::path::Path, items: &[T]) -> anyhow::Result<()> {
+    let mut s = String::new();
+    for i in items {
+        s.push_str(&serde_json::to_string(i)?);
+        s.push('\n');
+    }
+    std::fs::write(path, s)?;
+    Ok(())
+}

@@ -1,0 +1,660 @@
+//! Faults on a `NetCluster`: partitions and packet loss with nftables rules inside the node
+//! namespaces, kill -9 and SIGSTOP by PID; each one reversed by `heal` and recorded on a
+//! timeline. `schedule` turns a seed into the faults of a run.
+//!
+//! Who calls it: the runner (apply a scheduled fault, wait its length, heal) and tests.
+//!
+//! Network faults follow Jepsen's "grudge" model: a fault is, for each node, the set of peers
+//! whose packets it drops on arrival (`rules`). Only traffic between node addresses is
+//! touched; clients come from the root namespace's address (`.254`) and keep reaching every
+//! node, so each client sees the side of the partition its node is on. The rules live in a
+//! table `inet jepsen` with one input chain; `heal` flushes the ruleset of every node namespace
+//! (nothing else puts rules there).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::NetCluster;
+use crate::rng::Rng;
+
+/// As a node id in a `Fault`: whichever node leads when the fault is applied (node ids start
+/// at 1, so 0 is free). `schedule` uses it for "isolate / kill / pause the leader"; the
+/// timeline records the node it turned out to be.
+pub const LEADER: u64 = 0;
+
+/// The nemesis kinds `schedule` knows, as named on the command line.
+pub const KINDS: [&str; 4] = ["partition", "kill", "pause", "loss"];
+
+/// One fault. Node ids are cluster ids, or `LEADER`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Fault {
+    /// The node and all others cannot reach each other.
+    PartitionIsolate(u64),
+    /// Two sides that cannot reach each other (Jepsen's random halves: minority | majority).
+    PartitionHalves(Vec<u64>, Vec<u64>),
+    /// Two sides that cannot reach each other, and one node that reaches both (Jepsen's bridge).
+    PartitionBridge {
+        left: Vec<u64>,
+        middle: u64,
+        right: Vec<u64>,
+    },
+    /// Packets from `from` never arrive at `to`; the other direction works.
+    PartitionOneWay { from: u64, to: u64 },
+    /// SIGKILL; restarted (same data dir) by `heal`.
+    Kill(u64),
+    /// SIGSTOP; SIGCONT by `heal`.
+    Pause(u64),
+    /// `percent`% of the packets between `a` and `b` are dropped, both ways.
+    PacketLoss { a: u64, b: u64, percent: u8 },
+}
+
+fn node(id: u64) -> String {
+    match id {
+        LEADER => "the leader".to_string(),
+        id => format!("node {id}"),
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::PartitionIsolate(id) => write!(f, "partition: isolate {}", node(*id)),
+            Fault::PartitionHalves(a, b) => write!(f, "partition: halves {a:?} | {b:?}"),
+            Fault::PartitionBridge {
+                left,
+                middle,
+                right,
+            } => write!(f, "partition: bridge {left:?} - {middle} - {right:?}"),
+            Fault::PartitionOneWay { from, to } => {
+                write!(
+                    f,
+                    "partition: one-way, {} -> {} dropped",
+                    node(*from),
+                    node(*to)
+                )
+            }
+            Fault::Kill(id) => write!(f, "kill -9 {}", node(*id)),
+            Fault::Pause(id) => write!(f, "pause (SIGSTOP) {}", node(*id)),
+            Fault::PacketLoss { a, b, percent } => {
+                write!(
+                    f,
+                    "packet loss {percent}% between {} and {}",
+                    node(*a),
+                    node(*b)
+                )
+            }
+        }
+    }
+}
+
+/// Whether a timeline entry starts a fault or heals everything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimelineKind {
+    Fault,
+    Heal,
+}
+
+impl TimelineKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimelineKind::Fault => "fault",
+            TimelineKind::Heal => "heal",
+        }
+    }
+}
+
+/// So readers can write `entry.kind == "fault"`, as in the JSON.
+impl PartialEq<&str> for TimelineKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+/// One thing the nemesis did. Serialized as `{"at_ns":..,"what":"..","kind":"fault"|"heal"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimelineEntry {
+    /// When it was done, in ns since the run's start (the same clock as the history).
+    pub at_ns: u64,
+    pub what: String,
+    pub kind: TimelineKind,
+}
+
+/// One input rule in a node's namespace: drop `percent`% (100 = all) of what arrives from a peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DropRule {
+    pub from: u64,
+    pub percent: u8,
+}
+
+/// Applies and heals faults. Holds no cluster: only what it did (to undo it) and the timeline.
+#[derive(Debug)]
+pub struct Nemesis {
+    start: Instant,
+    /// Killed by `apply`, restarted by `heal`.
+    killed: BTreeSet<u64>,
+    /// Paused by `apply`, resumed by `heal`.
+    paused: BTreeSet<u64>,
+    timeline: Vec<TimelineEntry>,
+}
+
+impl Nemesis {
+    /// A nemesis whose timeline counts from `start` (the run's start, as for the history).
+    pub fn new(start: Instant) -> Nemesis {
+        Nemesis {
+            start,
+            killed: BTreeSet::new(),
+            paused: BTreeSet::new(),
+            timeline: Vec::new(),
+        }
+    }
+
+    /// Applies `fault` (resolving `LEADER` first) and records it. Killing or pausing a node that
+    /// is not running is recorded as such and changes nothing; a fault naming unknown nodes or
+    /// overlapping sides is an error.
+    pub async fn apply(&mut self, cluster: &mut NetCluster, fault: &Fault) -> anyhow::Result<()> {
+        let (fault, note) = resolve_leader(cluster, fault).await;
+        validate(&fault, &cluster.node_ids())?;
+        let mut what = format!("{fault}{note}");
+        match fault {
+            Fault::Kill(id) => match cluster.pid(id) {
+                Some(_) => {
+                    cluster.kill(id);
+                    self.paused.remove(&id);
+                    self.killed.insert(id);
+                }
+                None => what.push_str(" (not running: nothing done)"),
+            },
+            Fault::Pause(id) => match cluster.pid(id) {
+                Some(_) if !cluster.is_paused(id) => {
+                    cluster.pause(id);
+                    self.paused.insert(id);
+                }
+                _ => what.push_str(" (not running or already paused: nothing done)"),
+            },
+            ref network_fault => {
+                let scripts: Vec<(String, String)> = rules(network_fault, &cluster.node_ids())
+                    .into_iter()
+                    .map(|(id, drops)| {
+                        let ns = cluster.netns(id).unwrap_or_default().to_string();
+                        (ns, nft_script(cluster, &drops))
+                    })
+                    .collect();
+                tokio::task::spawn_blocking(move || {
+                    scripts
+                        .iter()
+                        .try_for_each(|(ns, script)| crate::netns::nft(ns, script))
+                })
+                .await??;
+            }
+        }
+        tracing::info!(fault = %what, "nemesis: fault");
+        self.record(TimelineKind::Fault, what);
+        Ok(())
+    }
+
+    /// Undoes everything: flushes the nftables ruleset of every node namespace, resumes paused
+    /// nodes, restarts killed ones (same data dir). Tries every step; returns the first error.
+    pub async fn heal(&mut self, cluster: &mut NetCluster) -> anyhow::Result<()> {
+        let namespaces: Vec<String> = cluster
+            .node_ids()
+            .iter()
+            .filter_map(|&id| cluster.netns(id).map(str::to_string))
+            .collect();
+        let flushed = tokio::task::spawn_blocking(move || {
+            // Every namespace, even after a failure in one.
+            let results: Vec<anyhow::Result<()>> = namespaces
+                .iter()
+                .map(|ns| crate::netns::nft(ns, "flush ruleset\n"))
+                .collect();
+            results.into_iter().find(Result::is_err).unwrap_or(Ok(()))
+        })
+        .await?;
+        let resumed: Vec<u64> = std::mem::take(&mut self.paused).into_iter().collect();
+        for &id in &resumed {
+            cluster.resume(id);
+        }
+        let restarted: Vec<u64> = std::mem::take(&mut self.killed).into_iter().collect();
+        let mut restart_err = None;
+        for &id in &restarted {
+            if let Err(e) = cluster.restart(id) {
+                restart_err.get_or_insert(e);
+            }
+        }
+        let what = format!("heal: rules flushed, resumed {resumed:?}, restarted {restarted:?}");
+        tracing::info!(heal = %what, "nemesis: heal");
+        self.record(TimelineKind::Heal, what);
+        flushed?;
+        restart_err.map_or(Ok(()), Err)
+    }
+
+    /// Everything applied and healed so far, in order.
+    pub fn timeline(&self) -> &[TimelineEntry] {
+        &self.timeline
+    }
+
+    fn record(&mut self, kind: TimelineKind, what: String) {
+        let at_ns = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.timeline.push(TimelineEntry { at_ns, what, kind });
+    }
+}
+
+/// `fault` with `LEADER` replaced by the current leader (or, if none is known, the lowest
+/// running node), and a note for the timeline saying which it was.
+async fn resolve_leader(cluster: &NetCluster, fault: &Fault) -> (Fault, String) {
+    let uses_leader = match fault {
+        Fault::PartitionIsolate(id) | Fault::Kill(id) | Fault::Pause(id) => *id == LEADER,
+        _ => false,
+    };
+    if !uses_leader {
+        return (fault.clone(), String::new());
+    }
+    let (id, note) = match cluster.leader().await {
+        Some(leader) => (leader, " (leader)".to_string()),
+        None => {
+            let fallback = cluster
+                .node_ids()
+                .into_iter()
+                .find(|&id| cluster.pid(id).is_some())
+                .unwrap_or(1);
+            (
+                fallback,
+                " (no leader known; lowest running node)".to_string(),
+            )
+        }
+    };
+    let resolved = match fault {
+        Fault::PartitionIsolate(_) => Fault::PartitionIsolate(id),
+        Fault::Kill(_) => Fault::Kill(id),
+        _ => Fault::Pause(id),
+    };
+    (resolved, note)
+}
+
+/// Checks that a resolved fault names only cluster nodes, with disjoint sides.
+pub fn validate(fault: &Fault, ids: &[u64]) -> anyhow::Result<()> {
+    let known = |id: &u64| ids.contains(id);
+    let named: Vec<u64> = match fault {
+        Fault::PartitionIsolate(id) | Fault::Kill(id) | Fault::Pause(id) => vec![*id],
+        Fault::PartitionHalves(a, b) => a.iter().chain(b).copied().collect(),
+        Fault::PartitionBridge {
+            left,
+            middle,
+            right,
+        } => left.iter().chain(right).chain([middle]).copied().collect(),
+        Fault::PartitionOneWay { from, to } => vec![*from, *to],
+        Fault::PacketLoss { a, b, .. } => vec![*a, *b],
+    };
+    anyhow::ensure!(
+        named.iter().all(known),
+        "{fault}: names a node not in the cluster {ids:?}"
+    );
+    let distinct: BTreeSet<u64> = named.iter().copied().collect();
+    anyhow::ensure!(
+        distinct.len() == named.len(),
+        "{fault}: a node appears twice (sides must be disjoint)"
+    );
+    match fault {
+        Fault::PartitionHalves(a, b) => {
+            anyhow::ensure!(!a.is_empty() && !b.is_empty(), "{fault}: a side is empty")
+        }
+        Fault::PartitionBridge { left, right, .. } => anyhow::ensure!(
+            !left.is_empty() && !right.is_empty(),
+            "{fault}: a side is empty"
+        ),
+        Fault::PacketLoss { percent, .. } => {
+            anyhow::ensure!(
+                (1..=100).contains(percent),
+                "{fault}: percent must be 1..=100"
+            )
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The grudge of a network fault among the nodes `ids`: for each node, what it drops on arrival.
+/// Nodes absent from the map keep all their traffic. Process faults give no rules; resolve
+/// `LEADER` first.
+pub fn rules(fault: &Fault, ids: &[u64]) -> BTreeMap<u64, Vec<DropRule>> {
+    let mut out: BTreeMap<u64, Vec<DropRule>> = BTreeMap::new();
+    let mut drop = |at: u64, from: u64, percent: u8| {
+        out.entry(at).or_default().push(DropRule { from, percent });
+    };
+    let mut cut = |a: &[u64], b: &[u64]| {
+        for &x in a {
+            for &y in b {
+                drop(x, y, 100);
+                drop(y, x, 100);
+            }
+        }
+    };
+    match fault {
+        Fault::PartitionIsolate(id) => {
+            let others: Vec<u64> = ids.iter().copied().filter(|o| o != id).collect();
+            cut(&[*id], &others)
+        }
+        Fault::Kill(_) | Fault::Pause(_) => {}
+        Fault::PartitionHalves(a, b) => cut(a, b),
+        Fault::PartitionBridge { left, right, .. } => cut(left, right),
+        Fault::PartitionOneWay { from, to } => drop(*to, *from, 100),
+        Fault::PacketLoss { a, b, percent } => {
+            drop(*a, *b, *percent);
+            drop(*b, *a, *percent);
+        }
+    }
+    for drops in out.values_mut() {
+        drops.sort_unstable();
+    }
+    out
+}
+
+/// The nft script that installs `drops` in a node's namespace (additive: applying a second
+/// fault before healing adds its rules).
+fn nft_script(cluster: &NetCluster, drops: &[DropRule]) -> String {
+    let mut s = String::from(
+        "add table inet jepsen\n\
+         add chain inet jepsen input { type filter hook input priority 0 ; policy accept ; }\n",
+    );
+    for d in drops {
+        let ip = cluster.ip(d.from);
+        if d.percent >= 100 {
+            s.push_str(&format!("add rule inet jepsen input ip saddr {ip} drop\n"));
+        } else {
+            s.push_str(&format!(
+                "add rule inet jepsen input ip saddr {ip} numgen random mod 100 < {} drop\n",
+                d.percent
+            ));
+        }
+    }
+    s
+}
+
+/// Checks command-line nemesis kinds against `KINDS` (call before `schedule`).
+pub fn check_kinds(kinds: &[&str]) -> anyhow::Result<()> {
+    match kinds.iter().find(|k| !KINDS.contains(k)) {
+        Some(k) => anyhow::bail!("unknown nemesis {k:?}; known: {}", KINDS.join(", ")),
+        None => Ok(()),
+    }
+}
+
+/// A seeded schedule: `(start, fault, length)` in time order, never overlapping, each ending
+/// by `duration`. Time is cut into slots of `interval`; the first slot is quiet (a baseline),
+/// then each slot starts one fault within its first tenth, lasting 40-60% of the slot, so the
+/// cluster has at least 30% of every slot to recover. The kind of each fault is drawn from
+/// `kinds` (in the given order); the same seed, kinds and nodes give the same schedule.
+///
+/// - partition: isolate the leader, isolate a random node, random halves (minority |
+///   majority), bridge, or one-way between two random nodes;
+/// - kill: the leader or a random node (half each); pause: the leader two times in three;
+/// - loss: 20-60% on the link between two random nodes.
+///
+/// Panics on a kind not in `KINDS` (see `check_kinds`). Partitions and loss need two nodes and
+/// bridges three; slots whose fault cannot be made stay quiet.
+pub fn schedule(
+    seed: u64,
+    kinds: &[&str],
+    node_ids: &[u64],
+    duration: Duration,
+    interval: Duration,
+) -> Vec<(Duration, Fault, Duration)> {
+    if let Err(e) = check_kinds(kinds) {
+        panic!("{e}");
+    }
+    let mut ids = node_ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut out = Vec::new();
+    if kinds.is_empty() || ids.is_empty() || interval.is_zero() {
+        return out;
+    }
+    let mut rng = Rng::new(seed);
+    let slot_ns = u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX);
+    for slot in 1u32.. {
+        let jitter = Duration::from_nanos(rng.below(slot_ns / 10 + 1));
+        let length = Duration::from_nanos(slot_ns / 100 * (40 + rng.below(21)));
+        let start = interval
+            .checked_mul(slot)
+            .and_then(|slot_start| slot_start.checked_add(jitter));
+        match start.and_then(|s| s.checked_add(length)) {
+            Some(end) if end <= duration => {}
+            _ => break,
+        }
+        let start = start.unwrap_or_default();
+        let kind = kinds[rng.below(kinds.len() as u64) as usize];
+        if let Some(fault) = pick(&mut rng, kind, &ids) {
+            out.push((start, fault, length));
+        }
+    }
+    out
+}
+
+/// One fault of `kind` among `ids` (sorted), or `None` if there are too few nodes for it.
+fn pick(rng: &mut Rng, kind: &str, ids: &[u64]) -> Option<Fault> {
+    let n = ids.len();
+    let any = |rng: &mut Rng| ids[rng.below(n as u64) as usize];
+    match kind {
+        "kill" => Some(Fault::Kill(if rng.below(2) == 0 {
+            LEADER
+        } else {
+            any(rng)
+        })),
+        "pause" => Some(Fault::Pause(if rng.below(3) < 2 {
+            LEADER
+        } else {
+            any(rng)
+        })),
+        "loss" if n >= 2 => {
+            let s = shuffled(rng, ids);
+            let percent = 20 + 10 * rng.below(5) as u8;
+            Some(Fault::PacketLoss {
+                a: s[0],
+                b: s[1],
+                percent,
+            })
+        }
+        "partition" if n >= 2 => {
+            let s = shuffled(rng, ids);
+            let sorted = |v: &[u64]| {
+                let mut v = v.to_vec();
+                v.sort_unstable();
+                v
+            };
+            let variants = if n >= 3 { 5 } else { 4 };
+            Some(match rng.below(variants) {
+                0 => Fault::PartitionIsolate(LEADER),
+                1 => Fault::PartitionIsolate(s[0]),
+                2 => Fault::PartitionHalves(sorted(&s[..n / 2]), sorted(&s[n / 2..])),
+                3 => Fault::PartitionOneWay {
+                    from: s[0],
+                    to: s[1],
+                },
+                _ => {
+                    let half = (n - 1) / 2;
+                    Fault::PartitionBridge {
+                        left: sorted(&s[1..1 + half]),
+                        middle: s[0],
+                        right: sorted(&s[1 + half..]),
+                    }
+                }
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Fisher-Yates over a copy.
+fn shuffled(rng: &mut Rng, ids: &[u64]) -> Vec<u64> {
+    let mut v = ids.to_vec();
+    for i in (1..v.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        v.swap(i, j);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids() -> Vec<u64> {
+        vec![1, 2, 3, 4, 5]
+    }
+
+    fn dropped(rules: &BTreeMap<u64, Vec<DropRule>>, at: u64) -> Vec<u64> {
+        rules
+            .get(&at)
+            .map(|d| d.iter().map(|r| r.from).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn isolate_cuts_one_node_from_all_others_both_ways() {
+        let r = rules(&Fault::PartitionIsolate(2), &ids());
+        assert_eq!(dropped(&r, 2), vec![1, 3, 4, 5]);
+        for other in [1, 3, 4, 5] {
+            assert_eq!(dropped(&r, other), vec![2]);
+        }
+    }
+
+    #[test]
+    fn halves_and_bridge_follow_the_grudge() {
+        let r = rules(&Fault::PartitionHalves(vec![1, 2], vec![3, 4, 5]), &ids());
+        assert_eq!(dropped(&r, 1), vec![3, 4, 5]);
+        assert_eq!(dropped(&r, 4), vec![1, 2]);
+        let fault = Fault::PartitionBridge {
+            left: vec![1, 2],
+            middle: 3,
+            right: vec![4, 5],
+        };
+        let r = rules(&fault, &ids());
+        assert_eq!(
+            dropped(&r, 3),
+            Vec::<u64>::new(),
+            "the bridge sees everyone"
+        );
+        assert_eq!(dropped(&r, 1), vec![4, 5]);
+        assert_eq!(dropped(&r, 5), vec![1, 2]);
+    }
+
+    #[test]
+    fn one_way_drops_in_one_direction_and_loss_in_both() {
+        let r = rules(&Fault::PartitionOneWay { from: 1, to: 2 }, &ids());
+        assert_eq!(r.len(), 1);
+        assert_eq!(dropped(&r, 2), vec![1]);
+        let fault = Fault::PacketLoss {
+            a: 1,
+            b: 3,
+            percent: 30,
+        };
+        let r = rules(&fault, &ids());
+        assert_eq!(
+            r[&1],
+            vec![DropRule {
+                from: 3,
+                percent: 30
+            }]
+        );
+        assert_eq!(
+            r[&3],
+            vec![DropRule {
+                from: 1,
+                percent: 30
+            }]
+        );
+        assert!(rules(&Fault::Kill(1), &ids()).is_empty());
+    }
+
+    #[test]
+    fn validate_refuses_unknown_and_overlapping_nodes() {
+        let ids = ids();
+        assert!(validate(&Fault::Kill(9), &ids).is_err());
+        assert!(validate(&Fault::PartitionHalves(vec![1, 2], vec![2, 3]), &ids).is_err());
+        assert!(validate(&Fault::PartitionHalves(vec![], vec![2, 3]), &ids).is_err());
+        assert!(validate(&Fault::PartitionOneWay { from: 1, to: 1 }, &ids).is_err());
+        let loss = Fault::PacketLoss {
+            a: 1,
+            b: 2,
+            percent: 0,
+        };
+        assert!(validate(&loss, &ids).is_err());
+        assert!(validate(&Fault::PartitionHalves(vec![1, 2], vec![3, 4, 5]), &ids).is_ok());
+    }
+
+    #[test]
+    fn schedule_is_seeded_ordered_disjoint_and_within_the_run() {
+        let kinds = ["partition", "kill", "pause", "loss"];
+        let duration = Duration::from_secs(300);
+        let interval = Duration::from_secs(8);
+        let a = schedule(7, &kinds, &ids(), duration, interval);
+        let b = schedule(7, &kinds, &[5, 4, 3, 2, 1], duration, interval);
+        assert_eq!(
+            a, b,
+            "same seed, same schedule (node order does not matter)"
+        );
+        assert_ne!(a, schedule(8, &kinds, &ids(), duration, interval));
+        assert!(a.len() >= 30, "{} faults", a.len());
+        assert!(a[0].0 >= interval, "the first slot is quiet");
+        for w in a.windows(2) {
+            assert!(w[0].0 + w[0].2 < w[1].0, "faults do not overlap");
+        }
+        let (start, _, length) = a.last().expect("faults");
+        assert!(*start + *length <= duration);
+        for (_, fault, _) in &a {
+            let resolved = match fault {
+                Fault::PartitionIsolate(LEADER) => Fault::PartitionIsolate(1),
+                Fault::Kill(LEADER) => Fault::Kill(1),
+                Fault::Pause(LEADER) => Fault::Pause(1),
+                f => f.clone(),
+            };
+            validate(&resolved, &ids()).expect("scheduled faults are valid");
+        }
+        let seen: BTreeSet<&str> = a
+            .iter()
+            .map(|(_, f, _)| match f {
+                Fault::Kill(_) => "kill",
+                Fault::Pause(_) => "pause",
+                Fault::PacketLoss { .. } => "loss",
+                _ => "partition",
+            })
+            .collect();
+        assert_eq!(seen.len(), 4, "every kind appears: {seen:?}");
+    }
+
+    #[test]
+    fn schedule_uses_only_the_kinds_asked_for() {
+        let s = schedule(
+            1,
+            &["pause"],
+            &[1, 2, 3],
+            Duration::from_secs(60),
+            Duration::from_secs(5),
+        );
+        assert!(!s.is_empty());
+        assert!(s.iter().all(|(_, f, _)| matches!(f, Fault::Pause(_))));
+        assert!(schedule(
+            1,
+            &[],
+            &[1, 2, 3],
+            Duration::from_secs(60),
+            Duration::from_secs(5)
+        )
+        .is_empty());
+        assert!(check_kinds(&["partition", "clock"]).is_err());
+    }
+
+    #[test]
+    fn timeline_kind_reads_as_its_json_name() {
+        let e = TimelineEntry {
+            at_ns: 5,
+            what: "x".into(),
+            kind: TimelineKind::Heal,
+        };
+        assert!(e.kind == "heal");
+        let json = serde_json::to_string(&e).expect("json");
+        assert_eq!(json, r#"{"at_ns":5,"what":"x","kind":"heal"}"#);
+    }
+}
