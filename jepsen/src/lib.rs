@@ -3,12 +3,13 @@
 //!
 //! - `netns`, `cluster`: the cluster under test (namespaces, processes, always cleaned up).
 //! - `nemesis`: partitions, kill -9, pause, packet loss, on a seeded schedule.
-//! - `register`, `set`: workloads; `history`: what clients saw; `outcome`: ok / fail / unknown.
+//! - `register`, `set`, `lockrmw`: workloads; `history`: what clients saw; `outcome`: ok / fail / unknown.
 //! - `checker`: linearizability (register) ; `set::check`; `plot`: latency over time with faults.
 
 pub mod checker;
 pub mod cluster;
 pub mod history;
+pub mod lockrmw;
 pub mod nemesis;
 pub mod netns;
 pub mod outcome;

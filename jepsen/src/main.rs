@@ -16,13 +16,13 @@ use jepsen::cluster::{ClusterSpec, NetCluster};
 use jepsen::history::{Outcome, RegisterEvent};
 use jepsen::nemesis::{self, Nemesis};
 use jepsen::plot::{self, Point};
-use jepsen::{register, set};
+use jepsen::{lockrmw, register, set};
 use steward::client::Client;
 
 #[derive(Parser, Debug)]
 #[command(about = "Fault-injection runs of real steward processes")]
 struct Args {
-    /// register | set
+    /// register | set | lock
     #[arg(long, default_value = "register")]
     workload: String,
     /// Comma-separated: partition, kill, pause, loss; or none.
@@ -101,8 +101,8 @@ fn steward_bin(arg: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 }
 
 async fn run(args: Args) -> anyhow::Result<i32> {
-    if !["register", "set"].contains(&args.workload.as_str()) {
-        anyhow::bail!("--workload: register or set");
+    if !["register", "set", "lock"].contains(&args.workload.as_str()) {
+        anyhow::bail!("--workload: register, set or lock");
     }
     let kinds: Vec<&str> = args
         .nemesis
@@ -151,10 +151,14 @@ async fn run_workload(
     } else {
         vec![]
     };
+    if args.workload == "lock" {
+        lockrmw::init(&all).await?;
+    }
     let start = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let reg_out = Arc::new(Mutex::new(Vec::new()));
     let set_out = Arc::new(Mutex::new(Vec::new()));
+    let lock_out = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = vec![];
     for p in 0..args.concurrency {
         let ep = endpoints[(p as usize) % endpoints.len()].clone();
@@ -170,6 +174,8 @@ async fn run_workload(
                 stop,
                 reg_out.clone(),
             ))
+        } else if args.workload == "lock" {
+            tokio::spawn(lockrmw::process(p, client, start, stop, lock_out.clone()))
         } else {
             tokio::spawn(set::process(p, client, start, stop, set_out.clone()))
         });
@@ -234,6 +240,40 @@ async fn run_workload(
                 register_history.len(), counts.0, counts.1, counts.2, stats.keys, stats.states_explored, stats.elapsed
             ),
             checker::render(&verdict),
+            code,
+            points,
+        )
+    } else if args.workload == "lock" {
+        let incs = lock_out.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        write_jsonl(&out.join("history.jsonl"), &incs)?;
+        let final_value = final_counter(&all).await?;
+        let report = lockrmw::check(&incs, final_value);
+        let counts = count(incs.iter().map(|i| i.outcome));
+        let (word, code) = if report.valid() {
+            ("VALID", 0)
+        } else {
+            ("INVALID", EXIT_INVALID)
+        };
+        let anomalies =
+            report.duplicate_writes.len() + report.lost as usize + report.token_order_violations;
+        let points: Vec<Point> = incs
+            .iter()
+            .map(|i| Point {
+                invoke_ns: i.invoke_ns,
+                latency_ns: i.complete_ns - i.invoke_ns,
+                outcome: i.outcome,
+            })
+            .collect();
+        (
+            format!(
+                "lock: {} fenced increments ({} ok, {} failed, {} unknown), counter {}, anomalies {anomalies}: {word}",
+                incs.len(),
+                counts.0,
+                counts.1,
+                counts.2,
+                report.final_value
+            ),
+            serde_json::to_string_pretty(&report)?,
             code,
             points,
         )
@@ -302,6 +342,29 @@ fn fault_windows(n: &Nemesis) -> Vec<(u64, u64, String)> {
         }
     }
     out
+}
+
+/// The final linearizable read of the lock workload's counter, retried until the cluster answers.
+async fn final_counter(client: &Client) -> anyhow::Result<i64> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match client
+            .get(
+                lockrmw::KIND,
+                "default",
+                lockrmw::NAME,
+                steward::client::Consistency::Linearizable,
+            )
+            .await
+        {
+            Ok(obj) => return Ok(obj["spec"]["value"].as_i64().unwrap_or(0)),
+            Err(e) if Instant::now() < deadline => {
+                tracing::warn!(error = %e, "final read failed; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => anyhow::bail!("final read: {e}"),
+        }
+    }
 }
 
 /// The final linearizable read of the set, retried until the healed cluster answers.
