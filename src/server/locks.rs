@@ -19,6 +19,7 @@ use crate::proto::v1::locks_server::Locks;
 use crate::proto::v1::*;
 use crate::server::errors;
 use crate::server::node::Node;
+use crate::server::resources::consistency;
 use crate::state::{self, Command, LockEvent, LockEventType, LockLimits, Response};
 
 pub struct LocksService {
@@ -327,10 +328,9 @@ impl Locks for LocksService {
         request: Request<GetLockRequest>,
     ) -> Result<GrpcResponse<LockInfo>, Status> {
         let req = request.into_inner();
-        let consistency = Consistency::try_from(req.consistency).map_err(|_| {
-            Status::invalid_argument(format!("consistency: unknown value {}", req.consistency))
-        })?;
-        self.node.read_barrier(consistency).await?;
+        self.node
+            .read_barrier(consistency(req.consistency)?)
+            .await?;
         let state = self.node.state();
         match state.lock(&req.name) {
             Some(l) => Ok(GrpcResponse::new(lock_info(l, state.time_ms()))),
@@ -347,10 +347,9 @@ impl Locks for LocksService {
         request: Request<ListLocksRequest>,
     ) -> Result<GrpcResponse<ListLocksReply>, Status> {
         let req = request.into_inner();
-        let consistency = Consistency::try_from(req.consistency).map_err(|_| {
-            Status::invalid_argument(format!("consistency: unknown value {}", req.consistency))
-        })?;
-        self.node.read_barrier(consistency).await?;
+        self.node
+            .read_barrier(consistency(req.consistency)?)
+            .await?;
         let state = self.node.state();
         let now_ms = state.time_ms();
         let locks = state

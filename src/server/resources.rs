@@ -100,6 +100,19 @@ impl ResourcesService {
         })
     }
 
+    /// Update and UpdateStatus: the same parsing, a different command.
+    async fn update_with(
+        &self,
+        req: UpdateRequest,
+        command: impl FnOnce(Resource, Option<u64>, Option<state::Fence>) -> Command,
+    ) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let object = self.parse_object(&req.object_json)?;
+        let expected_revision = Self::precondition(req.expected_revision, &object);
+        let fence = Self::fence(&req.fence);
+        self.write_object(command(object, expected_revision, fence))
+            .await
+    }
+
     async fn write_object(&self, command: Command) -> Result<GrpcResponse<ObjectReply>, Status> {
         match self.node.propose(command).await? {
             Response::Object { object, revision } => Ok(GrpcResponse::new(ObjectReply {
@@ -145,7 +158,8 @@ fn decode_continue(s: &str, kind: &str) -> Result<ContinueToken, Status> {
     Ok(token)
 }
 
-fn consistency(v: i32) -> Result<Consistency, Status> {
+/// The wire's consistency value, or InvalidArgument naming the field.
+pub(crate) fn consistency(v: i32) -> Result<Consistency, Status> {
     Consistency::try_from(v)
         .map_err(|_| Status::invalid_argument(format!("consistency: unknown value {v}")))
 }
@@ -257,14 +271,12 @@ impl Resources for ResourcesService {
         &self,
         request: Request<UpdateRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
-        let req = request.into_inner();
-        let object = self.parse_object(&req.object_json)?;
-        let expected_revision = Self::precondition(req.expected_revision, &object);
-        let fence = Self::fence(&req.fence);
-        self.write_object(Command::Update {
-            object,
-            expected_revision,
-            fence,
+        self.update_with(request.into_inner(), |object, expected_revision, fence| {
+            Command::Update {
+                object,
+                expected_revision,
+                fence,
+            }
         })
         .await
     }
@@ -274,14 +286,12 @@ impl Resources for ResourcesService {
         &self,
         request: Request<UpdateRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
-        let req = request.into_inner();
-        let object = self.parse_object(&req.object_json)?;
-        let expected_revision = Self::precondition(req.expected_revision, &object);
-        let fence = Self::fence(&req.fence);
-        self.write_object(Command::UpdateStatus {
-            object,
-            expected_revision,
-            fence,
+        self.update_with(request.into_inner(), |object, expected_revision, fence| {
+            Command::UpdateStatus {
+                object,
+                expected_revision,
+                fence,
+            }
         })
         .await
     }
