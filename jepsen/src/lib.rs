@@ -3,8 +3,8 @@
 //!
 //! - `netns`, `cluster`: the cluster under test (namespaces, processes, always cleaned up).
 //! - `nemesis`: partitions, kill -9, pause, packet loss, on a seeded schedule.
-//! - `register`, `set`, `lockrmw`: workloads; `history`: what clients saw; `outcome`: ok / fail / unknown.
-//! - `checker`: linearizability (register) ; `set::check`; `plot`: latency over time with faults.
+//! - `register`, `set`, `lockrmw`, `watch`: workloads; `history`: what clients saw; `outcome`: ok / fail / unknown.
+//! - `checker`: linearizability (register) ; `set::check`, `watch::check`; `plot`: latency over time with faults.
 
 pub mod checker;
 pub mod cluster;
@@ -17,3 +17,4 @@ pub mod plot;
 pub mod register;
 pub mod rng;
 pub mod set;
+pub mod watch;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,13 +16,13 @@ use jepsen::cluster::{ClusterSpec, NetCluster};
 use jepsen::history::{Outcome, RegisterEvent};
 use jepsen::nemesis::{self, Nemesis};
 use jepsen::plot::{self, Point};
-use jepsen::{lockrmw, register, set};
+use jepsen::{lockrmw, register, set, watch};
 use steward::client::Client;
 
 #[derive(Parser, Debug)]
 #[command(about = "Fault-injection runs of real steward processes")]
 struct Args {
-    /// register | set | lock
+    /// register | set | lock | watch
     #[arg(long, default_value = "register")]
     workload: String,
     /// Comma-separated: partition, kill, pause, loss; or none.
@@ -36,7 +36,7 @@ struct Args {
     /// 3 or 5.
     #[arg(long, default_value_t = 3)]
     nodes: u64,
-    /// Logical client processes (each bound to one node).
+    /// Logical client processes (each bound to one node; watch: the first 3 watch, the rest write).
     #[arg(long, default_value_t = 10)]
     concurrency: u64,
     /// Register keys.
@@ -101,8 +101,15 @@ fn steward_bin(arg: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 }
 
 async fn run(args: Args) -> anyhow::Result<i32> {
-    if !["register", "set", "lock"].contains(&args.workload.as_str()) {
-        anyhow::bail!("--workload: register, set or lock");
+    if !["register", "set", "lock", "watch"].contains(&args.workload.as_str()) {
+        anyhow::bail!("--workload: register, set, lock or watch");
+    }
+    if args.workload == "watch" && args.concurrency <= watch::WATCHERS {
+        anyhow::bail!(
+            "--concurrency: the watch workload needs more than {} processes ({} watch, the rest write)",
+            watch::WATCHERS,
+            watch::WATCHERS
+        );
     }
     let kinds: Vec<&str> = args
         .nemesis
@@ -154,13 +161,34 @@ async fn run_workload(
     if args.workload == "lock" {
         lockrmw::init(&all).await?;
     }
+    // watch: every watcher starts right after the revision of a list taken before any write.
+    let watch_from = if args.workload == "watch" {
+        watch::init(&all).await? + 1
+    } else {
+        1
+    };
+    let watch_target = Arc::new(AtomicU64::new(watch::NO_TARGET));
+    let mut watchers = vec![];
     let start = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let reg_out = Arc::new(Mutex::new(Vec::new()));
     let set_out = Arc::new(Mutex::new(Vec::new()));
     let lock_out = Arc::new(Mutex::new(Vec::new()));
+    let watch_out = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = vec![];
     for p in 0..args.concurrency {
+        if args.workload == "watch" && p < watch::WATCHERS {
+            watchers.push(tokio::spawn(watch::watcher(watch::WatcherSetup {
+                id: p,
+                client: Client::connect_with_timeout(&endpoints, watch::SETUP_TIMEOUT)?,
+                node_ids: cluster.node_ids(),
+                from_revision: watch_from,
+                seed: args.seed,
+                start,
+                target: watch_target.clone(),
+            })));
+            continue;
+        }
         let ep = endpoints[(p as usize) % endpoints.len()].clone();
         let client = Client::connect_with_timeout(&[ep], Duration::from_secs(5))?;
         let stop = stop.clone();
@@ -176,6 +204,15 @@ async fn run_workload(
             ))
         } else if args.workload == "lock" {
             tokio::spawn(lockrmw::process(p, client, start, stop, lock_out.clone()))
+        } else if args.workload == "watch" {
+            tokio::spawn(watch::writer(
+                p,
+                client,
+                args.seed,
+                start,
+                stop,
+                watch_out.clone(),
+            ))
         } else {
             tokio::spawn(set::process(p, client, start, stop, set_out.clone()))
         });
@@ -272,6 +309,49 @@ async fn run_workload(
                 counts.1,
                 counts.2,
                 report.final_value
+            ),
+            serde_json::to_string_pretty(&report)?,
+            code,
+            points,
+        )
+    } else if args.workload == "watch" {
+        let writes = watch_out.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let final_revision = watch::final_revision(&all).await?;
+        let logs = watch::finish(final_revision, &watch_target, watchers).await?;
+        write_jsonl(&out.join("history.jsonl"), &watch::records(&writes, &logs))?;
+        let report = watch::check(watch_from, final_revision, &writes, &logs);
+        let (word, code) = if report.valid() {
+            ("VALID", 0)
+        } else if report.invalid() {
+            ("INVALID", EXIT_INVALID)
+        } else {
+            ("UNKNOWN", EXIT_UNKNOWN)
+        };
+        let points: Vec<Point> = writes
+            .iter()
+            .map(|w| Point {
+                invoke_ns: w.invoke_ns,
+                latency_ns: w.complete_ns - w.invoke_ns,
+                outcome: w.outcome,
+            })
+            .collect();
+        let sum =
+            |f: fn(&watch::WatcherSummary) -> usize| report.watchers.iter().map(f).sum::<usize>();
+        (
+            format!(
+                "watch: {} writes ({} ok, {} failed, {} unknown), {} watchers over revisions {}..={}, {} events, {} streams ({} resumed after a failure, {} from a bookmark), anomalies {}: {word}",
+                writes.len(),
+                report.writes_acknowledged,
+                report.writes_failed,
+                report.writes_unknown,
+                report.watchers.len(),
+                report.from_revision,
+                report.final_revision,
+                report.revisions_seen,
+                sum(|w| w.streams),
+                sum(|w| w.resumed_after_failure),
+                sum(|w| w.resumed_from_bookmark),
+                report.anomaly_count
             ),
             serde_json::to_string_pretty(&report)?,
             code,

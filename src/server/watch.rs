@@ -192,7 +192,11 @@ impl WatchHub {
         let inner = self.lock();
         if let Some(w) = inner.watchers.get(&id) {
             if w.tx.capacity() > 1 {
-                let _ = w.tx.try_send(Ok(Delivery::Bookmark(inner.revision)));
+                // A watch that starts ahead of this node's applied revision is owed nothing
+                // below its start: never bookmark below it (a client resuming from the highest
+                // revision seen must not go backwards).
+                let revision = inner.revision.max(w.from_revision.saturating_sub(1));
+                let _ = w.tx.try_send(Ok(Delivery::Bookmark(revision)));
             }
         }
     }
