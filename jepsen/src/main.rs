@@ -426,39 +426,38 @@ fn fault_windows(n: &Nemesis) -> Vec<(u64, u64, String)> {
 
 /// The final linearizable read of the lock workload's counter, retried until the cluster answers.
 async fn final_counter(client: &Client) -> anyhow::Result<i64> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        match client
-            .get(
-                lockrmw::KIND,
-                "default",
-                lockrmw::NAME,
-                steward::client::Consistency::Linearizable,
-            )
-            .await
-        {
-            Ok(obj) => return Ok(obj["spec"]["value"].as_i64().unwrap_or(0)),
-            Err(e) if Instant::now() < deadline => {
-                tracing::warn!(error = %e, "final read failed; retrying");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(e) => anyhow::bail!("final read: {e}"),
-        }
-    }
+    let obj = final_read(|| {
+        client.get(
+            lockrmw::KIND,
+            "default",
+            lockrmw::NAME,
+            steward::client::Consistency::Linearizable,
+        )
+    })
+    .await?;
+    Ok(obj["spec"]["value"].as_i64().unwrap_or(0))
 }
 
 /// The final linearizable read of the set, retried until the healed cluster answers.
 async fn final_set(client: &Client) -> anyhow::Result<BTreeSet<String>> {
+    let page = final_read(|| client.list_all(set::KIND, "", "")).await?;
+    Ok(page
+        .items
+        .iter()
+        .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
+        .collect())
+}
+
+/// A final read after the heal, retried for up to a minute until the cluster answers.
+async fn final_read<T, F, Fut>(mut read: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+{
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        match client.list_all(set::KIND, "", "").await {
-            Ok(page) => {
-                return Ok(page
-                    .items
-                    .iter()
-                    .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
-                    .collect())
-            }
+        match read().await {
+            Ok(v) => return Ok(v),
             Err(e) if Instant::now() < deadline => {
                 tracing::warn!(error = %e, "final read failed; retrying");
                 tokio::time::sleep(Duration::from_millis(500)).await;
