@@ -1,0 +1,18 @@
+//! steward-bench: a load generator for steward (issue 5).
+//!
+//! `args` turns the command line into a validated `Plan`; `runner` dials one tonic channel per
+//! connection (round-robin over the endpoints, so every node gets clients), then hands over to a
+//! workload driver: `clients` for the request/response workloads, `watch` for the fan-out one.
+//! Each client records into its own `report::Recorder` (an HDR histogram and error counts by gRPC
+//! code); the runner merges them into one `report::Report`, printed as a table or as JSON.
+//! `names` holds what the run writes (its own namespace, lock names, object bodies).
+//!
+//! The clients speak steward's generated gRPC stubs directly, not steward's failover `Client`:
+//! nothing between the loop and the wire but tonic, so the client's own cost stays small.
+
+pub mod args;
+pub mod clients;
+pub mod names;
+pub mod report;
+pub mod runner;
+pub mod watch;

@@ -1,0 +1,221 @@
+//! Names and bodies of what a run writes. Pure: no I/O.
+//!
+//! Every run works in its own namespace (`bench-<run>`), so runs against the same cluster never
+//! collide and a list scans only its own run's objects (objects are kept in (kind, namespace,
+//! name) order). Lock names and holders carry the run id for the same reason.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The kind of every object a run writes.
+pub const KIND: &str = "Bench";
+pub const API_VERSION: &str = "bench.steward.io/v1";
+/// The label the `list` workload selects on, and its value on the listed objects.
+pub const LIST_LABEL: (&str, &str) = ("bench-set", "listed");
+/// Objects the `list` workload pre-creates with [`LIST_LABEL`], and without it.
+pub const LIST_MATCHING: usize = 100;
+pub const LIST_OTHERS: usize = 100;
+/// The object the `watch` writer creates first; watchers watch from its revision.
+pub const WATCH_MARKER: &str = "marker";
+/// Lock TTL: a run that dies leaves no lock held for long.
+pub const LOCK_TTL_MS: u64 = 60_000;
+/// How long a `lock-contended` client waits in line before DeadlineExceeded.
+pub const LOCK_WAIT_MS: u64 = 60_000;
+
+/// A short id that tells this run from the others on the same cluster: 8 hex digits from the
+/// time and the process id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunId(String);
+
+impl RunId {
+    pub fn new() -> RunId {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        RunId::from_parts(nanos, std::process::id())
+    }
+
+    pub fn from_parts(nanos: u64, pid: u32) -> RunId {
+        // Mix so that two runs a few nanoseconds apart, or in two processes, still differ.
+        let x = (nanos ^ (u64::from(pid) << 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        RunId(format!("{:08x}", x >> 32))
+    }
+
+    pub fn namespace(&self) -> String {
+        format!("bench-{}", self.0)
+    }
+
+    /// A client's own lock (`lock`), or the one lock every client shares (`lock-contended`).
+    pub fn lock_name(&self, client: Option<usize>) -> String {
+        match client {
+            Some(c) => format!("bench-{}-{c}", self.0),
+            None => format!("bench-{}", self.0),
+        }
+    }
+
+    pub fn holder(&self, client: usize) -> String {
+        format!("bench-{}-{client}", self.0)
+    }
+}
+
+impl Default for RunId {
+    fn default() -> Self {
+        RunId::new()
+    }
+}
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The `seq`-th object client `client` creates (`create`).
+pub fn created_name(client: usize, seq: u64) -> String {
+    format!("c{client}-{seq}")
+}
+
+/// The object client `client` updates or reads (`update`, `get`, `get-serializable`).
+pub fn own_name(client: usize) -> String {
+    format!("c{client}")
+}
+
+/// The `i`-th object pre-created for `list`, and whether it carries [`LIST_LABEL`].
+pub fn list_object(i: usize) -> (String, bool) {
+    (format!("l{i}"), i < LIST_MATCHING)
+}
+
+/// The `seq`-th object the `watch` writer creates.
+pub fn watch_name(seq: u64) -> String {
+    format!("w{seq}")
+}
+
+/// The label selector of the `list` workload.
+pub fn list_selector() -> String {
+    format!("{}={}", LIST_LABEL.0, LIST_LABEL.1)
+}
+
+/// An object whose spec is `{"data": "<value_size bytes>"}`, preceded by `"stamp": N` when
+/// given: the `watch` writer's send time (microseconds since the run's start), or the `update`
+/// client's sequence number (an update that changes nothing is a no-op that takes no revision).
+pub fn object_json(
+    namespace: &str,
+    name: &str,
+    labelled: bool,
+    value_size: usize,
+    stamp: Option<u64>,
+) -> String {
+    let labels = if labelled {
+        format!(r#","labels":{{"{}":"{}"}}"#, LIST_LABEL.0, LIST_LABEL.1)
+    } else {
+        String::new()
+    };
+    let stamp = stamp
+        .map(|n| format!(r#""stamp":{n},"#))
+        .unwrap_or_default();
+    // The names and labels are ours (checked by the tests below), so no escaping is needed.
+    format!(
+        r#"{{"kind":"{KIND}","apiVersion":"{API_VERSION}","metadata":{{"name":"{name}","namespace":"{namespace}"{labels}}},"spec":{{{stamp}"data":"{data}"}}}}"#,
+        data = "x".repeat(value_size)
+    )
+}
+
+/// What a watcher needs of an event's object: its name and its stamp (the writer's send time).
+#[derive(serde::Deserialize)]
+struct Watched {
+    metadata: WatchedMeta,
+    spec: WatchedSpec,
+}
+
+#[derive(serde::Deserialize)]
+struct WatchedMeta {
+    name: String,
+}
+
+#[derive(serde::Deserialize)]
+struct WatchedSpec {
+    stamp: Option<u64>,
+}
+
+/// The name and stamp (if any) of an object a watcher received.
+pub fn watched(object_json: &str) -> Option<(String, Option<u64>)> {
+    let w: Watched = serde_json::from_str(object_json).ok()?;
+    Some((w.metadata.name, w.spec.stamp))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use steward::state::validate::validate_object;
+    use steward::state::{Resource, Selector};
+
+    use super::*;
+
+    fn valid(json: &str) -> Resource {
+        let r = Resource::from_json(json).unwrap_or_else(|e| panic!("{json}: {e:?}"));
+        validate_object(&r).unwrap_or_else(|e| panic!("{json}: {e:?}"));
+        r
+    }
+
+    #[test]
+    fn bodies_are_valid_objects_with_the_value_size() {
+        let run = RunId::from_parts(1, 2);
+        let ns = run.namespace();
+        for size in [1, 256, 4096] {
+            let r = valid(&object_json(&ns, &created_name(63, 9), false, size, None));
+            assert_eq!(r.metadata.namespace, ns);
+            assert_eq!(r.kind, KIND);
+            assert_eq!(r.spec["data"].as_str().unwrap().len(), size);
+        }
+        valid(&object_json(&ns, &own_name(0), false, 256, None));
+        valid(&object_json(&ns, &watch_name(1), false, 256, Some(123)));
+    }
+
+    #[test]
+    fn list_selector_matches_exactly_the_labelled_objects() {
+        let ns = RunId::from_parts(1, 2).namespace();
+        let selector = Selector::parse(&list_selector()).unwrap();
+        let matching = (0..LIST_MATCHING + LIST_OTHERS)
+            .map(list_object)
+            .filter(|(name, labelled)| {
+                let r = valid(&object_json(&ns, name, *labelled, 16, None));
+                selector.matches(&r.metadata.labels)
+            })
+            .count();
+        assert_eq!(matching, LIST_MATCHING);
+    }
+
+    #[test]
+    fn names_are_distinct_per_client_and_seq() {
+        let mut seen = BTreeSet::new();
+        for c in 0..50 {
+            for s in 0..50 {
+                assert!(seen.insert(created_name(c, s)));
+            }
+            assert!(seen.insert(own_name(c)));
+        }
+        let run = RunId::from_parts(1, 2);
+        assert_ne!(run.lock_name(Some(1)), run.lock_name(Some(2)));
+        assert_ne!(run.lock_name(Some(1)), run.lock_name(None));
+        assert_ne!(run.holder(1), run.holder(2));
+    }
+
+    #[test]
+    fn run_ids_differ_across_time_and_processes() {
+        let a = RunId::from_parts(1_000, 7);
+        assert_ne!(a, RunId::from_parts(1_001, 7));
+        assert_ne!(a, RunId::from_parts(1_000, 8));
+        assert_eq!(a.to_string().len(), 8);
+        valid(&object_json(&a.namespace(), "n", false, 1, None));
+    }
+
+    #[test]
+    fn watchers_read_name_and_send_time() {
+        let json = object_json("ns", &watch_name(5), false, 64, Some(42));
+        assert_eq!(watched(&json), Some(("w5".into(), Some(42))));
+        let marker = object_json("ns", WATCH_MARKER, false, 1, None);
+        assert_eq!(watched(&marker), Some((WATCH_MARKER.into(), None)));
+        assert_eq!(watched("not json"), None);
+    }
+}

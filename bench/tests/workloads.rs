@@ -1,0 +1,204 @@
+//! Every workload of `steward-bench` for about a second against a real 3-node steward cluster on
+//! 127.0.0.1 (free ports, a temp dir), through the binary with `-o json`: each must do work and
+//! see no error.
+//!
+//! The steward binary is `$STEWARD_BIN` if set; otherwise this test runs `cargo build --bin
+//! steward` in the workspace (a no-op when it is up to date) and takes it from the same target
+//! directory as this test binary, so it works on a fresh clone and with `CARGO_TARGET_DIR`.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use steward::config::{Config, MemberConfig, RaftConfig};
+use steward::proto::v1::cluster_client::ClusterClient;
+use steward::proto::v1::ClusterStatusRequest;
+
+/// A port that is free right now (bind to :0, read it, release it).
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind :0");
+    l.local_addr().expect("local addr").port()
+}
+
+/// `target/<profile>/` of this test binary (it runs from `target/<profile>/deps/`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>")
+        .to_path_buf()
+}
+
+fn steward_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("STEWARD_BIN") {
+        return PathBuf::from(bin);
+    }
+    let dir = profile_dir();
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev".to_string(),
+        Some(other) => other.to_string(),
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "--bin",
+            "steward",
+            "--profile",
+            &profile,
+        ])
+        .current_dir(&root)
+        .status()
+        .expect("run cargo build --bin steward");
+    assert!(status.success(), "cargo build --bin steward failed");
+    let bin = dir.join("steward");
+    assert!(bin.is_file(), "no steward binary at {}", bin.display());
+    bin
+}
+
+/// Three `steward serve` processes, killed on drop.
+struct Cluster {
+    _dir: tempfile::TempDir,
+    children: Vec<Child>,
+    client_addrs: Vec<String>,
+}
+
+impl Cluster {
+    fn start(bin: &Path) -> Cluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let members: Vec<MemberConfig> = (1..=3)
+            .map(|id| MemberConfig {
+                id,
+                peer_addr: format!("127.0.0.1:{}", free_port()),
+                client_addr: format!("127.0.0.1:{}", free_port()),
+            })
+            .collect();
+        let raft = RaftConfig {
+            heartbeat_interval_ms: 50,
+            election_timeout_min_ms: 300,
+            election_timeout_max_ms: 600,
+            ..RaftConfig::default()
+        };
+        let mut children = vec![];
+        for m in &members {
+            let config = Config {
+                id: m.id,
+                client_addr: m.client_addr.clone(),
+                peer_addr: m.peer_addr.clone(),
+                data_dir: dir.path().join(format!("node{}", m.id)),
+                initial_members: members.clone(),
+                raft: raft.clone(),
+                limits: Default::default(),
+                locks: Default::default(),
+            };
+            let path = dir.path().join(format!("node{}.toml", m.id));
+            std::fs::write(&path, toml::to_string(&config).expect("toml")).expect("write config");
+            let log = std::fs::File::create(dir.path().join(format!("node{}.log", m.id)))
+                .expect("log file");
+            let child = Command::new(bin)
+                .args(["serve", "--config"])
+                .arg(&path)
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("spawn steward");
+            children.push(child);
+        }
+        Cluster {
+            _dir: dir,
+            children,
+            client_addrs: members.into_iter().map(|m| m.client_addr).collect(),
+        }
+    }
+
+    /// Waits until every node names the same leader.
+    async fn wait_leader(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut leaders = vec![];
+            for (i, addr) in self.client_addrs.iter().enumerate() {
+                let status = async {
+                    let mut c = ClusterClient::connect(format!("http://{addr}"))
+                        .await
+                        .ok()?;
+                    let s = c.status(ClusterStatusRequest {}).await.ok()?.into_inner();
+                    s.nodes
+                        .iter()
+                        .find(|n| n.id == i as u64 + 1)
+                        .map(|n| n.leader_id)
+                };
+                leaders.push(status.await.unwrap_or(0));
+            }
+            if leaders[0] != 0 && leaders.iter().all(|l| *l == leaders[0]) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "no agreed leader: {leaders:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_workload_runs_without_errors() {
+    let bin = steward_bin();
+    let cluster = Cluster::start(&bin);
+    cluster.wait_leader().await;
+    let endpoints = cluster.client_addrs.join(",");
+    for workload in [
+        "create",
+        "update",
+        "get",
+        "get-serializable",
+        "list",
+        "lock",
+        "lock-contended",
+        "watch",
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_steward-bench"))
+            .args([workload, "--endpoints", &endpoints, "--clients", "4"])
+            .args(["--duration", "1s", "--value-size", "64", "-o", "json"])
+            .output()
+            .expect("run steward-bench");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{workload}: {stderr}");
+        let report: serde_json::Value = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("{workload}: one JSON object expected ({e}): {stdout}"));
+        eprintln!("{workload}: {stdout}");
+        assert_eq!(report["workload"], workload);
+        assert_eq!(report["clients"], 4);
+        assert_eq!(report["conns"], 4);
+        assert!(report["ops"].as_u64().unwrap() > 0, "{workload}: {stdout}");
+        assert_eq!(report["errors_total"], 0, "{workload}: {stdout}");
+        assert!(report["latency_ms"]["p99"].as_f64().unwrap() > 0.0);
+        if workload == "watch" {
+            // Every watcher received every acknowledged write.
+            let writes = report["writes"].as_u64().unwrap();
+            assert!(writes > 0);
+            assert_eq!(report["ops"].as_u64().unwrap(), 4 * writes, "{stdout}");
+        }
+    }
+
+    // A dead endpoint fails the run with one line and exit 1.
+    let dead = format!("127.0.0.1:{}", free_port());
+    let out = Command::new(env!("CARGO_BIN_EXE_steward-bench"))
+        .args(["get", "--endpoints", &dead, "--duration", "1s"])
+        .output()
+        .expect("run steward-bench");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: connect to http://"), "{stderr}");
+}
