@@ -7,6 +7,12 @@
 //! and they agree on a leader. Faults act on processes by PID (`kill`, `pause`, ...); the nemesis
 //! is the only other caller that changes anything here.
 //!
+//! Each node is a *slot*: a number (1..=nodes), a namespace, an address, a config file and a
+//! log, all stable for the run. The member running there has Raft id = slot at first; the
+//! membership nemesis removes it and starts a fresh member with a new id (ids are never reused)
+//! in the same slot, so faults and clients keep naming nodes by slot (`raft_id` tells which
+//! member runs where).
+//!
 //! Processes die with the harness, whatever happens to it:
 //! - `stop` sends SIGTERM, waits a bounded time, then SIGKILL, then removes the namespaces;
 //! - `Drop` (an error, a panic, a cancelled future) sends SIGCONT then SIGKILL to every node and
@@ -32,6 +38,7 @@ use steward::proto::v1::cluster_client::ClusterClient;
 use steward::proto::v1::{ClusterStatusReply, ClusterStatusRequest};
 use tokio::time::Instant;
 
+use crate::clock::{self, FakeClock};
 use crate::netns::Network;
 
 /// Every node's client API port (on its own address).
@@ -64,11 +71,16 @@ pub struct ClusterSpec {
     pub work_dir: PathBuf,
     pub raft: RaftConfig,
     pub locks: LocksConfig,
+    /// libfaketime, preloaded into every node so the clock nemesis can move its wall clock
+    /// (`clock::find_libfaketime`); `None`: real clocks.
+    pub faketime: Option<PathBuf>,
 }
 
 /// One node: its files, its process (if running) and whether it is stopped by SIGSTOP.
 #[derive(Debug)]
 struct Node {
+    /// The Raft id of the member running in this slot.
+    raft_id: u64,
     ns: String,
     ip: String,
     config_path: PathBuf,
@@ -77,6 +89,12 @@ struct Node {
     child: Option<Child>,
     /// Set by `pause`, cleared by `resume` / `kill`, so `stop` and `Drop` can SIGCONT first.
     paused: AtomicBool,
+    /// libfaketime's settings file for this slot (used only with `ClusterSpec::faketime`).
+    faketime_file: PathBuf,
+    /// What that file says now.
+    clock: FakeClock,
+    /// When the running process was started (libfaketime scales time since then).
+    started_at: Option<std::time::Instant>,
 }
 
 /// A running cluster in its own namespaces. Dropping it kills every node and removes the
@@ -85,6 +103,8 @@ struct Node {
 pub struct NetCluster {
     spec: ClusterSpec,
     nodes: BTreeMap<u64, Node>,
+    /// The highest Raft id given to any member so far (fresh members get the next one).
+    last_raft_id: u64,
     /// Declared last: dropped after `Drop::drop` has killed and reaped the processes.
     net: Network,
 }
@@ -129,17 +149,30 @@ impl NetCluster {
         let mut nodes = BTreeMap::new();
         for &id in &ids {
             let node = Node {
+                raft_id: id,
                 ns: net.node_ns(id),
                 ip: net.ip(id),
                 config_path: spec.work_dir.join(format!("node{id}.toml")),
                 log_path: spec.work_dir.join(format!("node{id}.log")),
                 child: None,
                 paused: AtomicBool::new(false),
+                faketime_file: spec.work_dir.join(format!("node{id}.faketime")),
+                clock: FakeClock::REAL,
+                started_at: None,
             };
-            write_config(&spec, id, &members, &node.config_path)?;
+            write_config(&spec, id, id, &node.ip, &members, &node.config_path)?;
+            if spec.faketime.is_some() {
+                clock::write(&node.faketime_file, FakeClock::REAL)?;
+            }
             nodes.insert(id, node);
         }
-        let mut cluster = NetCluster { spec, nodes, net };
+        let last_raft_id = spec.nodes;
+        let mut cluster = NetCluster {
+            spec,
+            nodes,
+            last_raft_id,
+            net,
+        };
         for id in ids {
             cluster.spawn(id)?;
         }
@@ -160,9 +193,29 @@ impl NetCluster {
         format!("http://{}:{CLIENT_PORT}", self.ip(id))
     }
 
-    /// Every node id, ascending.
+    /// Every node (slot), ascending.
     pub fn node_ids(&self) -> Vec<u64> {
         self.nodes.keys().copied().collect()
+    }
+
+    /// The Raft id of the member in slot `id` (equal to `id` until the membership nemesis
+    /// replaces it).
+    pub fn raft_id(&self, id: u64) -> Option<u64> {
+        self.nodes.get(&id).map(|n| n.raft_id)
+    }
+
+    /// The slot the member with Raft id `raft_id` runs in (`None`: removed, or never existed).
+    pub fn slot_of(&self, raft_id: u64) -> Option<u64> {
+        self.nodes
+            .iter()
+            .find(|(_, n)| n.raft_id == raft_id)
+            .map(|(&id, _)| id)
+    }
+
+    /// The peer and client addresses of slot `id` (what `AddLearner` is told).
+    pub fn member_addrs(&self, id: u64) -> (String, String) {
+        let ip = self.ip(id);
+        (format!("{ip}:{PEER_PORT}"), format!("{ip}:{CLIENT_PORT}"))
     }
 
     /// Node `id`'s address (e.g. "10.213.7.2"); empty for an unknown id.
@@ -225,19 +278,21 @@ impl NetCluster {
         query_status(self.client_endpoint(id)).await
     }
 
-    /// The leader node `id` believes in (`None`: no answer or no leader known to it).
+    /// The node (slot) node `id` believes leads (`None`: no answer, no leader known to it, or
+    /// one that is no longer in any slot).
     pub async fn leader_seen_by(&self, id: u64) -> Option<u64> {
         let reply = self.status(id).await?;
-        (reply.leader_id != 0).then_some(reply.leader_id)
+        self.slot_of(reply.leader_id)
     }
 
-    /// The leader as reported by the reachable nodes, asked at once; when they disagree (an
-    /// isolated old leader still believes in itself), the answer of the node with the highest
-    /// term wins.
+    /// The leader (its slot) as reported by the reachable nodes, asked at once; when they
+    /// disagree (an isolated old leader still believes in itself), the answer of the node with
+    /// the highest term wins.
     pub async fn leader(&self) -> Option<u64> {
-        let asks = self.nodes.keys().map(|&id| async move {
+        let asks = self.nodes.iter().map(|(&id, node)| async move {
             let reply = self.status(id).await?;
-            let term = reply.nodes.iter().find(|n| n.id == id).map(|n| n.term)?;
+            let me = node.raft_id;
+            let term = reply.nodes.iter().find(|n| n.id == me).map(|n| n.term)?;
             (reply.leader_id != 0).then_some((term, reply.leader_id))
         });
         futures::future::join_all(asks)
@@ -245,7 +300,7 @@ impl NetCluster {
             .into_iter()
             .flatten()
             .max()
-            .map(|(_, leader)| leader)
+            .and_then(|(_, leader)| self.slot_of(leader))
     }
 
     /// Waits until every running, unpaused node answers and all name the same leader; returns
@@ -318,6 +373,55 @@ impl NetCluster {
             );
         }
         self.spawn(id)
+    }
+
+    /// Starts a fresh member in slot `id`, whose process must not be running: the next unused
+    /// Raft id, an empty data dir, and a config without initial members (so it waits to be
+    /// added, `AddLearner`, rather than bootstrapping). Returns the new Raft id.
+    pub fn spawn_fresh_member(&mut self, id: u64) -> anyhow::Result<u64> {
+        let node = self
+            .nodes
+            .get(&id)
+            .with_context(|| format!("no node {id}"))?;
+        anyhow::ensure!(
+            node.child.is_none(),
+            "node {id} still has a process; kill it first"
+        );
+        let raft_id = self.last_raft_id + 1;
+        write_config(&self.spec, id, raft_id, &node.ip, &[], &node.config_path)?;
+        self.last_raft_id = raft_id;
+        if let Some(node) = self.nodes.get_mut(&id) {
+            node.raft_id = raft_id;
+        }
+        self.spawn(id)?;
+        Ok(raft_id)
+    }
+
+    /// Sets node `id`'s wall clock (libfaketime applies it within `clock::REREAD_SECS`).
+    /// Fails when the cluster runs without libfaketime.
+    pub fn set_clock(&mut self, id: u64, clock: FakeClock) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.spec.faketime.is_some(),
+            "the cluster was started without libfaketime; clock faults need it"
+        );
+        let node = self
+            .nodes
+            .get_mut(&id)
+            .with_context(|| format!("no node {id}"))?;
+        clock::write(&node.faketime_file, clock)?;
+        node.clock = clock;
+        Ok(())
+    }
+
+    /// Node `id`'s clock setting and how long (seconds) its process has run (0 if it is not
+    /// running), for `FakeClock::at_rate`.
+    pub fn clock(&self, id: u64) -> Option<(FakeClock, f64)> {
+        let node = self.nodes.get(&id)?;
+        let elapsed = node
+            .started_at
+            .filter(|_| node.child.is_some())
+            .map_or(0.0, |t| t.elapsed().as_secs_f64());
+        Some((node.clock, elapsed))
     }
 
     /// SIGSTOP node `id` (no-op if it is not running).
@@ -395,17 +499,23 @@ impl NetCluster {
             &node.log_path,
             &format!("starting node {id} in {}", node.ns),
         );
+        let env = match &self.spec.faketime {
+            Some(lib) => clock::env(lib, &node.faketime_file),
+            None => Vec::new(),
+        };
         let request = SpawnRequest {
             ns: node.ns.clone(),
             bin,
             config: node.config_path.clone(),
             log: node.log_path.clone(),
             cwd,
+            env,
         };
         let child = spawn_from_spawner(request)
             .with_context(|| format!("cannot start node {id} in {}", node.ns))?;
-        tracing::info!(node = id, pid = child.id(), ns = %node.ns, "node started");
+        tracing::info!(node = id, raft_id = node.raft_id, pid = child.id(), ns = %node.ns, "node started");
         node.child = Some(child);
+        node.started_at = Some(std::time::Instant::now());
         node.paused.store(false, Ordering::SeqCst);
         Ok(())
     }
@@ -429,29 +539,36 @@ impl Drop for NetCluster {
     }
 }
 
-/// Writes node `id`'s config (validated first, so a bad spec fails here with the field named).
+/// Writes the config of member `raft_id` in slot `slot` at address `ip` (validated first, so a
+/// bad spec fails here with the field named). Its data dir is `node<slot>` for the slot's first
+/// member and `node<slot>-id<raft_id>` for a fresh one, so a replaced member's data stays for
+/// reading after the run. `initial_members` is empty for a member that joins a running cluster.
 fn write_config(
     spec: &ClusterSpec,
-    id: u64,
-    members: &[MemberConfig],
+    slot: u64,
+    raft_id: u64,
+    ip: &str,
+    initial_members: &[MemberConfig],
     path: &Path,
 ) -> anyhow::Result<()> {
-    let me = members
-        .iter()
-        .find(|m| m.id == id)
-        .context("node is not a member")?;
+    let data_dir = match slot == raft_id {
+        true => format!("node{slot}"),
+        false => format!("node{slot}-id{raft_id}"),
+    };
     let config = Config {
-        id,
-        client_addr: me.client_addr.clone(),
-        peer_addr: me.peer_addr.clone(),
-        data_dir: spec.work_dir.join(format!("node{id}")),
-        initial_members: members.to_vec(),
+        id: raft_id,
+        client_addr: format!("{ip}:{CLIENT_PORT}"),
+        peer_addr: format!("{ip}:{PEER_PORT}"),
+        data_dir: spec.work_dir.join(data_dir),
+        initial_members: initial_members.to_vec(),
         raft: spec.raft.clone(),
         limits: Limits::default(),
         locks: spec.locks.clone(),
     };
     config.validate()?;
-    let title = format!("Written by the jepsen harness for node {id}; rewritten on every run.");
+    let title = format!(
+        "Written by the jepsen harness for node {slot} (member id {raft_id}); rewritten on every run."
+    );
     let text = steward::cli::node_config::render(&config, &title)?;
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
@@ -528,6 +645,8 @@ struct SpawnRequest {
     config: PathBuf,
     log: PathBuf,
     cwd: PathBuf,
+    /// Extra environment (libfaketime).
+    env: Vec<(String, String)>,
 }
 
 type SpawnReply = mpsc::Sender<std::io::Result<Child>>;
@@ -573,6 +692,7 @@ fn spawn_now(request: &SpawnRequest) -> std::io::Result<Child> {
         .arg("--config")
         .arg(&request.config)
         .current_dir(&request.cwd)
+        .envs(request.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err)

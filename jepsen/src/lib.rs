@@ -2,14 +2,18 @@
 //! histories under faults, and checkers (see README.md, "Fault injection").
 //!
 //! - `netns`, `cluster`: the cluster under test (namespaces, processes, always cleaned up).
-//! - `nemesis`: partitions, kill -9, pause, packet loss, on a seeded schedule.
+//! - `nemesis`: partitions, kill -9, pause, packet loss, clock, membership, on a seeded schedule;
+//!   `clock` (libfaketime settings) and `membership` (remove a member, add a fresh one) do the
+//!   last two.
 //! - `register`, `set`, `lockrmw`, `watch`: workloads; `history`: what clients saw; `outcome`: ok / fail / unknown.
 //! - `checker`: linearizability (register) ; `set::check`, `watch::check`; `plot`: latency over time with faults.
 
 pub mod checker;
+pub mod clock;
 pub mod cluster;
 pub mod history;
 pub mod lockrmw;
+pub mod membership;
 pub mod nemesis;
 pub mod netns;
 pub mod outcome;

@@ -25,7 +25,8 @@ struct Args {
     /// register | set | lock | watch
     #[arg(long, default_value = "register")]
     workload: String,
-    /// Comma-separated: partition, kill, pause, loss; or none.
+    /// Comma-separated: partition, kill, pause, loss, clock, membership; or none. `clock` needs
+    /// libfaketime (Debian package `faketime`).
     #[arg(long, default_value = "partition,kill,pause")]
     nemesis: String,
     /// How long the workload runs.
@@ -128,12 +129,21 @@ async fn run(args: Args) -> anyhow::Result<i32> {
     });
     nemesis::check_kinds(&kinds)?;
     std::fs::create_dir_all(&out)?;
+    let faketime = match kinds.contains(&"clock") {
+        true => Some(jepsen::clock::find_libfaketime().ok_or_else(|| {
+            anyhow::anyhow!(
+                "--nemesis clock needs libfaketime: apt-get install faketime (looked for libfaketimeMT.so.1)"
+            )
+        })?),
+        false => None,
+    };
     let spec = ClusterSpec {
         nodes: args.nodes,
         steward_bin: steward_bin(args.steward_bin.clone())?,
         work_dir: out.join("cluster"),
         raft: steward::config::RaftConfig::default(),
         locks: steward::config::LocksConfig::default(),
+        faketime,
     };
     jepsen::netns::cleanup_stale();
     let mut cluster = NetCluster::start(spec).await?;

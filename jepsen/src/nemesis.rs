@@ -1,6 +1,8 @@
 //! Faults on a `NetCluster`: partitions and packet loss with nftables rules inside the node
-//! namespaces, kill -9 and SIGSTOP by PID; each one reversed by `heal` and recorded on a
-//! timeline. `schedule` turns a seed into the faults of a run.
+//! namespaces, kill -9 and SIGSTOP by PID, wall-clock steps and drift (libfaketime, `clock`),
+//! and membership changes (a member removed, a fresh one added in its place, `membership`);
+//! each one reversed by `heal` and recorded on a timeline. `schedule` turns a seed into the
+//! faults of a run.
 //!
 //! Who calls it: the runner (apply a scheduled fault, wait its length, heal) and tests.
 //!
@@ -17,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::FakeClock;
 use crate::cluster::NetCluster;
+use crate::membership;
 use crate::rng::Rng;
 
 /// As a node id in a `Fault`: whichever node leads when the fault is applied (node ids start
@@ -26,7 +30,7 @@ use crate::rng::Rng;
 pub const LEADER: u64 = 0;
 
 /// The nemesis kinds `schedule` knows, as named on the command line.
-pub const KINDS: [&str; 4] = ["partition", "kill", "pause", "loss"];
+pub const KINDS: [&str; 6] = ["partition", "kill", "pause", "loss", "clock", "membership"];
 
 /// One fault. Node ids are cluster ids, or `LEADER`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,6 +53,15 @@ pub enum Fault {
     Pause(u64),
     /// `percent`% of the packets between `a` and `b` are dropped, both ways.
     PacketLoss { a: u64, b: u64, percent: u8 },
+    /// The node's wall clock steps by `delta_ms` (negative: back); `heal` steps it back to
+    /// real time.
+    ClockJump { node: u64, delta_ms: i64 },
+    /// The node's wall clock runs at `percent`% of real speed from now on (no step); `heal`
+    /// steps it back to real time.
+    ClockRate { node: u64, percent: u32 },
+    /// The member in the node's slot is removed from the cluster and its process stopped;
+    /// `heal` starts a fresh member (new id, empty data dir) there and adds it as a voter.
+    Replace(u64),
 }
 
 fn node(id: u64) -> String {
@@ -86,6 +99,19 @@ impl fmt::Display for Fault {
                     node(*b)
                 )
             }
+            Fault::ClockJump { node: id, delta_ms } => {
+                let secs = *delta_ms as f64 / 1000.0;
+                write!(f, "clock: {} steps {secs:+.3} s", node(*id))
+            }
+            Fault::ClockRate { node: id, percent } => {
+                let rate = f64::from(*percent) / 100.0;
+                write!(f, "clock: {} runs at {rate:.2}x real speed", node(*id))
+            }
+            Fault::Replace(id) => write!(
+                f,
+                "membership: remove {}, then add a fresh member in its place",
+                node(*id)
+            ),
         }
     }
 }
@@ -138,6 +164,10 @@ pub struct Nemesis {
     killed: BTreeSet<u64>,
     /// Paused by `apply`, resumed by `heal`.
     paused: BTreeSet<u64>,
+    /// Clocks moved by `apply`, set back to real time by `heal`.
+    skewed: BTreeSet<u64>,
+    /// Slots whose member `apply` removed; `heal` adds a fresh member in each.
+    vacated: BTreeSet<u64>,
     timeline: Vec<TimelineEntry>,
 }
 
@@ -148,6 +178,8 @@ impl Nemesis {
             start,
             killed: BTreeSet::new(),
             paused: BTreeSet::new(),
+            skewed: BTreeSet::new(),
+            vacated: BTreeSet::new(),
             timeline: Vec::new(),
         }
     }
@@ -175,6 +207,22 @@ impl Nemesis {
                 }
                 _ => what.push_str(" (not running or already paused: nothing done)"),
             },
+            Fault::ClockJump { node: id, delta_ms } => {
+                let (clock, _) = cluster.clock(id).unwrap_or((FakeClock::REAL, 0.0));
+                cluster.set_clock(id, clock.jumped(delta_ms as f64 / 1000.0))?;
+                self.skewed.insert(id);
+            }
+            Fault::ClockRate { node: id, percent } => {
+                let (clock, elapsed) = cluster.clock(id).unwrap_or((FakeClock::REAL, 0.0));
+                cluster.set_clock(id, clock.at_rate(f64::from(percent) / 100.0, elapsed))?;
+                self.skewed.insert(id);
+            }
+            Fault::Replace(id) => {
+                let old = membership::remove(cluster, id).await?;
+                self.paused.remove(&id);
+                self.vacated.insert(id);
+                what.push_str(&format!(" (member {old} removed, process stopped)"));
+            }
             ref network_fault => {
                 let scripts: Vec<(String, String)> = rules(network_fault, &cluster.node_ids())
                     .into_iter()
@@ -213,6 +261,12 @@ impl Nemesis {
             results.into_iter().find(Result::is_err).unwrap_or(Ok(()))
         })
         .await?;
+        let mut clock_err = None;
+        for id in std::mem::take(&mut self.skewed) {
+            if let Err(e) = cluster.set_clock(id, FakeClock::REAL) {
+                clock_err.get_or_insert(e);
+            }
+        }
         let resumed: Vec<u64> = std::mem::take(&mut self.paused).into_iter().collect();
         for &id in &resumed {
             cluster.resume(id);
@@ -224,11 +278,28 @@ impl Nemesis {
                 restart_err.get_or_insert(e);
             }
         }
-        let what = format!("heal: rules flushed, resumed {resumed:?}, restarted {restarted:?}");
+        // After the restarts: a fresh member joins a cluster with every other node up.
+        let mut joined = Vec::new();
+        let mut join_err = None;
+        for id in std::mem::take(&mut self.vacated) {
+            match membership::add_fresh(cluster, id).await {
+                Ok(raft_id) => joined.push(format!("node {id} as member {raft_id}")),
+                Err(e) => {
+                    join_err.get_or_insert(e);
+                }
+            }
+        }
+        let mut what = format!("heal: rules flushed, resumed {resumed:?}, restarted {restarted:?}");
+        if !joined.is_empty() {
+            what.push_str(&format!(", joined {}", joined.join(", ")));
+        }
         tracing::info!(heal = %what, "nemesis: heal");
         self.record(TimelineKind::Heal, what);
         flushed?;
-        restart_err.map_or(Ok(()), Err)
+        match [clock_err, restart_err, join_err].into_iter().flatten().next() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// Everything applied and healed so far, in order.
@@ -246,7 +317,12 @@ impl Nemesis {
 /// running node), and a note for the timeline saying which it was.
 async fn resolve_leader(cluster: &NetCluster, fault: &Fault) -> (Fault, String) {
     let uses_leader = match fault {
-        Fault::PartitionIsolate(id) | Fault::Kill(id) | Fault::Pause(id) => *id == LEADER,
+        Fault::PartitionIsolate(id)
+        | Fault::Kill(id)
+        | Fault::Pause(id)
+        | Fault::Replace(id)
+        | Fault::ClockJump { node: id, .. }
+        | Fault::ClockRate { node: id, .. } => *id == LEADER,
         _ => false,
     };
     if !uses_leader {
@@ -269,6 +345,15 @@ async fn resolve_leader(cluster: &NetCluster, fault: &Fault) -> (Fault, String) 
     let resolved = match fault {
         Fault::PartitionIsolate(_) => Fault::PartitionIsolate(id),
         Fault::Kill(_) => Fault::Kill(id),
+        Fault::Replace(_) => Fault::Replace(id),
+        Fault::ClockJump { delta_ms, .. } => Fault::ClockJump {
+            node: id,
+            delta_ms: *delta_ms,
+        },
+        Fault::ClockRate { percent, .. } => Fault::ClockRate {
+            node: id,
+            percent: *percent,
+        },
         _ => Fault::Pause(id),
     };
     (resolved, note)
@@ -278,7 +363,12 @@ async fn resolve_leader(cluster: &NetCluster, fault: &Fault) -> (Fault, String) 
 pub fn validate(fault: &Fault, ids: &[u64]) -> anyhow::Result<()> {
     let known = |id: &u64| ids.contains(id);
     let named: Vec<u64> = match fault {
-        Fault::PartitionIsolate(id) | Fault::Kill(id) | Fault::Pause(id) => vec![*id],
+        Fault::PartitionIsolate(id)
+        | Fault::Kill(id)
+        | Fault::Pause(id)
+        | Fault::Replace(id)
+        | Fault::ClockJump { node: id, .. }
+        | Fault::ClockRate { node: id, .. } => vec![*id],
         Fault::PartitionHalves(a, b) => a.iter().chain(b).copied().collect(),
         Fault::PartitionBridge {
             left,
@@ -311,6 +401,13 @@ pub fn validate(fault: &Fault, ids: &[u64]) -> anyhow::Result<()> {
                 "{fault}: percent must be 1..=100"
             )
         }
+        Fault::ClockRate { percent, .. } => anyhow::ensure!(
+            (1..=10_000).contains(percent) && *percent != 100,
+            "{fault}: percent must be 1..=10000 and not 100"
+        ),
+        Fault::ClockJump { delta_ms, .. } => {
+            anyhow::ensure!(*delta_ms != 0, "{fault}: a step of 0 changes nothing")
+        }
         _ => {}
     }
     Ok(())
@@ -337,7 +434,11 @@ pub fn rules(fault: &Fault, ids: &[u64]) -> BTreeMap<u64, Vec<DropRule>> {
             let others: Vec<u64> = ids.iter().copied().filter(|o| o != id).collect();
             cut(&[*id], &others)
         }
-        Fault::Kill(_) | Fault::Pause(_) => {}
+        Fault::Kill(_)
+        | Fault::Pause(_)
+        | Fault::Replace(_)
+        | Fault::ClockJump { .. }
+        | Fault::ClockRate { .. } => {}
         Fault::PartitionHalves(a, b) => cut(a, b),
         Fault::PartitionBridge { left, right, .. } => cut(left, right),
         Fault::PartitionOneWay { from, to } => drop(*to, *from, 100),
@@ -390,7 +491,10 @@ pub fn check_kinds(kinds: &[&str]) -> anyhow::Result<()> {
 /// - partition: isolate the leader, isolate a random node, random halves (minority |
 ///   majority), bridge, or one-way between two random nodes;
 /// - kill: the leader or a random node (half each); pause: the leader two times in three;
-/// - loss: 20-60% on the link between two random nodes.
+/// - loss: 20-60% on the link between two random nodes;
+/// - clock: on the leader two times in three (only the leader's clock reaches the log), a step
+///   of 2-60 s either way, or a rate of 0.25x, 0.5x, 2x or 4x;
+/// - membership: remove the leader (one time in three) or a random node, and add a fresh one.
 ///
 /// Panics on a kind not in `KINDS` (see `check_kinds`). Partitions and loss need two nodes and
 /// bridges three; slots whose fault cannot be made stay quiet.
@@ -443,6 +547,28 @@ fn pick(rng: &mut Rng, kind: &str, ids: &[u64]) -> Option<Fault> {
             any(rng)
         })),
         "pause" => Some(Fault::Pause(if rng.below(3) < 2 {
+            LEADER
+        } else {
+            any(rng)
+        })),
+        "clock" => {
+            let id = if rng.below(3) < 2 { LEADER } else { any(rng) };
+            Some(if rng.below(2) == 0 {
+                let secs = 2 + rng.below(59) as i64;
+                let sign = if rng.below(2) == 0 { 1 } else { -1 };
+                Fault::ClockJump {
+                    node: id,
+                    delta_ms: sign * secs * 1000,
+                }
+            } else {
+                Fault::ClockRate {
+                    node: id,
+                    percent: [25, 50, 200, 400][rng.below(4) as usize],
+                }
+            })
+        }
+        // Removing one of two would leave a single voter: not a fault a real operator makes.
+        "membership" if n >= 3 => Some(Fault::Replace(if rng.below(3) == 0 {
             LEADER
         } else {
             any(rng)
@@ -566,6 +692,12 @@ mod tests {
             }]
         );
         assert!(rules(&Fault::Kill(1), &ids()).is_empty());
+        assert!(rules(&Fault::Replace(1), &ids()).is_empty());
+        let jump = Fault::ClockJump {
+            node: 1,
+            delta_ms: 5_000,
+        };
+        assert!(rules(&jump, &ids()).is_empty());
     }
 
     #[test]
@@ -582,12 +714,24 @@ mod tests {
         };
         assert!(validate(&loss, &ids).is_err());
         assert!(validate(&Fault::PartitionHalves(vec![1, 2], vec![3, 4, 5]), &ids).is_ok());
+        let still = Fault::ClockRate {
+            node: 1,
+            percent: 100,
+        };
+        assert!(validate(&still, &ids).is_err());
+        let no_step = Fault::ClockJump {
+            node: 2,
+            delta_ms: 0,
+        };
+        assert!(validate(&no_step, &ids).is_err());
+        assert!(validate(&Fault::Replace(6), &ids).is_err());
+        assert!(validate(&Fault::Replace(5), &ids).is_ok());
     }
 
     #[test]
     fn schedule_is_seeded_ordered_disjoint_and_within_the_run() {
-        let kinds = ["partition", "kill", "pause", "loss"];
-        let duration = Duration::from_secs(300);
+        let kinds = KINDS;
+        let duration = Duration::from_secs(400);
         let interval = Duration::from_secs(8);
         let a = schedule(7, &kinds, &ids(), duration, interval);
         let b = schedule(7, &kinds, &[5, 4, 3, 2, 1], duration, interval);
@@ -604,11 +748,20 @@ mod tests {
         let (start, _, length) = a.last().expect("faults");
         assert!(*start + *length <= duration);
         for (_, fault, _) in &a {
-            let resolved = match fault {
+            let resolved = match fault.clone() {
                 Fault::PartitionIsolate(LEADER) => Fault::PartitionIsolate(1),
                 Fault::Kill(LEADER) => Fault::Kill(1),
                 Fault::Pause(LEADER) => Fault::Pause(1),
-                f => f.clone(),
+                Fault::Replace(LEADER) => Fault::Replace(1),
+                Fault::ClockJump {
+                    node: LEADER,
+                    delta_ms,
+                } => Fault::ClockJump { node: 1, delta_ms },
+                Fault::ClockRate {
+                    node: LEADER,
+                    percent,
+                } => Fault::ClockRate { node: 1, percent },
+                f => f,
             };
             validate(&resolved, &ids()).expect("scheduled faults are valid");
         }
@@ -618,10 +771,12 @@ mod tests {
                 Fault::Kill(_) => "kill",
                 Fault::Pause(_) => "pause",
                 Fault::PacketLoss { .. } => "loss",
+                Fault::ClockJump { .. } | Fault::ClockRate { .. } => "clock",
+                Fault::Replace(_) => "membership",
                 _ => "partition",
             })
             .collect();
-        assert_eq!(seen.len(), 4, "every kind appears: {seen:?}");
+        assert_eq!(seen.len(), KINDS.len(), "every kind appears: {seen:?}");
     }
 
     #[test]
@@ -643,7 +798,8 @@ mod tests {
             Duration::from_secs(5)
         )
         .is_empty());
-        assert!(check_kinds(&["partition", "clock"]).is_err());
+        assert!(check_kinds(&["partition", "clock", "membership"]).is_ok());
+        assert!(check_kinds(&["partition", "bitflip"]).is_err());
     }
 
     #[test]

@@ -52,6 +52,7 @@ fn spec(name: &str) -> ClusterSpec {
         work_dir,
         raft: steward::config::RaftConfig::default(),
         locks: steward::config::LocksConfig::default(),
+        faketime: None,
     }
 }
 
@@ -308,5 +309,147 @@ async fn a_dropped_cluster_leaves_nothing_behind() {
         "every node is gone"
     );
     assert_eq!(leftovers(&prefix), Vec::<String>::new());
+    let _ = std::fs::remove_dir_all(work_dir);
+}
+
+/// The creationTimestamp (ms since the epoch) of a new object: the time the leader stamped.
+async fn stamped_ms(client: &steward::client::Client, name: &str) -> Option<u64> {
+    let obj = serde_json::json!({
+        "apiVersion": "v1", "kind": "ClockProbe",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {},
+    });
+    let created = client.create(&obj).await.ok()?;
+    let ts = created["metadata"]["creationTimestamp"].as_str()?;
+    let at = humantime::parse_rfc3339(ts).ok()?;
+    Some(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as u64)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64
+}
+
+/// A clock step on the leader reaches the time it stamps on entries (libfaketime works on
+/// steward), and heal sets the clock file back; replacing the leader leaves three voters, one
+/// with a fresh id in the old leader's slot, that serve writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clock_and_membership_faults_reach_the_cluster() {
+    if !namespaces_available() {
+        return;
+    }
+    let Some(lib) = jepsen::clock::find_libfaketime() else {
+        eprintln!("skipped: libfaketime not installed (apt-get install faketime)");
+        return;
+    };
+    let mut spec = spec("clockmember");
+    spec.faketime = Some(lib);
+    let work_dir = spec.work_dir.clone();
+    let mut cluster = NetCluster::start(spec).await.expect("start cluster");
+    let client = steward::client::Client::connect_with_timeout(
+        &cluster.client_endpoints(),
+        Duration::from_secs(5),
+    )
+    .expect("client");
+    let mut nemesis = Nemesis::new(Instant::now());
+
+    // An hour ahead on the leader: within libfaketime's re-read time the leader stamps it.
+    const HOUR_MS: u64 = 3_600_000;
+    let leader = cluster.leader().await.expect("a leader");
+    nemesis
+        .apply(
+            &mut cluster,
+            &Fault::ClockJump {
+                node: LEADER,
+                delta_ms: HOUR_MS as i64,
+            },
+        )
+        .await
+        .expect("clock jump");
+    let file = work_dir.join(format!("node{leader}.faketime"));
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("clock file"),
+        "+3600.000 x1.0000\n"
+    );
+    let mut probe = 0;
+    let skew = eventually(
+        "the leader to stamp its stepped clock",
+        ELECTION_WAIT,
+        || {
+            probe += 1;
+            let name = format!("probe-{probe}");
+            let client = &client;
+            async move {
+                let stamped = stamped_ms(client, &name).await?;
+                let skew = stamped.saturating_sub(now_ms());
+                (skew > HOUR_MS / 2).then_some(skew)
+            }
+        },
+    )
+    .await;
+    assert!(skew < HOUR_MS + 60_000, "about an hour ahead: {skew} ms");
+    nemesis.heal(&mut cluster).await.expect("heal");
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("clock file"),
+        "+0.000 x1.0000\n"
+    );
+
+    // Replace the leader: removed, its process stopped, a fresh member joins in its slot.
+    let leader = cluster.leader().await.expect("a leader");
+    let old_pid = cluster.pid(leader).expect("running");
+    nemesis
+        .apply(&mut cluster, &Fault::Replace(LEADER))
+        .await
+        .expect("remove the leader");
+    assert_eq!(proc_state(old_pid), None, "the removed member is stopped");
+    assert_eq!(cluster.pid(leader), None);
+    nemesis
+        .heal(&mut cluster)
+        .await
+        .expect("add a fresh member");
+    let fresh = cluster.raft_id(leader).expect("slot");
+    assert_eq!(fresh, 4, "the next unused id");
+    assert_eq!(cluster.slot_of(fresh), Some(leader));
+    assert_eq!(cluster.slot_of(leader), None, "the old id is gone");
+    let members = client.member_list().await.expect("member list");
+    let mut voters: Vec<u64> = members
+        .members
+        .iter()
+        .filter(|m| m.voter)
+        .map(|m| m.id)
+        .collect();
+    voters.sort_unstable();
+    let mut expected: Vec<u64> = [1, 2, 3, 4].into_iter().filter(|&i| i != leader).collect();
+    expected.sort_unstable();
+    assert_eq!(voters, expected);
+    assert_eq!(members.members.len(), 3, "no learner left over");
+    cluster
+        .wait_for_leader(ELECTION_WAIT)
+        .await
+        .expect("all three agree");
+    // The fresh member serves a write through its own endpoint.
+    let own = steward::client::Client::connect_with_timeout(
+        &[cluster.client_endpoint(leader)],
+        Duration::from_secs(5),
+    )
+    .expect("client");
+    let mut attempt = 0;
+    eventually("a write through the fresh member", ELECTION_WAIT, || {
+        attempt += 1;
+        let name = format!("through-fresh-{attempt}");
+        let own = &own;
+        async move { stamped_ms(own, &name).await }
+    })
+    .await;
+    let timeline: Vec<String> = nemesis.timeline().iter().map(|e| e.what.clone()).collect();
+    assert!(
+        timeline
+            .iter()
+            .any(|w| w.contains(&format!("joined node {leader} as member 4"))),
+        "{timeline:#?}"
+    );
+    cluster.stop().await;
     let _ = std::fs::remove_dir_all(work_dir);
 }
