@@ -7,6 +7,8 @@ use clap::{Parser, ValueEnum};
 
 /// The dev cluster's client endpoints (`steward dev`).
 pub const DEFAULT_ENDPOINTS: &str = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003";
+/// A local 3-node etcd's client endpoints (as in etcd's own Procfile and bench/compare-etcd.sh).
+pub const DEFAULT_ETCD_ENDPOINTS: &str = "127.0.0.1:2379,127.0.0.1:22379,127.0.0.1:32379";
 /// Run time when neither `--duration` nor `--total` is given.
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 /// Clients above this are a typo, not a benchmark (each is a task and a request in flight).
@@ -25,9 +27,14 @@ pub struct Cli {
     /// What each client does in a loop (see the README's benchmark section).
     #[arg(value_enum)]
     pub workload: Workload,
-    /// Client endpoints, comma-separated (`host:port` or `http://host:port`).
-    #[arg(long, default_value = DEFAULT_ENDPOINTS, value_delimiter = ',')]
-    pub endpoints: Vec<String>,
+    /// What to load: steward, or etcd (v3 gRPC API) with the matching operations, for comparison.
+    #[arg(long, value_enum, default_value_t = Target::Steward)]
+    pub target: Target,
+    /// Client endpoints, comma-separated (`host:port` or `http://host:port`). Default: the
+    /// `steward dev` cluster (127.0.0.1:7001-7003), or with `--target etcd` 127.0.0.1:2379,
+    /// 127.0.0.1:22379 and 127.0.0.1:32379.
+    #[arg(long, value_delimiter = ',')]
+    pub endpoints: Option<Vec<String>>,
     /// Concurrent clients (for `watch`: watchers; one more client writes).
     #[arg(long, default_value_t = 64)]
     pub clients: usize,
@@ -86,6 +93,24 @@ impl Workload {
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Steward,
+    /// etcd's v3 API: `create` is a Put of a new key, `update` a Txn comparing the key's
+    /// mod_revision then Put, `get` a Range (`serializable` for get-serializable), `list` a Range
+    /// over a prefix of 100 keys, `lock` Lock (under a lease per client) + Unlock.
+    Etcd,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Steward => "steward",
+            Target::Etcd => "etcd",
+        }
+    }
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Output {
     Table,
     Json,
@@ -104,6 +129,7 @@ pub enum Stop {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     pub workload: Workload,
+    pub target: Target,
     /// `http://host:port`, in the order given.
     pub endpoints: Vec<String>,
     pub clients: usize,
@@ -128,8 +154,16 @@ impl Plan {
 
 /// Checks the command line and fills in the defaults.
 pub fn plan(cli: &Cli) -> Result<Plan, String> {
-    let endpoints = cli
-        .endpoints
+    if cli.target == Target::Etcd && cli.workload == Workload::Watch {
+        return Err("--target etcd: the watch workload is not available for etcd yet".into());
+    }
+    let default = match cli.target {
+        Target::Steward => DEFAULT_ENDPOINTS,
+        Target::Etcd => DEFAULT_ETCD_ENDPOINTS,
+    };
+    let given = cli.endpoints.clone();
+    let endpoints = given
+        .unwrap_or_else(|| default.split(',').map(str::to_string).collect())
         .iter()
         .map(|e| normalize_endpoint(e))
         .collect::<Result<Vec<_>, _>>()?;
@@ -162,6 +196,7 @@ pub fn plan(cli: &Cli) -> Result<Plan, String> {
     }
     Ok(Plan {
         workload: cli.workload,
+        target: cli.target,
         endpoints,
         clients: cli.clients,
         conns,
@@ -213,6 +248,19 @@ mod tests {
         assert_eq!((p.clients, p.conns, p.value_size), (64, 9, 256));
         assert_eq!(p.stop, Stop::After(DEFAULT_DURATION));
         assert_eq!(p.output, Output::Table);
+        assert_eq!(p.target, Target::Steward);
+    }
+
+    #[test]
+    fn etcd_has_its_own_default_endpoints_and_no_watch() {
+        let p = plan(&cli(&["lock", "--target", "etcd"])).unwrap();
+        assert_eq!(p.target, Target::Etcd);
+        assert_eq!(p.endpoints[0], "http://127.0.0.1:2379");
+        assert_eq!(p.endpoints.len(), 3);
+        let p = plan(&cli(&["get", "--target", "etcd", "--endpoints", "h:1"])).unwrap();
+        assert_eq!(p.endpoints, ["http://h:1"]);
+        let err = plan(&cli(&["watch", "--target", "etcd"])).unwrap_err();
+        assert!(err.starts_with("--target"), "{err}");
     }
 
     #[test]

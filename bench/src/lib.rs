@@ -11,8 +11,10 @@
 //! nothing between the loop and the wire but tonic, so the client's own cost stays small.
 
 pub mod args;
-pub mod clients;
+pub mod etcd_ops;
+pub mod etcd_proto;
 pub mod names;
 pub mod report;
 pub mod runner;
+pub mod steward_ops;
 pub mod watch;

@@ -120,6 +120,38 @@ pub fn object_json(
     )
 }
 
+/// The etcd key prefix of a run's keys: `/bench/<run>/`.
+pub fn etcd_prefix(run: &RunId) -> String {
+    format!("/bench/{}/", run.0)
+}
+
+/// The `i`-th key pre-created for `list` on etcd, and whether it is under [`etcd_list_prefix`]
+/// (the listed 100) or beside it.
+pub fn etcd_list_key(run: &RunId, i: usize) -> String {
+    let (name, listed) = list_object(i);
+    let set = if listed { "listed" } else { "other" };
+    format!("{}{set}/{name}", etcd_prefix(run))
+}
+
+/// The prefix the etcd `list` workload ranges over.
+pub fn etcd_list_prefix(run: &RunId) -> String {
+    format!("{}listed/", etcd_prefix(run))
+}
+
+/// The end of the range of every key that starts with `prefix` (etcd's `range_end`: the prefix
+/// with its last byte incremented, dropping trailing 0xff bytes).
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // All 0xff (or empty): every key from the prefix on (etcd's "\0").
+    vec![0]
+}
+
 /// What a watcher needs of an event's object: its name and its stamp (the writer's send time).
 #[derive(serde::Deserialize)]
 struct Watched {
@@ -208,6 +240,27 @@ mod tests {
         assert_ne!(a, RunId::from_parts(1_000, 8));
         assert_eq!(a.to_string().len(), 8);
         valid(&object_json(&a.namespace(), "n", false, 1, None));
+    }
+
+    #[test]
+    fn etcd_list_keys_and_range() {
+        let run = RunId::from_parts(1, 2);
+        let prefix = etcd_list_prefix(&run);
+        let end = prefix_end(prefix.as_bytes());
+        let in_range = (0..LIST_MATCHING + LIST_OTHERS)
+            .map(|i| etcd_list_key(&run, i))
+            .filter(|k| k.as_bytes() >= prefix.as_bytes() && k.as_bytes() < end.as_slice())
+            .count();
+        assert_eq!(in_range, LIST_MATCHING);
+        assert!(etcd_list_key(&run, 0).starts_with(&etcd_prefix(&run)));
+    }
+
+    #[test]
+    fn prefix_end_increments_the_last_byte() {
+        assert_eq!(prefix_end(b"/a/"), b"/a0");
+        assert_eq!(prefix_end(b"a\xff"), b"b");
+        assert_eq!(prefix_end(b"\xff\xff"), [0]);
+        assert_eq!(prefix_end(b""), [0]);
     }
 
     #[test]

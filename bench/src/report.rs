@@ -3,7 +3,7 @@
 //! Pure: no I/O.
 //!
 //! JSON fields (`-o json`, one object):
-//! - `workload`, `endpoints` (as dialled), `clients`, `conns`, `value_size` (bytes);
+//! - `workload`, `target` (`steward` or `etcd`), `endpoints` (as dialled), `clients`, `conns`, `value_size` (bytes);
 //! - `elapsed_s`: from the start signal until the last client finished;
 //! - `ops`: successful operations (for `watch`: deliveries, one per watcher per write);
 //! - `ops_per_s`: `ops / elapsed_s`;
@@ -88,6 +88,7 @@ pub struct Latency {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     pub workload: String,
+    pub target: String,
     pub endpoints: Vec<String>,
     pub clients: usize,
     pub conns: usize,
@@ -105,6 +106,7 @@ pub struct Report {
 #[derive(Debug, Clone)]
 pub struct RunInfo {
     pub workload: String,
+    pub target: String,
     pub endpoints: Vec<String>,
     pub clients: usize,
     pub conns: usize,
@@ -138,6 +140,7 @@ impl Report {
         let ops = all.ops();
         Report {
             workload: info.workload,
+            target: info.target,
             endpoints: info.endpoints,
             clients: info.clients,
             conns: info.conns,
@@ -164,11 +167,12 @@ impl Report {
     pub fn to_table(&self) -> String {
         let l = &self.latency_ms;
         let header = [
-            "WORKLOAD", "CLIENTS", "CONNS", "SECS", "OPS", "OPS/S", "P50-MS", "P90-MS", "P99-MS",
-            "P99.9-MS", "MAX-MS", "ERRORS",
+            "WORKLOAD", "TARGET", "CLIENTS", "CONNS", "SECS", "OPS", "OPS/S", "P50-MS", "P90-MS",
+            "P99-MS", "P99.9-MS", "MAX-MS", "ERRORS",
         ];
         let row = [
             self.workload.clone(),
+            self.target.clone(),
             self.clients.to_string(),
             self.conns.to_string(),
             format!("{:.2}", self.elapsed_s),
@@ -228,6 +232,7 @@ mod tests {
     fn info() -> RunInfo {
         RunInfo {
             workload: "create".into(),
+            target: "steward".into(),
             endpoints: vec!["http://127.0.0.1:7001".into()],
             clients: 2,
             conns: 1,
@@ -285,6 +290,7 @@ mod tests {
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
         let mut want = vec![
             "workload",
+            "target",
             "endpoints",
             "clients",
             "conns",
@@ -325,8 +331,10 @@ mod tests {
         let t = Report::new(info(), &all, Duration::from_secs(1), None).to_table();
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 3, "{t}");
-        assert!(lines[0].starts_with("WORKLOAD   CLIENTS   CONNS   SECS   OPS   OPS/S   P50-MS"));
-        assert!(lines[1].starts_with("create     2         1       1.00   1     1       2.00"));
+        assert!(lines[0]
+            .starts_with("WORKLOAD   TARGET    CLIENTS   CONNS   SECS   OPS   OPS/S   P50-MS"));
+        assert!(lines[1]
+            .starts_with("create     steward   2         1       1.00   1     1       2.00"));
         // Every value starts under its header.
         for h in ["OPS/S", "P99-MS", "ERRORS"] {
             let col = lines[0].find(h).unwrap();

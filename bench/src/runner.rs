@@ -2,6 +2,7 @@
 //! connection, each), lets every client prepare, starts them all at once, stops them by time or
 //! count, and merges what they recorded into a [`Report`]. Called by `main` only.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,10 +10,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::args::{Plan, Stop, Workload};
+use crate::args::{Plan, Stop, Target, Workload};
 use crate::names::RunId;
 use crate::report::{Recorder, Report, RunInfo};
-use crate::{clients, watch};
+use crate::{etcd_ops, steward_ops, watch};
 
 /// How long dialling one connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -28,12 +29,14 @@ pub struct Measured {
 pub async fn run(plan: &Plan) -> anyhow::Result<Report> {
     let run = RunId::new();
     let channels = connect(plan).await?;
-    let measured = match plan.workload {
-        Workload::Watch => watch::run(plan, &run, &channels).await?,
-        _ => clients::run(plan, &run, &channels).await?,
+    let measured = match (plan.target, plan.workload) {
+        (Target::Steward, Workload::Watch) => watch::run(plan, &run, &channels).await?,
+        (Target::Steward, _) => steward_ops::run(plan, &run, &channels).await?,
+        (Target::Etcd, _) => etcd_ops::run(plan, &run, &channels).await?,
     };
     let info = RunInfo {
         workload: plan.workload.name().to_string(),
+        target: plan.target.name().to_string(),
         endpoints: plan.endpoints.clone(),
         clients: plan.clients,
         conns: plan.conns,
@@ -62,6 +65,71 @@ async fn connect(plan: &Plan) -> anyhow::Result<Vec<Channel>> {
         }
     });
     futures::future::try_join_all(dials).await
+}
+
+/// One client of a request/response workload, on its own connection handles and state.
+pub trait Worker: Send + 'static {
+    /// Untimed set-up (e.g. the object this client will read), before the common start.
+    fn prepare(&mut self) -> impl Future<Output = anyhow::Result<()>> + Send;
+    /// One timed operation; `Err` is the report's error code (a gRPC code name, `WrongResult`).
+    fn step(&mut self) -> impl Future<Output = Result<(), String>> + Send;
+}
+
+/// Lets every worker prepare, starts them all at once (the clock starts when the last one is
+/// ready), repeats their operation until the plan's stop, and merges what they recorded. A
+/// worker that fails to prepare fails the run with its error.
+pub async fn drive<W: Worker>(plan: &Plan, workers: Vec<W>) -> anyhow::Result<Measured> {
+    let n = workers.len();
+    let (start_tx, start_rx) = tokio::sync::watch::channel::<Option<Until>>(None);
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<anyhow::Result<()>>(n.max(1));
+    let tasks: Vec<_> = workers
+        .into_iter()
+        .map(|mut worker| {
+            let (ready_tx, mut start_rx) = (ready_tx.clone(), start_rx.clone());
+            tokio::spawn(async move {
+                let mut rec = Recorder::default();
+                let prepared = worker.prepare().await;
+                let failed = prepared.is_err();
+                let _ = ready_tx.send(prepared).await;
+                drop(ready_tx);
+                if failed {
+                    return rec;
+                }
+                // Err: the run was called off (another worker failed to prepare).
+                let Ok(until) = start_rx.wait_for(Option::is_some).await.map(|u| u.clone()) else {
+                    return rec;
+                };
+                let until = until.expect("waited for Some");
+                while until.more() {
+                    let t = Instant::now();
+                    match worker.step().await {
+                        Ok(()) => rec.ok(t.elapsed()),
+                        Err(code) => rec.error(&code),
+                    }
+                }
+                rec
+            })
+        })
+        .collect();
+    drop(ready_tx);
+    for _ in 0..n {
+        match ready_rx.recv().await {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(e),
+            None => anyhow::bail!("a client ended while preparing"),
+        }
+    }
+    let start = Instant::now();
+    start_tx.send_replace(Some(Until::new(plan.stop, start)));
+    let mut all = Recorder::default();
+    for t in tasks {
+        all.merge(&t.await.context("a client task panicked")?);
+    }
+    Ok(Measured {
+        all,
+        elapsed: start.elapsed(),
+        writes: None,
+    })
 }
 
 /// When a client starts no more operations: shared by all clients of a run.

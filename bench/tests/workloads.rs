@@ -1,6 +1,7 @@
 //! Every workload of `steward-bench` for about a second against a real 3-node steward cluster on
 //! 127.0.0.1 (free ports, a temp dir), through the binary with `-o json`: each must do work and
-//! see no error.
+//! see no error. The same for `--target etcd` against a real 3-node etcd where an `etcd` binary
+//! is on the PATH (Debian's etcd-server; elsewhere that test prints one line and passes).
 //!
 //! The steward binary is `$STEWARD_BIN` if set; otherwise this test runs `cargo build --bin
 //! steward` in the workspace (a no-op when it is up to date) and takes it from the same target
@@ -150,39 +151,58 @@ impl Drop for Cluster {
     }
 }
 
+/// Runs one workload for a second with 4 clients and checks that it did work without errors.
+fn run_clean(target: &str, workload: &str, endpoints: &str) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_steward-bench"))
+        .args([workload, "--target", target, "--endpoints", endpoints])
+        .args([
+            "--clients",
+            "4",
+            "--duration",
+            "1s",
+            "--value-size",
+            "64",
+            "-o",
+            "json",
+        ])
+        .output()
+        .expect("run steward-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{target} {workload}: {stderr}");
+    let report: serde_json::Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{workload}: one JSON object expected ({e}): {stdout}"));
+    eprintln!("{target} {workload}: {stdout}");
+    assert_eq!(report["workload"], workload);
+    assert_eq!(report["target"], target);
+    assert_eq!(report["clients"], 4);
+    assert_eq!(report["conns"], 4);
+    assert!(report["ops"].as_u64().unwrap() > 0, "{workload}: {stdout}");
+    assert_eq!(report["errors_total"], 0, "{workload}: {stdout}");
+    assert!(report["latency_ms"]["p99"].as_f64().unwrap() > 0.0);
+    report
+}
+
+const REQUEST_WORKLOADS: [&str; 7] = [
+    "create",
+    "update",
+    "get",
+    "get-serializable",
+    "list",
+    "lock",
+    "lock-contended",
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_workload_runs_without_errors() {
     let bin = steward_bin();
     let cluster = Cluster::start(&bin);
     cluster.wait_leader().await;
     let endpoints = cluster.client_addrs.join(",");
-    for workload in [
-        "create",
-        "update",
-        "get",
-        "get-serializable",
-        "list",
-        "lock",
-        "lock-contended",
-        "watch",
-    ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_steward-bench"))
-            .args([workload, "--endpoints", &endpoints, "--clients", "4"])
-            .args(["--duration", "1s", "--value-size", "64", "-o", "json"])
-            .output()
-            .expect("run steward-bench");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{workload}: {stderr}");
-        let report: serde_json::Value = serde_json::from_str(stdout.trim())
-            .unwrap_or_else(|e| panic!("{workload}: one JSON object expected ({e}): {stdout}"));
-        eprintln!("{workload}: {stdout}");
-        assert_eq!(report["workload"], workload);
-        assert_eq!(report["clients"], 4);
-        assert_eq!(report["conns"], 4);
-        assert!(report["ops"].as_u64().unwrap() > 0, "{workload}: {stdout}");
-        assert_eq!(report["errors_total"], 0, "{workload}: {stdout}");
-        assert!(report["latency_ms"]["p99"].as_f64().unwrap() > 0.0);
+    for workload in REQUEST_WORKLOADS.iter().chain(&["watch"]) {
+        let workload = *workload;
+        let report = run_clean("steward", workload, &endpoints);
+        let stdout = report.to_string();
         if workload == "watch" {
             // Every watcher received every acknowledged write.
             let writes = report["writes"].as_u64().unwrap();
@@ -201,4 +221,112 @@ async fn every_workload_runs_without_errors() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.starts_with("error: connect to http://"), "{stderr}");
+}
+
+/// Three `etcd` processes (fsyncing, as by default), killed on drop.
+struct Etcd {
+    _dir: tempfile::TempDir,
+    children: Vec<Child>,
+    client_addrs: Vec<String>,
+}
+
+impl Etcd {
+    fn start(bin: &Path) -> Etcd {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let peers: Vec<String> = (0..3)
+            .map(|_| format!("http://127.0.0.1:{}", free_port()))
+            .collect();
+        let client_addrs: Vec<String> = (0..3)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
+        let cluster: Vec<String> = peers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("e{i}={p}"))
+            .collect();
+        let children = (0..3)
+            .map(|i| {
+                let client = format!("http://{}", client_addrs[i]);
+                let log =
+                    std::fs::File::create(dir.path().join(format!("e{i}.log"))).expect("log file");
+                Command::new(bin)
+                    .arg(format!("--name=e{i}"))
+                    .arg(format!(
+                        "--data-dir={}",
+                        dir.path().join(format!("e{i}")).display()
+                    ))
+                    .arg(format!("--listen-client-urls={client}"))
+                    .arg(format!("--advertise-client-urls={client}"))
+                    .arg(format!("--listen-peer-urls={}", peers[i]))
+                    .arg(format!("--initial-advertise-peer-urls={}", peers[i]))
+                    .arg(format!("--initial-cluster={}", cluster.join(",")))
+                    .arg("--initial-cluster-state=new")
+                    .stdout(Stdio::null())
+                    .stderr(log)
+                    .spawn()
+                    .expect("spawn etcd")
+            })
+            .collect();
+        Etcd {
+            _dir: dir,
+            children,
+            client_addrs,
+        }
+    }
+
+    /// Waits until every member serves a linearizable read (so a leader is elected).
+    async fn wait_ready(&self) {
+        use steward_bench::etcd_proto::etcdserverpb::kv_client::KvClient;
+        use steward_bench::etcd_proto::etcdserverpb::RangeRequest;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for addr in &self.client_addrs {
+            loop {
+                let ready = async {
+                    let mut kv = KvClient::connect(format!("http://{addr}")).await.ok()?;
+                    let req = RangeRequest {
+                        key: b"ready".to_vec(),
+                        ..Default::default()
+                    };
+                    kv.range(req).await.ok()
+                };
+                if ready.await.is_some() {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "etcd at {addr} not ready");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `etcd` on the PATH, if any.
+fn etcd_bin() -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join("etcd"))
+        .find(|p| p.is_file())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_etcd_workload_runs_without_errors() {
+    let Some(bin) = etcd_bin() else {
+        eprintln!("skipped: no etcd on the PATH (apt-get install etcd-server)");
+        return;
+    };
+    let etcd = Etcd::start(&bin);
+    etcd.wait_ready().await;
+    let endpoints = etcd.client_addrs.join(",");
+    for workload in REQUEST_WORKLOADS {
+        run_clean("etcd", workload, &endpoints);
+    }
 }

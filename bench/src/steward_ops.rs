@@ -1,8 +1,5 @@
-//! The request/response workloads (everything but `watch`): each client is a [`Worker`] that
-//! prepares what it needs (untimed), waits for the common start, then repeats one operation and
-//! records its latency or its error code until the run stops.
-
-use std::time::Instant;
+//! The steward request/response workloads (everything but `watch`): each client is a
+//! [`StewardWorker`] on steward's generated gRPC stubs, driven by [`runner::drive`].
 
 use anyhow::Context;
 use futures::StreamExt;
@@ -16,8 +13,8 @@ use tonic::transport::Channel;
 
 use crate::args::{Plan, Workload};
 use crate::names::{self, RunId, KIND};
-use crate::report::{code_name, Recorder};
-use crate::runner::{Measured, Until};
+use crate::report::code_name;
+use crate::runner::{self, Measured};
 
 /// Creates of the `list` set in flight at once while preparing.
 const PREPARE_CONCURRENCY: usize = 32;
@@ -27,56 +24,10 @@ pub async fn run(plan: &Plan, run: &RunId, channels: &[Channel]) -> anyhow::Resu
     if plan.workload == Workload::List {
         prepare_list(plan, &ns, channels).await?;
     }
-    let (start_tx, start_rx) = tokio::sync::watch::channel::<Option<Until>>(None);
-    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<anyhow::Result<()>>(plan.clients);
-    let tasks: Vec<_> = (0..plan.clients)
-        .map(|c| {
-            let channel = channels[plan.conn_of_client(c)].clone();
-            let mut worker = Worker::new(plan, run, c, channel);
-            let (ready_tx, mut start_rx) = (ready_tx.clone(), start_rx.clone());
-            tokio::spawn(async move {
-                let mut rec = Recorder::default();
-                let prepared = worker.prepare().await;
-                let failed = prepared.is_err();
-                let _ = ready_tx.send(prepared).await;
-                if failed {
-                    return rec;
-                }
-                // Err: the run was called off (another client failed to prepare).
-                let Ok(until) = start_rx.wait_for(Option::is_some).await.map(|u| u.clone()) else {
-                    return rec;
-                };
-                let until = until.expect("waited for Some");
-                while until.more() {
-                    let t = Instant::now();
-                    match worker.step().await {
-                        Ok(()) => rec.ok(t.elapsed()),
-                        Err(code) => rec.error(&code),
-                    }
-                }
-                rec
-            })
-        })
+    let workers = (0..plan.clients)
+        .map(|c| StewardWorker::new(plan, run, c, channels[plan.conn_of_client(c)].clone()))
         .collect();
-    drop(ready_tx);
-    for _ in 0..plan.clients {
-        match ready_rx.recv().await {
-            Some(Ok(())) => {}
-            Some(Err(e)) => return Err(e),
-            None => anyhow::bail!("a client ended while preparing"),
-        }
-    }
-    let start = Instant::now();
-    start_tx.send_replace(Some(Until::new(plan.stop, start)));
-    let mut all = Recorder::default();
-    for t in tasks {
-        all.merge(&t.await.context("a client task panicked")?);
-    }
-    Ok(Measured {
-        all,
-        elapsed: start.elapsed(),
-        writes: None,
-    })
+    runner::drive(plan, workers).await
 }
 
 /// Creates the `list` workload's objects: [`names::LIST_MATCHING`] with the label, as many
@@ -111,8 +62,8 @@ async fn create(res: &mut ResourcesClient<Channel>, body: String) -> Result<u64,
     Ok(reply.into_inner().revision)
 }
 
-/// One client's connection handles and its own state between operations.
-enum Worker {
+/// One steward client's connection handles and its own state between operations.
+pub enum StewardWorker {
     Create {
         res: ResourcesClient<Channel>,
         ns: String,
@@ -148,21 +99,21 @@ enum Worker {
     },
 }
 
-impl Worker {
-    fn new(plan: &Plan, run: &RunId, client: usize, channel: Channel) -> Worker {
+impl StewardWorker {
+    pub fn new(plan: &Plan, run: &RunId, client: usize, channel: Channel) -> StewardWorker {
         let ns = run.namespace();
         let res = || ResourcesClient::new(channel.clone());
         let own =
             || names::object_json(&ns, &names::own_name(client), false, plan.value_size, None);
         match plan.workload {
-            Workload::Create => Worker::Create {
+            Workload::Create => StewardWorker::Create {
                 res: res(),
                 ns: ns.clone(),
                 client,
                 seq: 0,
                 value_size: plan.value_size,
             },
-            Workload::Update => Worker::Update {
+            Workload::Update => StewardWorker::Update {
                 res: res(),
                 ns: ns.clone(),
                 name: names::own_name(client),
@@ -170,7 +121,7 @@ impl Worker {
                 seq: 0,
                 revision: 0,
             },
-            Workload::Get | Workload::GetSerializable => Worker::Get {
+            Workload::Get | Workload::GetSerializable => StewardWorker::Get {
                 res: res(),
                 body: own(),
                 ns: ns.clone(),
@@ -181,8 +132,8 @@ impl Worker {
                     Consistency::Serializable
                 },
             },
-            Workload::List => Worker::List { res: res(), ns },
-            Workload::Lock | Workload::LockContended => Worker::Lock {
+            Workload::List => StewardWorker::List { res: res(), ns },
+            Workload::Lock | Workload::LockContended => StewardWorker::Lock {
                 locks: LocksClient::new(channel.clone()),
                 name: run.lock_name((plan.workload == Workload::Lock).then_some(client)),
                 holder: run.holder(client),
@@ -190,11 +141,13 @@ impl Worker {
             Workload::Watch => unreachable!("watch has its own driver"),
         }
     }
+}
 
+impl runner::Worker for StewardWorker {
     /// Untimed set-up: the object a client updates or reads.
     async fn prepare(&mut self) -> anyhow::Result<()> {
         match self {
-            Worker::Update {
+            StewardWorker::Update {
                 res,
                 ns,
                 name,
@@ -207,7 +160,7 @@ impl Worker {
                     .await
                     .with_context(|| format!("prepare: create {KIND}/{ns}/{name}"))?;
             }
-            Worker::Get {
+            StewardWorker::Get {
                 res,
                 ns,
                 name,
@@ -231,7 +184,7 @@ impl Worker {
     /// One timed operation; `Err` is the report's error code.
     async fn step(&mut self) -> Result<(), String> {
         match self {
-            Worker::Create {
+            StewardWorker::Create {
                 res,
                 ns,
                 client,
@@ -244,7 +197,7 @@ impl Worker {
                 let body = names::object_json(ns, &name, false, *value_size, None);
                 create(res, body).await.map(drop).map_err(|s| code_name(&s))
             }
-            Worker::Update {
+            StewardWorker::Update {
                 res,
                 ns,
                 name,
@@ -276,7 +229,7 @@ impl Worker {
                     }
                 }
             }
-            Worker::Get {
+            StewardWorker::Get {
                 res,
                 ns,
                 name,
@@ -297,7 +250,7 @@ impl Worker {
                 }
                 Ok(())
             }
-            Worker::List { res, ns } => {
+            StewardWorker::List { res, ns } => {
                 let reply = res
                     .list(ListRequest {
                         kind: KIND.into(),
@@ -317,7 +270,7 @@ impl Worker {
                 }
                 Ok(())
             }
-            Worker::Lock {
+            StewardWorker::Lock {
                 locks,
                 name,
                 holder,

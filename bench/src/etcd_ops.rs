@@ -1,0 +1,339 @@
+//! The same workloads against etcd's v3 gRPC API, for the side-by-side comparison (issue 5):
+//! [`EtcdWorker`] on the generated stubs of proto/etcd.proto and proto/v3lock.proto, driven by
+//! [`runner::drive`] exactly like the steward workers, with the same value sizes.
+//!
+//! | workload | etcd operation |
+//! |---|---|
+//! | create | Put of a new key |
+//! | update | Txn: if the key's mod_revision is the one of the last update, Put (as Kubernetes does) |
+//! | get / get-serializable | Range of one key, linearizable / `serializable` |
+//! | list | Range over a prefix holding the 100 listed keys (100 others sit beside it) |
+//! | lock / lock-contended | Lock (under one lease per client, granted before the clock) + Unlock |
+
+use std::time::Duration;
+
+use anyhow::Context;
+use futures::StreamExt;
+use tonic::transport::Channel;
+
+use crate::args::{Plan, Workload};
+use crate::etcd_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use crate::etcd_proto::etcdserverpb::kv_client::KvClient;
+use crate::etcd_proto::etcdserverpb::lease_client::LeaseClient;
+use crate::etcd_proto::etcdserverpb::request_op::Request;
+use crate::etcd_proto::etcdserverpb::{
+    Compare, LeaseGrantRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,
+};
+use crate::etcd_proto::v3lockpb::lock_client::LockClient;
+use crate::etcd_proto::v3lockpb::{LockRequest, UnlockRequest};
+use crate::names::{self, RunId};
+use crate::report::code_name;
+use crate::runner::{self, Measured};
+
+/// Puts of the `list` set in flight at once while preparing.
+const PREPARE_CONCURRENCY: usize = 32;
+
+pub async fn run(plan: &Plan, run: &RunId, channels: &[Channel]) -> anyhow::Result<Measured> {
+    if plan.workload == Workload::List {
+        prepare_list(plan, run, channels).await?;
+    }
+    let workers = (0..plan.clients)
+        .map(|c| EtcdWorker::new(plan, run, c, channels[plan.conn_of_client(c)].clone()))
+        .collect();
+    runner::drive(plan, workers).await
+}
+
+async fn prepare_list(plan: &Plan, run: &RunId, channels: &[Channel]) -> anyhow::Result<()> {
+    let value = value(plan.value_size);
+    let mut puts = futures::stream::iter(0..names::LIST_MATCHING + names::LIST_OTHERS)
+        .map(|i| {
+            let mut kv = KvClient::new(channels[i % channels.len()].clone());
+            let key = names::etcd_list_key(run, i);
+            let value = value.clone();
+            async move {
+                put(&mut kv, key.clone(), value)
+                    .await
+                    .with_context(|| format!("prepare list: put {key}"))
+            }
+        })
+        .buffer_unordered(PREPARE_CONCURRENCY);
+    while let Some(done) = puts.next().await {
+        done?;
+    }
+    Ok(())
+}
+
+/// The payload of every key: `value_size` bytes, as the steward objects' `data`.
+fn value(value_size: usize) -> Vec<u8> {
+    vec![b'x'; value_size]
+}
+
+/// Puts `key`; returns the revision it was written at (its mod_revision).
+async fn put(
+    kv: &mut KvClient<Channel>,
+    key: String,
+    value: Vec<u8>,
+) -> Result<i64, tonic::Status> {
+    let reply = kv
+        .put(PutRequest {
+            key: key.into_bytes(),
+            value,
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    Ok(reply.header.map(|h| h.revision).unwrap_or(0))
+}
+
+/// The key's mod_revision, read linearizably (also: this node has applied every write before).
+async fn mod_revision(kv: &mut KvClient<Channel>, key: &str) -> anyhow::Result<i64> {
+    let reply = kv
+        .range(RangeRequest {
+            key: key.as_bytes().to_vec(),
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    reply
+        .kvs
+        .first()
+        .map(|kv| kv.mod_revision)
+        .with_context(|| format!("{key} not found"))
+}
+
+/// One etcd client's connection handles and its own state between operations.
+pub enum EtcdWorker {
+    Put {
+        kv: KvClient<Channel>,
+        prefix: String,
+        client: usize,
+        seq: u64,
+        value: Vec<u8>,
+    },
+    Update {
+        kv: KvClient<Channel>,
+        key: String,
+        value: Vec<u8>,
+        /// The key's mod_revision after the last successful update (the next one's condition).
+        revision: i64,
+    },
+    Get {
+        kv: KvClient<Channel>,
+        key: String,
+        value: Vec<u8>,
+        serializable: bool,
+    },
+    List {
+        kv: KvClient<Channel>,
+        start: Vec<u8>,
+        end: Vec<u8>,
+    },
+    Lock {
+        lock: LockClient<Channel>,
+        lease: LeaseClient<Channel>,
+        name: String,
+        /// Granted in `prepare`; every Lock of this client is held under it.
+        lease_id: i64,
+    },
+}
+
+impl EtcdWorker {
+    pub fn new(plan: &Plan, run: &RunId, client: usize, channel: Channel) -> EtcdWorker {
+        let prefix = names::etcd_prefix(run);
+        let own_key = format!("{prefix}{}", names::own_name(client));
+        let kv = || KvClient::new(channel.clone());
+        match plan.workload {
+            Workload::Create => EtcdWorker::Put {
+                kv: kv(),
+                prefix,
+                client,
+                seq: 0,
+                value: value(plan.value_size),
+            },
+            Workload::Update => EtcdWorker::Update {
+                kv: kv(),
+                key: own_key,
+                value: value(plan.value_size),
+                revision: 0,
+            },
+            Workload::Get | Workload::GetSerializable => EtcdWorker::Get {
+                kv: kv(),
+                key: own_key,
+                value: value(plan.value_size),
+                serializable: plan.workload == Workload::GetSerializable,
+            },
+            Workload::List => {
+                let start = names::etcd_list_prefix(run).into_bytes();
+                EtcdWorker::List {
+                    kv: kv(),
+                    end: names::prefix_end(&start),
+                    start,
+                }
+            }
+            Workload::Lock | Workload::LockContended => EtcdWorker::Lock {
+                lock: LockClient::new(channel.clone()),
+                lease: LeaseClient::new(channel.clone()),
+                name: run.lock_name((plan.workload == Workload::Lock).then_some(client)),
+                lease_id: 0,
+            },
+            Workload::Watch => unreachable!("refused by args::plan"),
+        }
+    }
+}
+
+impl runner::Worker for EtcdWorker {
+    async fn prepare(&mut self) -> anyhow::Result<()> {
+        match self {
+            EtcdWorker::Update {
+                kv,
+                key,
+                value,
+                revision,
+            } => {
+                *revision = put(kv, key.clone(), value.clone())
+                    .await
+                    .with_context(|| format!("prepare: put {key}"))?;
+            }
+            EtcdWorker::Get { kv, key, value, .. } => {
+                put(kv, key.clone(), value.clone())
+                    .await
+                    .with_context(|| format!("prepare: put {key}"))?;
+                // As on steward: once this node served a linearizable read, its serializable
+                // reads see the key.
+                mod_revision(kv, key)
+                    .await
+                    .with_context(|| format!("prepare: read {key} back"))?;
+            }
+            EtcdWorker::Lock {
+                lease, lease_id, ..
+            } => {
+                let ttl_s = (names::LOCK_TTL_MS / 1000) as i64;
+                *lease_id = lease
+                    .lease_grant(LeaseGrantRequest { ttl: ttl_s, id: 0 })
+                    .await
+                    .context("prepare: grant a lease")?
+                    .into_inner()
+                    .id;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    async fn step(&mut self) -> Result<(), String> {
+        match self {
+            EtcdWorker::Put {
+                kv,
+                prefix,
+                client,
+                seq,
+                value,
+            } => {
+                let key = format!("{prefix}{}", names::created_name(*client, *seq));
+                *seq += 1;
+                put(kv, key, value.clone())
+                    .await
+                    .map(drop)
+                    .map_err(|s| code_name(&s))
+            }
+            EtcdWorker::Update {
+                kv,
+                key,
+                value,
+                revision,
+            } => {
+                let txn = TxnRequest {
+                    compare: vec![Compare {
+                        result: CompareResult::Equal as i32,
+                        target: CompareTarget::Mod as i32,
+                        key: key.as_bytes().to_vec(),
+                        target_union: Some(TargetUnion::ModRevision(*revision)),
+                    }],
+                    success: vec![RequestOp {
+                        request: Some(Request::RequestPut(PutRequest {
+                            key: key.as_bytes().to_vec(),
+                            value: value.clone(),
+                            ..Default::default()
+                        })),
+                    }],
+                    failure: vec![],
+                };
+                let outcome = kv.txn(txn).await.map(|r| r.into_inner());
+                match outcome {
+                    Ok(r) if r.succeeded => {
+                        *revision = r.header.map(|h| h.revision).unwrap_or(0);
+                        Ok(())
+                    }
+                    failed => {
+                        // A failed condition is steward's Aborted; either way learn the current
+                        // mod_revision so the next update can succeed.
+                        if let Ok(rev) = mod_revision(kv, key).await {
+                            *revision = rev;
+                        }
+                        Err(match failed {
+                            Err(s) => code_name(&s),
+                            Ok(_) => "Aborted".into(),
+                        })
+                    }
+                }
+            }
+            EtcdWorker::Get {
+                kv,
+                key,
+                serializable,
+                ..
+            } => {
+                let reply = kv
+                    .range(RangeRequest {
+                        key: key.as_bytes().to_vec(),
+                        serializable: *serializable,
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|s| code_name(&s))?;
+                if reply.get_ref().kvs.len() != 1 {
+                    return Err("WrongResult".into());
+                }
+                Ok(())
+            }
+            EtcdWorker::List { kv, start, end } => {
+                let reply = kv
+                    .range(RangeRequest {
+                        key: start.clone(),
+                        range_end: end.clone(),
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|s| code_name(&s))?
+                    .into_inner();
+                if reply.kvs.len() != names::LIST_MATCHING || reply.more {
+                    return Err("WrongResult".into());
+                }
+                Ok(())
+            }
+            EtcdWorker::Lock {
+                lock,
+                name,
+                lease_id,
+                ..
+            } => {
+                let mut req = tonic::Request::new(LockRequest {
+                    name: name.as_bytes().to_vec(),
+                    lease: *lease_id,
+                });
+                // As long as a steward client waits in line (its wait_ms).
+                req.set_timeout(Duration::from_millis(names::LOCK_WAIT_MS));
+                let key = lock
+                    .lock(req)
+                    .await
+                    .map_err(|s| code_name(&s))?
+                    .into_inner()
+                    .key;
+                lock.unlock(UnlockRequest { key })
+                    .await
+                    .map_err(|s| code_name(&s))?;
+                Ok(())
+            }
+        }
+    }
+}
