@@ -4,7 +4,7 @@
 //! - `server`: gRPC services (client API and peer service), forwarding, watch hub, membership.
 //! - `raft`: openraft adapters: type config, redb log store, state machine, tonic peer network.
 //! - `state`: the PURE domain: `apply_effects(&mut State, &ApplyContext, &Command, &mut Effects)`;
-//!   resources and the lock table; no I/O, no clock, no randomness.
+//!   resources, the lock table, lifecycle operations and workers; no I/O, no clock, no randomness.
 //! - `client`: the Rust client used by the CLI, tests and jepsen/.
 //! - `cli`: the `steward` command line.
 //!

@@ -27,6 +27,14 @@ fn rejection_code(r: &Rejection) -> Code {
         Rejection::NodeRetired { .. } => Code::FailedPrecondition,
         Rejection::LockBusy { .. } | Rejection::LockDelayed { .. } => Code::Aborted,
         Rejection::LockNotHeld { .. } | Rejection::FenceRejected { .. } => Code::FailedPrecondition,
+        Rejection::LockOwnedByOperation { .. } => Code::FailedPrecondition,
+        Rejection::OperationNotFound { .. } | Rejection::WorkerNotFound { .. } => Code::NotFound,
+        Rejection::OperationState { .. }
+        | Rejection::OperationBehind { .. }
+        | Rejection::WorkerUnfit { .. } => Code::FailedPrecondition,
+        // A sequencer (epoch) check failed: the worker lost its assignment and must stop, not
+        // retry (gRPC's own example of Aborted).
+        Rejection::StaleAssignment { .. } => Code::Aborted,
     }
 }
 

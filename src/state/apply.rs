@@ -14,10 +14,14 @@ use std::sync::Arc;
 
 use super::command::{Command, Event, Rejection, Response, TxnOp};
 use super::locks::{Fence, Lock, LockContext, LockEvent, LockTable};
+use super::operations::{
+    Dispatch, OpEvent, OpFilter, Operation, OperationId, OperationTable, OpsDue, Worker,
+};
 use super::resource::{ObjectKey, Resource};
 use super::selector::Selector;
 use ops::{apply_op, Change, Op};
 
+mod lifecycle;
 mod ops;
 #[cfg(test)]
 mod proptests;
@@ -60,6 +64,8 @@ pub struct State {
     retired: BTreeSet<u64>,
     /// Locks and the store-wide fencing token counter.
     locks: LockTable,
+    /// Lifecycle operations and the workers that run them.
+    ops: OperationTable,
     /// The highest Raft term applied so far (blank and membership entries included).
     term: u64,
     /// State time when the first time-stamped (normal) entry of `term` was applied; `None` until
@@ -69,19 +75,22 @@ pub struct State {
 }
 
 /// What one or more applied entries did besides their `Response`: object changes for resource
-/// watchers and lock changes for lock watchers and waiting acquires. Cleared by the caller.
+/// watchers, lock changes for lock watchers and waiting acquires, and operation changes for
+/// operation watchers and worker streams. Cleared by the caller.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Effects {
     /// One per object change, in revision order.
     pub events: Vec<Event>,
     /// One per grant, release, expiry, cancelled or expired wait, in the order they happened.
     pub lock_events: Vec<LockEvent>,
+    /// One per operation change, in the order they happened.
+    pub op_events: Vec<OpEvent>,
 }
 
 impl Effects {
     /// True when nothing happened.
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.lock_events.is_empty()
+        self.events.is_empty() && self.lock_events.is_empty() && self.op_events.is_empty()
     }
 }
 
@@ -217,9 +226,67 @@ impl State {
         self.locks.due(now_ms)
     }
 
+    /// One operation by id (while it is retained: not ended, or among the last
+    /// `operations.finished_max` ended).
+    pub fn operation(&self, id: OperationId) -> Option<&Operation> {
+        self.ops.get(id)
+    }
+
+    /// Retained operations in id (= submit) order, strictly after `after`, that `filter`
+    /// matches, at most `limit` (`0`: no limit).
+    pub fn operations(
+        &self,
+        filter: &OpFilter,
+        after: Option<OperationId>,
+        limit: usize,
+    ) -> Vec<&Operation> {
+        self.ops.list(filter, after, limit)
+    }
+
+    /// Number of retained operations, and of those not yet ended.
+    pub fn operation_counts(&self) -> (usize, usize) {
+        (self.ops.len(), self.ops.active_len())
+    }
+
+    /// The operation an idempotency key names, while it is retained.
+    pub fn operation_by_key(&self, key: &str) -> Option<&Operation> {
+        self.ops.by_key(key)
+    }
+
+    /// One registered worker by id.
+    pub fn worker(&self, id: &str) -> Option<&Worker> {
+        self.ops.worker(id)
+    }
+
+    /// Registered workers in id order; `Worker::is_alive(time_ms)` says which are alive.
+    pub fn workers(&self) -> impl Iterator<Item = &Worker> {
+        self.ops.workers()
+    }
+
+    /// The assignments the leader's scheduler may propose at `now_ms` (at most `max`): queued
+    /// operations oldest first, each the first not ended on its target and with its lock free
+    /// (under `holders_max`), to the live worker that handles it with the most room. Apply
+    /// re-checks each `OpAssign`.
+    pub fn ops_dispatchable(&self, now_ms: u64, holders_max: u32, max: usize) -> Vec<Dispatch> {
+        self.ops.dispatchable(&self.locks, now_ms, holders_max, max)
+    }
+
+    /// Workers past their TTL and operations past their deadline at `now_ms`, for the leader's
+    /// `OpSweep`; apply re-checks everything.
+    pub fn ops_due(&self, now_ms: u64) -> OpsDue {
+        self.ops.due(now_ms)
+    }
+
     /// `FenceRejected` unless `fence` is absent or names a live WRITE holder.
     fn check_fence(&self, fence: Option<&Fence>) -> Result<(), Rejection> {
         fence.map_or(Ok(()), |fence| self.locks.check_fence(fence))
+    }
+
+    /// The operation table's invariants against the lock table (for tests; a restore checks
+    /// them too).
+    #[cfg(test)]
+    pub(crate) fn check_operations(&self) -> Result<(), String> {
+        self.ops.check_invariants(&self.locks)
     }
 
     /// A copy with this state's clock (time and term tracking) replaced by `other`'s, so tests
@@ -309,6 +376,14 @@ pub fn apply_effects(
                 .locks
                 .apply_command(&lock_ctx, cmd, &mut out.lock_events)
         }
+        Command::WorkerRegister { .. }
+        | Command::WorkerHeartbeat { .. }
+        | Command::WorkerDeregister { .. }
+        | Command::OpSubmit { .. }
+        | Command::OpAssign { .. }
+        | Command::OpReport { .. }
+        | Command::OpAbort { .. }
+        | Command::OpSweep { .. } => lifecycle::apply_op_command(state, ctx, cmd, out),
     };
     // After the command: a sweep that is itself the term's first stamped entry sees no start,
     // so it expires nothing whatever its grace.
@@ -333,7 +408,7 @@ pub fn apply(
 ) -> Response {
     let mut out = Effects {
         events: std::mem::take(events),
-        lock_events: Vec::new(),
+        ..Effects::default()
     };
     let response = apply_effects(state, ctx, cmd, &mut out);
     *events = out.events;

@@ -13,6 +13,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::locks::{Fence, LockHolder, LockLimits, LockMode};
+use super::operations::{
+    Handle, OpLimits, OpPolicy, OpState, OpTally, Operation, OperationId, Worker,
+};
 use super::resource::{ObjectKey, Resource};
 
 /// The payload of one replicated log entry. The leader stamps `time_ms` when it proposes, so every
@@ -119,6 +122,86 @@ pub enum Command {
         grace_ms: u64,
         lock_delay_ms: u64,
     },
+    /// Register `worker`, or re-register it: handles, capacity and ttl are replaced, its
+    /// assignments kept. Counts as a heartbeat.
+    WorkerRegister {
+        worker: String,
+        handles: Vec<Handle>,
+        capacity: u32,
+        ttl_ms: u64,
+        limits: OpLimits,
+    },
+    /// `worker` is alive: it expires `ttl_ms` from now.
+    WorkerHeartbeat { worker: String },
+    /// `worker` leaves: its assignments are taken back as if it had died, and it is removed.
+    WorkerDeregister { worker: String, limits: OpLimits },
+    /// Queue `verb` on `target` (which must exist, unless `create` carries it: then it is
+    /// created in the same step and must not exist). `policy` is the server's decision for this
+    /// (kind, verb). With an `idempotency_key` already used, answers the first operation and
+    /// changes nothing.
+    OpSubmit {
+        target: ObjectKey,
+        verb: String,
+        /// A JSON object or null, for the worker.
+        params: serde_json::Value,
+        idempotency_key: Option<String>,
+        create: Option<Resource>,
+        policy: OpPolicy,
+        limits: OpLimits,
+    },
+    /// Proposed by the leader's scheduler for a pair `State::ops_dispatchable` gave it: assign
+    /// queued operation `id` to `worker` and take its lock. Apply re-checks everything.
+    OpAssign {
+        id: OperationId,
+        worker: String,
+        lock_limits: LockLimits,
+    },
+    /// A worker's progress or result, for the assignment (attempt, epoch) it was given.
+    OpReport {
+        id: OperationId,
+        worker: String,
+        attempt: u32,
+        epoch: u64,
+        report: WorkerReport,
+        limits: OpLimits,
+    },
+    /// Abort `id`: a queued operation ends `Aborted`, an assigned one becomes `Aborting` until
+    /// its worker confirms.
+    OpAbort { id: OperationId, limits: OpLimits },
+    /// Proposed by the leader's expiry task for what `State::ops_due` gave it: take back the
+    /// work of dead workers and remove them, and act on passed deadlines. Apply re-checks
+    /// everything, including the grace after a leader change.
+    OpSweep {
+        workers: Vec<String>,
+        operations: Vec<OperationId>,
+        grace_ms: u64,
+        limits: OpLimits,
+    },
+}
+
+/// What a worker says about its assignment (`Command::OpReport`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum WorkerReport {
+    /// It began: Dispatched -> InProgress.
+    Started,
+    /// It is done; `response` (any JSON) becomes the target's `status.response`.
+    Succeeded { response: serde_json::Value },
+    /// It failed for good; `error` becomes the target's `status.error`.
+    Failed { error: String },
+    /// It stopped as asked (the operation is `Aborting`).
+    Aborted,
+}
+
+impl WorkerReport {
+    /// The state this report ends in (Started: InProgress).
+    pub fn state(&self) -> OpState {
+        match self {
+            WorkerReport::Started => OpState::InProgress,
+            WorkerReport::Succeeded { .. } => OpState::Succeeded,
+            WorkerReport::Failed { .. } => OpState::Failed,
+            WorkerReport::Aborted => OpState::Aborted,
+        }
+    }
 }
 
 /// One step of a `Command::Txn`; same meaning as the `Command` of the same name.
@@ -236,6 +319,35 @@ impl fmt::Display for Command {
                 wait_id,
             } => write!(f, "lock-cancel-wait {name} by {holder} wait {wait_id}"),
             Command::LockSweep { names, .. } => write!(f, "lock-sweep {} locks", names.len()),
+            Command::WorkerRegister {
+                worker, handles, ..
+            } => write!(f, "worker-register {worker} ({} handles)", handles.len()),
+            Command::WorkerHeartbeat { worker } => write!(f, "worker-heartbeat {worker}"),
+            Command::WorkerDeregister { worker, .. } => write!(f, "worker-deregister {worker}"),
+            Command::OpSubmit { target, verb, .. } => write!(f, "op-submit {verb} {target}"),
+            Command::OpAssign { id, worker, .. } => write!(f, "op-assign {id} to {worker}"),
+            Command::OpReport {
+                id,
+                worker,
+                epoch,
+                report,
+                ..
+            } => write!(
+                f,
+                "op-report {id} {} by {worker} epoch {epoch}",
+                report.state()
+            ),
+            Command::OpAbort { id, .. } => write!(f, "op-abort {id}"),
+            Command::OpSweep {
+                workers,
+                operations,
+                ..
+            } => write!(
+                f,
+                "op-sweep {} workers {} operations",
+                workers.len(),
+                operations.len()
+            ),
         }?;
         match self.fence() {
             Some(fence) => write!(f, " fenced by {fence}"),
@@ -291,6 +403,17 @@ pub enum Response {
         waiters_expired: u32,
         granted: u32,
     },
+    /// OpSubmit: the operation as stored; `created` is false when the idempotency key named an
+    /// existing one (then nothing changed).
+    OpSubmitted { operation: Operation, created: bool },
+    /// OpAssign, OpReport, OpAbort: the operation after the command.
+    Operation { operation: Operation },
+    /// WorkerRegister, WorkerHeartbeat: the worker after the command.
+    Worker { worker: Worker },
+    /// WorkerDeregister: what became of its assignments.
+    WorkerDeregistered { tally: OpTally },
+    /// OpSweep: workers removed, assignments taken back, operations ended or aborting.
+    OpSwept { tally: OpTally },
     /// The command changed nothing (except, possibly, the state's time).
     Rejected(Rejection),
 }
@@ -350,6 +473,61 @@ pub enum Rejection {
     FenceRejected {
         lock: String,
         token: u64,
+        reason: String,
+    },
+    /// A client command named a grant that an operation's assignment holds.
+    #[error(
+        "lock {name}: the grant of {holder} belongs to operation {operation} and ends with it; \
+         abort the operation instead"
+    )]
+    LockOwnedByOperation {
+        name: String,
+        holder: String,
+        operation: OperationId,
+    },
+    #[error("operation {id} not found (never submitted, or ended and no longer retained)")]
+    OperationNotFound { id: OperationId },
+    #[error(
+        "worker {worker} is not registered (never registered, deregistered, or removed after \
+         its heartbeat expired)"
+    )]
+    WorkerNotFound { worker: String },
+    /// The operation is not in a state this command may move it from.
+    #[error("operation {id} is {state}; {action} needs it {allowed}")]
+    OperationState {
+        id: OperationId,
+        state: OpState,
+        action: String,
+        allowed: String,
+    },
+    /// An earlier operation on the same target has not ended.
+    #[error(
+        "operation {id} waits for {ahead} on {target}: operations on one target run one at a \
+         time, in submit order"
+    )]
+    OperationBehind {
+        id: OperationId,
+        target: ObjectKey,
+        ahead: OperationId,
+    },
+    /// The worker is past its heartbeat, does not handle the verb, or is full.
+    #[error("worker {worker} cannot take operation {id}: {reason}")]
+    WorkerUnfit {
+        worker: String,
+        id: OperationId,
+        reason: String,
+    },
+    /// A report whose (worker, attempt, epoch) is not the operation's current assignment: the
+    /// worker lost it (presumed dead, or the operation ended) and must stop.
+    #[error(
+        "operation {id}: the report of {worker} for attempt {attempt}, epoch {epoch} is stale: \
+         {reason}"
+    )]
+    StaleAssignment {
+        id: OperationId,
+        worker: String,
+        attempt: u32,
+        epoch: u64,
         reason: String,
     },
 }

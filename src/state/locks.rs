@@ -20,6 +20,10 @@
 //!   WRITE holder expires, the lock stays closed for `lock_delay_ms` (Chubby's lock-delay) so a
 //!   paused holder has time to notice before anyone else can write.
 //!
+//! A grant an operation's assignment takes (`LockHolder::operation`, see `operations`) belongs
+//! to that assignment: it has no ttl, no client command may refresh, release or re-acquire it
+//! (`LockOwnedByOperation`), and it ends in the step that ends or takes back the assignment.
+//!
 //! Queries (`State::lock`, `State::locks`, `State::locks_due`) read the same table; the leader's
 //! expiry task uses `locks_due` to decide which names to put in a `LockSweep`.
 
@@ -29,6 +33,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::command::Rejection;
+use super::operations::OperationId;
 
 #[cfg(test)]
 mod expiry_tests;
@@ -39,7 +44,8 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use ops::LockContext;
+pub(crate) use ops::{LockContext, OperationGrant};
+pub(crate) use rules::check_name;
 
 /// Longest lock name (a deployment id fits with room to spare).
 pub const LOCK_NAME_CHARS_MAX: usize = 253;
@@ -94,6 +100,11 @@ pub struct LockHolder {
     pub details: serde_json::Value,
     /// The queued acquire this grant came from, if it waited; `LockCancelWait` finds it by this.
     pub wait_id: Option<u64>,
+    /// The operation whose assignment took this grant (see `operations`). Such a grant has no
+    /// ttl and ends with the assignment; no client command may refresh, release or re-acquire
+    /// it, so the operation's lock cannot be taken away while its worker runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<OperationId>,
 }
 
 /// One queued acquire.

@@ -5,8 +5,8 @@
 //! `Selector::parse`), builds a `Command`, and the leader proposes it as a `Proposal` stamped with
 //! its clock. Once committed, the Raft state machine calls [`apply_effects`] on every replica, in
 //! log order, and returns the `Response` to the proposer and the `Effects` (object `Event`s and
-//! `LockEvent`s) to watchers and waiting acquires. Reads use `State::get` / `State::list` /
-//! `State::lock` / `State::locks` after the read barrier.
+//! `LockEvent`s, `OpEvent`s) to watchers, waiting acquires and worker streams. Reads use `State::get` / `State::list` /
+//! `State::lock` / `State::locks` / `State::operation` / `State::workers` after the read barrier.
 //!
 //! Nothing in this module does I/O, reads a clock, draws randomness or depends on hash order, so
 //! replicas that apply the same log reach the same `State` (and the same snapshot bytes).
@@ -16,12 +16,15 @@
 //! - `selector`: label selectors.
 //! - `command`: `Proposal`, `Command`, `TxnOp`, `Response`, `Rejection`, `Event`.
 //! - `locks`: READ/WRITE locks with TTLs, fair queues, lock-delay and fencing tokens.
+//! - `operations`: lifecycle operations on resources and the workers that run them, assigned
+//!   under the target's lock with the grant's token as epoch.
 //! - `apply`: `State`, `apply_effects` (and its resource-only wrapper `apply`), `apply_blank`,
 //!   snapshots.
 
 pub mod apply;
 pub mod command;
 pub mod locks;
+pub mod operations;
 pub mod resource;
 pub mod selector;
 pub mod validate;
@@ -30,11 +33,16 @@ pub use apply::{
     apply, apply_blank, apply_effects, ApplyContext, Effects, ListPage, State, SNAPSHOT_FORMAT,
     TXN_OPS_MAX,
 };
-pub use command::{Command, Event, EventType, Proposal, Rejection, Response, TxnOp};
+pub use command::{Command, Event, EventType, Proposal, Rejection, Response, TxnOp, WorkerReport};
 pub use locks::{
     Fence, Lock, LockEvent, LockEventType, LockHolder, LockLimits, LockMode, LockWaiter,
     LOCK_DELAY_MS_MAX, LOCK_HOLDER_CHARS_MAX, LOCK_NAME_CHARS_MAX, LOCK_SWEEP_NAMES_MAX,
     LOCK_TTL_MS_MAX, LOCK_WAIT_MS_MAX,
+};
+pub use operations::{
+    Dispatch, Handle, OpEvent, OpFilter, OpLimits, OpLock, OpPolicy, OpResult, OpState, OpTally,
+    Operation, OperationId, OpsDue, Transition, Worker, OP_IDEMPOTENCY_KEY_CHARS_MAX,
+    OP_SWEEP_ITEMS_MAX, OP_VERB_CHARS_MAX, WORKER_ID_CHARS_MAX, WORKER_TTL_MS_MAX,
 };
 pub use resource::{ObjectKey, ObjectMeta, Resource, DEFAULT_NAMESPACE};
 pub use selector::{Requirement, Selector};

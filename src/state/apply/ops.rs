@@ -188,7 +188,12 @@ fn unchanged(current: &Resource) -> Change {
 }
 
 /// Stores `object` (whose resourceVersion is the next revision) and advances the revision.
-fn commit(state: &mut State, key: ObjectKey, object: Resource, event_type: EventType) -> Change {
+pub(super) fn commit(
+    state: &mut State,
+    key: ObjectKey,
+    object: Resource,
+    event_type: EventType,
+) -> Change {
     debug_assert_eq!(object.metadata.resource_version, state.revision + 1);
     state.revision = object.metadata.resource_version;
     let previous = state.objects.insert(key.clone(), Arc::new(object.clone()));

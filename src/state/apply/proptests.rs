@@ -211,6 +211,13 @@ fn rejection_name(r: &Rejection) -> &'static str {
         Rejection::LockDelayed { .. } => "LockDelayed",
         Rejection::LockNotHeld { .. } => "LockNotHeld",
         Rejection::FenceRejected { .. } => "FenceRejected",
+        Rejection::LockOwnedByOperation { .. } => "LockOwnedByOperation",
+        Rejection::OperationNotFound { .. } => "OperationNotFound",
+        Rejection::WorkerNotFound { .. } => "WorkerNotFound",
+        Rejection::OperationState { .. } => "OperationState",
+        Rejection::OperationBehind { .. } => "OperationBehind",
+        Rejection::WorkerUnfit { .. } => "WorkerUnfit",
+        Rejection::StaleAssignment { .. } => "StaleAssignment",
     }
 }
 
@@ -263,6 +270,16 @@ fn model_step(model: &mut Model, cmd: &Command) -> Result<(), (Option<usize>, &'
         | Command::LockRelease { .. }
         | Command::LockCancelWait { .. }
         | Command::LockSweep { .. } => unreachable!("lock commands are tested in locks::proptests"),
+        Command::WorkerRegister { .. }
+        | Command::WorkerHeartbeat { .. }
+        | Command::WorkerDeregister { .. }
+        | Command::OpSubmit { .. }
+        | Command::OpAssign { .. }
+        | Command::OpReport { .. }
+        | Command::OpAbort { .. }
+        | Command::OpSweep { .. } => {
+            unreachable!("op commands are tested in operations::proptests")
+        }
     };
     model.apply_op(&op).map_err(|e| (None, e))
 }

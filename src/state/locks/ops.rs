@@ -14,6 +14,7 @@ use super::{
     Lock, LockEvent, LockEventType, LockHolder, LockLimits, LockMode, LockTable, LockWaiter,
 };
 use crate::state::command::{Command, Rejection, Response};
+use crate::state::operations::OperationId;
 
 /// What a lock command needs to know about the entry being applied.
 #[derive(Clone, Copy, Debug)]
@@ -37,9 +38,84 @@ struct Acquire<'a> {
     details: &'a Value,
     wait_ms: u64,
     limits: LockLimits,
+    /// Set when an operation's assignment takes the grant (never by a client command).
+    operation: Option<OperationId>,
+}
+
+/// An operation's assignment asking for its target's lock: see
+/// `LockTable::acquire_for_operation`.
+pub(crate) struct OperationGrant<'a> {
+    pub(crate) name: &'a str,
+    /// `op-17@worker-1`: one holder per assignment, so two assignments never share a grant.
+    pub(crate) holder: &'a str,
+    pub(crate) mode: LockMode,
+    /// `lockedResourceDetails` of the operation.
+    pub(crate) details: &'a Value,
+    pub(crate) limits: LockLimits,
+    pub(crate) operation: OperationId,
 }
 
 impl LockTable {
+    /// For an operation's assignment: grants `grant.name` to `grant.holder` now, without ttl,
+    /// owned by `grant.operation`, by the rules of a `LockAcquire` that does not wait (so
+    /// `LockBusy`, `LockDelayed` or a limit when it cannot be granted now; a holder of that name
+    /// already on the lock is `LockBusy`). A `Rejection` changes nothing.
+    pub(crate) fn acquire_for_operation(
+        &mut self,
+        ctx: &LockContext,
+        grant: &OperationGrant<'_>,
+        events: &mut Vec<LockEvent>,
+    ) -> Result<LockHolder, Rejection> {
+        let req = Acquire {
+            name: grant.name,
+            holder: grant.holder,
+            mode: grant.mode,
+            ttl_ms: None,
+            details: grant.details,
+            wait_ms: 0,
+            limits: grant.limits,
+            operation: Some(grant.operation),
+        };
+        match self.acquire(ctx, &req, events)? {
+            Response::LockGranted { holder } => Ok(holder),
+            // An acquire with wait_ms 0 is granted or refused, never queued.
+            other => Err(Rejection::Invalid {
+                field: "wait_ms".to_string(),
+                rule: format!("an operation's acquire must not wait (answered {other:?})"),
+            }),
+        }
+    }
+
+    /// For an operation's assignment that ends or is taken back: releases the grant
+    /// `operation` holds as `holder` with `token`, then serves the queue.
+    pub(crate) fn release_for_operation(
+        &mut self,
+        ctx: &LockContext,
+        name: &str,
+        holder: &str,
+        token: u64,
+        operation: OperationId,
+        events: &mut Vec<LockEvent>,
+    ) -> Result<(), Rejection> {
+        self.release(ctx, name, holder, token, Some(operation), events)
+            .map(|_| ())
+    }
+
+    /// Takes the next store-wide token without granting anything: the epoch of an assignment
+    /// that locks nothing, from the same counter so epochs and tokens never repeat.
+    pub(crate) fn issue_token(&mut self) -> Result<u64, Rejection> {
+        next_token(&mut self.last_token)
+    }
+
+    /// Whether a new holder in `mode` would be granted `name` at `now` (free, compatible, no
+    /// queue, no lock-delay, under `holders_max`). For the leader's dispatch plan; apply
+    /// decides again.
+    pub(crate) fn grantable(&self, name: &str, mode: LockMode, holders_max: u32, now: u64) -> bool {
+        self.locks
+            .get(name)
+            .is_none_or(|lock| blocker(lock, mode, holders_max, now).is_none())
+    }
+
     /// Applies one lock command (any other command is a no-op here: `apply` routes only lock
     /// commands to this). Pushes a `LockEvent` per grant, release, expiry and removed waiter.
     pub(crate) fn apply_command(
@@ -67,6 +143,7 @@ impl LockTable {
                     details,
                     wait_ms: *wait_ms,
                     limits: *limits,
+                    operation: None,
                 };
                 self.acquire(ctx, &req, events)
             }
@@ -80,7 +157,7 @@ impl LockTable {
                 name,
                 holder,
                 token,
-            } => self.release(ctx, name, holder, *token, events),
+            } => self.release(ctx, name, holder, *token, None, events),
             Command::LockCancelWait {
                 name,
                 holder,
@@ -126,6 +203,10 @@ impl LockTable {
         let now = ctx.now_ms;
         self.with_lock(req.name, now, |lock, last_token| {
             if let Some(i) = lock.holders.iter().position(|h| h.holder == req.holder) {
+                if req.operation.is_some() {
+                    return Err(busy(lock));
+                }
+                check_owner(lock, &lock.holders[i], None)?;
                 return reacquire(lock, i, req, ctx, last_token, events);
             }
             if let Some(blocker) = blocker(lock, req.mode, req.limits.holders_max, now) {
@@ -149,6 +230,7 @@ impl LockTable {
                 expires_at_ms: expiry(now, req.ttl_ms),
                 details: req.details.clone(),
                 wait_id: None,
+                operation: req.operation,
             };
             events.push(holder_event(LockEventType::Granted, lock, &holder, now));
             lock.holders.push(holder.clone());
@@ -171,6 +253,7 @@ impl LockTable {
         let now = ctx.now_ms;
         self.with_lock(name, now, |lock, _| {
             let i = grant_index(lock, holder, token)?;
+            check_owner(lock, &lock.holders[i], None)?;
             let h = &mut lock.holders[i];
             h.ttl_ms = ttl_ms.or(h.ttl_ms);
             h.expires_at_ms = expiry(now, h.ttl_ms);
@@ -178,13 +261,15 @@ impl LockTable {
         })
     }
 
-    /// Remove the grant `holder` holds with `token`, then serve the queue.
+    /// Remove the grant `holder` holds with `token` (owned by `operation`, `None` for a
+    /// client's), then serve the queue.
     fn release(
         &mut self,
         ctx: &LockContext,
         name: &str,
         holder: &str,
         token: u64,
+        operation: Option<OperationId>,
         events: &mut Vec<LockEvent>,
     ) -> Result<Response, Rejection> {
         check_name(name)?;
@@ -192,6 +277,7 @@ impl LockTable {
         let now = ctx.now_ms;
         self.with_lock(name, now, |lock, last_token| {
             let i = grant_index(lock, holder, token)?;
+            check_owner(lock, &lock.holders[i], operation)?;
             let released = lock.holders.remove(i);
             events.push(holder_event(LockEventType::Released, lock, &released, now));
             grant_queue(lock, now, last_token, events);
@@ -470,6 +556,10 @@ enum Slot {
 
 fn grant_slot(lock: &Lock, w: &LockWaiter) -> Option<Slot> {
     match lock.holders.iter().position(|h| h.holder == w.holder) {
+        // Never happens (nobody queues under the name of an operation's grant, since the name
+        // is refused while that grant exists and an operation is never granted over a queue),
+        // but if it did, the operation's grant must not change: the waiter waits for its end.
+        Some(i) if lock.holders[i].operation.is_some() => None,
         Some(i) => {
             let upgrade = lock.holders[i].mode == LockMode::Read && w.mode == LockMode::Write;
             (!upgrade || lock.holders.len() == 1).then_some(Slot::Existing(i))
@@ -515,6 +605,7 @@ fn grant_queue(
                     expires_at_ms: expiry(now, w.ttl_ms),
                     details: w.details,
                     wait_id: Some(w.wait_id),
+                    operation: None,
                 });
                 lock.holders.len() - 1
             }
@@ -555,6 +646,27 @@ fn regrant(
     h.expires_at_ms = expiry(now, ttl_ms);
     h.details = details.clone();
     h.wait_id = wait_id;
+}
+
+/// `LockOwnedByOperation` unless the grant belongs to `operation` (`None`: a client's grant).
+fn check_owner(
+    lock: &Lock,
+    h: &LockHolder,
+    operation: Option<OperationId>,
+) -> Result<(), Rejection> {
+    match h.operation {
+        owner if owner == operation => Ok(()),
+        Some(owner) => Err(Rejection::LockOwnedByOperation {
+            name: lock.name.clone(),
+            holder: h.holder.clone(),
+            operation: owner,
+        }),
+        None => Err(Rejection::LockNotHeld {
+            name: lock.name.clone(),
+            holder: h.holder.clone(),
+            token: h.token,
+        }),
+    }
 }
 
 /// The position of the grant `holder` holds with `token`, or `LockNotHeld`.

@@ -31,7 +31,7 @@ pub(super) fn at_limit(field: &str, what: String, limit: &str, max: u32) -> Reje
 }
 
 /// 1..=253 characters of `[A-Za-z0-9._:@/-]`.
-pub(super) fn check_name(name: &str) -> Result<(), Rejection> {
+pub(crate) fn check_name(name: &str) -> Result<(), Rejection> {
     let allowed = |b: u8| b.is_ascii_alphanumeric() || b"._:@/-".contains(&b);
     if name.is_empty() {
         Err(invalid("name", "required".to_string()))

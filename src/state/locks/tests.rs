@@ -669,6 +669,7 @@ fn wire_forms_and_messages() {
         expires_at_ms: None,
         details: json!({ "resourceGroup": "backup" }),
         wait_id: None,
+        operation: None,
     };
     let text = serde_json::to_string(&holder).expect("ser");
     assert!(
