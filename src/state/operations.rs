@@ -46,10 +46,14 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::locks::{Fence, LockMode};
 use super::resource::ObjectKey;
 
+#[cfg(test)]
+mod assign_tests;
 mod ops;
 #[cfg(test)]
 mod proptests;
 mod rules;
+#[cfg(test)]
+mod submit_tests;
 #[cfg(test)]
 mod sweep_tests;
 mod table;

@@ -440,11 +440,10 @@ fn apply_report(
             ));
         }
     }
-    let payload = matches!(
-        req.report,
-        WorkerReport::Succeeded { .. } | WorkerReport::Failed { .. }
-    );
-    let write = target::prepare(state, &next, payload)?;
+    // A response must fit in the target; an error (bounded by operations.result_bytes_max) is
+    // always taken, so a worker can end any operation it holds.
+    let response = matches!(req.report, WorkerReport::Succeeded { .. });
+    let write = target::prepare(state, &next, response)?;
     if next.state.is_final() {
         // The step's first change; it cannot be refused for an assignment that holds its lock.
         release(state, ctx, op_grant(op), out)?;

@@ -60,9 +60,10 @@ pub(super) fn show(object: &mut Resource, op: &Operation) {
 }
 
 /// The target write for `op` (as it is after the step). `checked`: the step carries a worker's
-/// response or error, and the target must stay within `OBJECT_BYTES_MAX` with it (steward's own
-/// bookkeeping is a few short strings and is not held to it, so that taking work back from a
-/// dead worker never stalls on a large target).
+/// response, and the target must stay within `OBJECT_BYTES_MAX` with it. Everything else is held
+/// only to its own limit: steward's bookkeeping is a few short strings and an error is at most
+/// `operations.result_bytes_max`, so an object may pass `OBJECT_BYTES_MAX` by that much rather
+/// than an operation be unable to end (a worker could not fail it, a sweep could not take it back).
 pub(in crate::state::apply) fn prepare(
     state: &State,
     op: &Operation,
