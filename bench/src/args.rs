@@ -51,6 +51,10 @@ pub struct Cli {
     /// Bytes of payload per object (the `data` string in its spec).
     #[arg(long, default_value_t = 256)]
     pub value_size: usize,
+    /// Server processes on this machine (comma-separated pids) whose CPU time and peak RSS
+    /// during the run go into the report (Linux /proc).
+    #[arg(long, value_delimiter = ',')]
+    pub server_pids: Vec<u32>,
     /// `table` for people, `json` (exactly one object on stdout) for scripts.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -136,6 +140,7 @@ pub struct Plan {
     pub conns: usize,
     pub stop: Stop,
     pub value_size: usize,
+    pub server_pids: Vec<u32>,
     pub output: Output,
 }
 
@@ -202,6 +207,7 @@ pub fn plan(cli: &Cli) -> Result<Plan, String> {
         conns,
         stop,
         value_size: cli.value_size,
+        server_pids: cli.server_pids.clone(),
         output: cli.output,
     })
 }

@@ -29,18 +29,24 @@ use crate::etcd_proto::v3lockpb::{LockRequest, UnlockRequest};
 use crate::names::{self, RunId};
 use crate::report::code_name;
 use crate::runner::{self, Measured};
+use crate::servers::Probe;
 
 /// Puts of the `list` set in flight at once while preparing.
 const PREPARE_CONCURRENCY: usize = 32;
 
-pub async fn run(plan: &Plan, run: &RunId, channels: &[Channel]) -> anyhow::Result<Measured> {
+pub async fn run(
+    plan: &Plan,
+    run: &RunId,
+    channels: &[Channel],
+    probe: &Probe,
+) -> anyhow::Result<Measured> {
     if plan.workload == Workload::List {
         prepare_list(plan, run, channels).await?;
     }
     let workers = (0..plan.clients)
         .map(|c| EtcdWorker::new(plan, run, c, channels[plan.conn_of_client(c)].clone()))
         .collect();
-    runner::drive(plan, workers).await
+    runner::drive(plan, workers, probe).await
 }
 
 async fn prepare_list(plan: &Plan, run: &RunId, channels: &[Channel]) -> anyhow::Result<()> {

@@ -11,10 +11,12 @@
 //! nothing between the loop and the wire but tonic, so the client's own cost stays small.
 
 pub mod args;
+pub mod compare;
 pub mod etcd_ops;
 pub mod etcd_proto;
 pub mod names;
 pub mod report;
 pub mod runner;
+pub mod servers;
 pub mod steward_ops;
 pub mod watch;

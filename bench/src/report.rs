@@ -12,13 +12,17 @@
 //! - `errors`: count by gRPC code name (`Unavailable`, `Aborted`, ...), plus `WrongResult` (an
 //!   answer that was not what the workload expects) and `Missed` (watch: a write a watcher never
 //!   received); `errors_total` is their sum;
-//! - `writes`: for `watch`, the writes the writer had acknowledged; `null` otherwise.
+//! - `writes`: for `watch`, the writes the writer had acknowledged; `null` otherwise;
+//! - `servers`: with `--server-pids`, `{pids, cpu_s, cpu_pct, peak_rss_mib, peak_rss_reset}` of
+//!   those processes during the measured interval (see `servers`); `null` otherwise.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
+
+use crate::servers::ServerUsage;
 
 /// Highest latency the histogram tracks exactly: 1 hour, in microseconds (higher is clamped).
 const LATENCY_US_MAX: u64 = 3_600_000_000;
@@ -100,6 +104,7 @@ pub struct Report {
     pub errors: BTreeMap<String, u64>,
     pub errors_total: u64,
     pub writes: Option<u64>,
+    pub servers: Option<ServerUsage>,
 }
 
 /// What the run was, for the report's header fields.
@@ -156,6 +161,7 @@ impl Report {
             errors_total: all.errors.values().sum(),
             errors: all.errors.clone(),
             writes,
+            servers: None,
         }
     }
 
@@ -207,6 +213,20 @@ impl Report {
         if let Some(writes) = self.writes {
             out.push_str(&format!(
                 "writes: {writes} (each delivered to every watcher)\n"
+            ));
+        }
+        if let Some(s) = &self.servers {
+            out.push_str(&format!(
+                "servers: cpu {:.0}% ({:.1} s), peak rss {:.1} MiB{} over {} processes\n",
+                s.cpu_pct,
+                s.cpu_s,
+                s.peak_rss_mib,
+                if s.peak_rss_reset {
+                    ""
+                } else {
+                    " (since start-up)"
+                },
+                s.pids.len()
             ));
         }
         if !self.errors.is_empty() {
@@ -302,6 +322,7 @@ mod tests {
             "errors",
             "errors_total",
             "writes",
+            "servers",
         ];
         let mut keys = keys.clone();
         keys.sort();

@@ -13,6 +13,7 @@ use tonic::transport::{Channel, Endpoint};
 use crate::args::{Plan, Stop, Target, Workload};
 use crate::names::RunId;
 use crate::report::{Recorder, Report, RunInfo};
+use crate::servers::{Probe, ServerUsage};
 use crate::{etcd_ops, steward_ops, watch};
 
 /// How long dialling one connection may take.
@@ -24,15 +25,18 @@ pub struct Measured {
     pub all: Recorder,
     pub elapsed: Duration,
     pub writes: Option<u64>,
+    /// `--server-pids`: what the servers used while the clients ran.
+    pub servers: Option<ServerUsage>,
 }
 
 pub async fn run(plan: &Plan) -> anyhow::Result<Report> {
     let run = RunId::new();
     let channels = connect(plan).await?;
+    let probe = Probe::new(plan.server_pids.clone());
     let measured = match (plan.target, plan.workload) {
-        (Target::Steward, Workload::Watch) => watch::run(plan, &run, &channels).await?,
-        (Target::Steward, _) => steward_ops::run(plan, &run, &channels).await?,
-        (Target::Etcd, _) => etcd_ops::run(plan, &run, &channels).await?,
+        (Target::Steward, Workload::Watch) => watch::run(plan, &run, &channels, &probe).await?,
+        (Target::Steward, _) => steward_ops::run(plan, &run, &channels, &probe).await?,
+        (Target::Etcd, _) => etcd_ops::run(plan, &run, &channels, &probe).await?,
     };
     let info = RunInfo {
         workload: plan.workload.name().to_string(),
@@ -42,12 +46,9 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Report> {
         conns: plan.conns,
         value_size: plan.value_size,
     };
-    Ok(Report::new(
-        info,
-        &measured.all,
-        measured.elapsed,
-        measured.writes,
-    ))
+    let mut report = Report::new(info, &measured.all, measured.elapsed, measured.writes);
+    report.servers = measured.servers;
+    Ok(report)
 }
 
 /// Dials every connection before the clock starts, so a dead endpoint fails the run at once.
@@ -78,7 +79,11 @@ pub trait Worker: Send + 'static {
 /// Lets every worker prepare, starts them all at once (the clock starts when the last one is
 /// ready), repeats their operation until the plan's stop, and merges what they recorded. A
 /// worker that fails to prepare fails the run with its error.
-pub async fn drive<W: Worker>(plan: &Plan, workers: Vec<W>) -> anyhow::Result<Measured> {
+pub async fn drive<W: Worker>(
+    plan: &Plan,
+    workers: Vec<W>,
+    probe: &Probe,
+) -> anyhow::Result<Measured> {
     let n = workers.len();
     let (start_tx, start_rx) = tokio::sync::watch::channel::<Option<Until>>(None);
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<anyhow::Result<()>>(n.max(1));
@@ -119,16 +124,19 @@ pub async fn drive<W: Worker>(plan: &Plan, workers: Vec<W>) -> anyhow::Result<Me
             None => anyhow::bail!("a client ended while preparing"),
         }
     }
+    probe.start()?;
     let start = Instant::now();
     start_tx.send_replace(Some(Until::new(plan.stop, start)));
     let mut all = Recorder::default();
     for t in tasks {
         all.merge(&t.await.context("a client task panicked")?);
     }
+    let elapsed = start.elapsed();
     Ok(Measured {
         all,
-        elapsed: start.elapsed(),
+        elapsed,
         writes: None,
+        servers: probe.finish()?,
     })
 }
 

@@ -15,11 +15,17 @@ use crate::args::{Plan, Workload};
 use crate::names::{self, RunId, KIND};
 use crate::report::code_name;
 use crate::runner::{self, Measured};
+use crate::servers::Probe;
 
 /// Creates of the `list` set in flight at once while preparing.
 const PREPARE_CONCURRENCY: usize = 32;
 
-pub async fn run(plan: &Plan, run: &RunId, channels: &[Channel]) -> anyhow::Result<Measured> {
+pub async fn run(
+    plan: &Plan,
+    run: &RunId,
+    channels: &[Channel],
+    probe: &Probe,
+) -> anyhow::Result<Measured> {
     let ns = run.namespace();
     if plan.workload == Workload::List {
         prepare_list(plan, &ns, channels).await?;
@@ -27,7 +33,7 @@ pub async fn run(plan: &Plan, run: &RunId, channels: &[Channel]) -> anyhow::Resu
     let workers = (0..plan.clients)
         .map(|c| StewardWorker::new(plan, run, c, channels[plan.conn_of_client(c)].clone()))
         .collect();
-    runner::drive(plan, workers).await
+    runner::drive(plan, workers, probe).await
 }
 
 /// Creates the `list` workload's objects: [`names::LIST_MATCHING`] with the label, as many

@@ -21,11 +21,17 @@ use crate::args::Plan;
 use crate::names::{self, RunId, KIND};
 use crate::report::{code_name, Recorder};
 use crate::runner::{Measured, Until};
+use crate::servers::Probe;
 
 /// How long watchers may take, after the writer stops, to receive what it wrote.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub async fn run(plan: &Plan, run: &RunId, channels: &[Channel]) -> anyhow::Result<Measured> {
+pub async fn run(
+    plan: &Plan,
+    run: &RunId,
+    channels: &[Channel],
+    probe: &Probe,
+) -> anyhow::Result<Measured> {
     let ns = run.namespace();
     let mut writer = ResourcesClient::new(channels[0].clone());
     let marker = names::object_json(&ns, names::WATCH_MARKER, false, 1, None);
@@ -64,6 +70,7 @@ pub async fn run(plan: &Plan, run: &RunId, channels: &[Channel]) -> anyhow::Resu
         }
     }
 
+    probe.start()?;
     let start = Instant::now();
     let until = Until::new(plan.stop, start);
     let mut all = Recorder::default();
@@ -94,10 +101,12 @@ pub async fn run(plan: &Plan, run: &RunId, channels: &[Channel]) -> anyhow::Resu
     for w in watchers {
         all.merge(&w.await.context("a watcher task panicked")?);
     }
+    let elapsed = start.elapsed();
     Ok(Measured {
         all,
-        elapsed: start.elapsed(),
+        elapsed,
         writes: Some(writes),
+        servers: probe.finish()?,
     })
 }
 
