@@ -564,6 +564,7 @@ fn check_assignment(op: &Operation, req: &Report<'_>) -> Result<(), Rejection> {
     }
     let (attempt, epoch) = (op.attempt, op.epoch);
     let reason = match (&op.worker, op.state) {
+        (_, OpState::Queued) if epoch == 0 => "the operation has not been assigned yet".to_string(),
         (_, OpState::Queued) => {
             format!("the operation was taken back and waits for attempt {attempt}")
         }

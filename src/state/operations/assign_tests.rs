@@ -150,6 +150,17 @@ fn stale_reports_are_refused() {
     log.run(1_000, create("d1"));
     log.run(1_000, register("w1", &DIRECTOR_VERBS, 1, 10_000));
     let id = log.submit(1_100, submit("d1", "update"));
+    let unassigned = Operation {
+        worker: Some("w1".into()),
+        ..log.op(id)
+    };
+    let early = log.rejection(1_150, report(&unassigned, WorkerReport::Started));
+    assert!(
+        early
+            .to_string()
+            .ends_with("the operation has not been assigned yet"),
+        "{early}"
+    );
     let op = log.op_ok(1_200, assign(id, "w1"));
     let stale = |worker: &str, attempt: u32, epoch: u64| Command::OpReport {
         id,
