@@ -14,8 +14,8 @@ use crate::state::resource::ObjectKey;
 /// All operations and workers, with indexes derived from them. Owned by `State`; changed only by
 /// the methods in `ops` (called from `apply/lifecycle.rs`).
 ///
-/// Operations and indexes are persistent maps, like the state's objects, so cloning the state
-/// for a snapshot stays O(1).
+/// Operations and their indexes are persistent maps, like the state's objects, so cloning the
+/// state for a snapshot stays cheap; workers (at most `operations.workers_max`) are a plain map.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct OperationTable {
     /// Every retained operation, by id (= submit order).
@@ -43,9 +43,8 @@ impl OperationTable {
     }
 
     /// Retained operations in id order, starting strictly after `after`, that `filter` matches,
-    /// at most `limit` (`0`: no limit). Scans the retained operations (bounded by
-    /// `active_max + finished_max`); a worker filter reads only its operations' ids when they
-    /// are its current assignments.
+    /// at most `limit` (`0`: no limit). Scans the retained operations from `after` on (their
+    /// number is bounded by `operations.active_max + operations.finished_max`).
     pub(crate) fn list(
         &self,
         filter: &OpFilter,
