@@ -296,7 +296,11 @@ impl Nemesis {
         tracing::info!(heal = %what, "nemesis: heal");
         self.record(TimelineKind::Heal, what);
         flushed?;
-        match [clock_err, restart_err, join_err].into_iter().flatten().next() {
+        match [clock_err, restart_err, join_err]
+            .into_iter()
+            .flatten()
+            .next()
+        {
             Some(e) => Err(e),
             None => Ok(()),
         }
