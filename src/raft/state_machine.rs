@@ -285,7 +285,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             .await
             .map_err(|e| io::Error::other(format!("encode snapshot: blocking task failed: {e}")))?;
         let bytes = data.len();
-        let stored = write_snapshot(&self.db, meta.clone(), data.clone(), true).await?;
+        let (stored, data) = write_snapshot(&self.db, meta.clone(), data, true).await?;
         debug!(%meta, bytes, revision, stored, "snapshot built");
         Ok(Snapshot {
             meta,
@@ -305,13 +305,14 @@ const SNAPSHOT_MAGIC: &[u8; 8] = b"STWSNAP1";
 /// renamed over the old one, and the directory fsynced, so a crash leaves the old or the new
 /// snapshot, never a torn one. With `only_if_newer`, a snapshot older than the stored one is not
 /// written (an install may have overtaken a slow build, and the log before the newer one may be
-/// purged already). Returns whether it was written.
+/// purged already). Returns whether it was written, and `data` back (moved through the blocking
+/// task rather than copied: a snapshot is the size of the whole state).
 async fn write_snapshot(
     db: &RaftDb,
     meta: SnapshotMeta,
     data: SnapshotData,
     only_if_newer: bool,
-) -> io::Result<bool> {
+) -> io::Result<(bool, SnapshotData)> {
     let dir = db.dir().to_path_buf();
     let lock = db.snapshot_lock.clone();
     tokio::task::spawn_blocking(move || {
@@ -319,7 +320,7 @@ async fn write_snapshot(
         if only_if_newer {
             if let Some((stored, _)) = read_snapshot(&dir)? {
                 if stored.last_log_id > meta.last_log_id {
-                    return Ok(false);
+                    return Ok((false, data));
                 }
             }
         }
@@ -336,7 +337,7 @@ async fn write_snapshot(
         }
         std::fs::rename(&tmp, dir.join(SNAPSHOT_FILE))?;
         std::fs::File::open(&dir)?.sync_all()?;
-        Ok(true)
+        Ok((true, data))
     })
     .await
     .map_err(|e| io::Error::other(format!("write snapshot: blocking task failed: {e}")))?
@@ -344,7 +345,7 @@ async fn write_snapshot(
 
 /// The stored snapshot, if any (blocking).
 fn read_snapshot(dir: &Path) -> io::Result<Option<(SnapshotMeta, SnapshotData)>> {
-    let bytes = match std::fs::read(dir.join(SNAPSHOT_FILE)) {
+    let mut bytes = match std::fs::read(dir.join(SNAPSHOT_FILE)) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
@@ -363,7 +364,10 @@ fn read_snapshot(dir: &Path) -> io::Result<Option<(SnapshotMeta, SnapshotData)>>
         return Err(bad("data length does not match"));
     }
     let meta: SnapshotMeta = serde_json::from_slice(meta).map_err(json_err("snapshot meta"))?;
-    Ok(Some((meta, rest.to_vec())))
+    // The data in place: drop the header rather than copy the (state-sized) rest.
+    let header = bytes.len() - data_len;
+    bytes.drain(..header);
+    Ok(Some((meta, bytes)))
 }
 
 fn split_len(b: &[u8]) -> Option<(usize, &[u8])> {
