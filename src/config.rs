@@ -17,8 +17,13 @@ pub struct MemberConfig {
 }
 
 /// A node's whole configuration.
+///
+/// In TOML the `[operations]` section sits at the top level next to `[locks]`; in Rust it lives
+/// in `limits.operations` (read it with `Config::operations`), because jepsen/ and bench/ build
+/// `Config` literally with `limits: Limits::default()`, and a new top-level field would break
+/// them. `ConfigFile` is the file's shape.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "ConfigFile", into = "ConfigFile")]
 pub struct Config {
     /// This node's id (>= 1). Never reuse the id of a removed node.
     pub id: u64,
@@ -39,6 +44,130 @@ pub struct Config {
     pub limits: Limits,
     #[serde(default)]
     pub locks: LocksConfig,
+}
+
+/// `Config` as written in a file: `[operations]` is its own section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    id: u64,
+    client_addr: String,
+    peer_addr: String,
+    data_dir: PathBuf,
+    #[serde(default)]
+    initial_members: Vec<MemberConfig>,
+    #[serde(default)]
+    raft: RaftConfig,
+    #[serde(default)]
+    limits: Limits,
+    #[serde(default)]
+    locks: LocksConfig,
+    #[serde(default)]
+    operations: OperationsConfig,
+}
+
+impl From<ConfigFile> for Config {
+    fn from(f: ConfigFile) -> Config {
+        let mut limits = f.limits;
+        limits.operations = f.operations;
+        Config {
+            id: f.id,
+            client_addr: f.client_addr,
+            peer_addr: f.peer_addr,
+            data_dir: f.data_dir,
+            initial_members: f.initial_members,
+            raft: f.raft,
+            limits,
+            locks: f.locks,
+        }
+    }
+}
+
+impl From<Config> for ConfigFile {
+    fn from(c: Config) -> ConfigFile {
+        let mut limits = c.limits;
+        let operations = std::mem::take(&mut limits.operations);
+        ConfigFile {
+            id: c.id,
+            client_addr: c.client_addr,
+            peer_addr: c.peer_addr,
+            data_dir: c.data_dir,
+            initial_members: c.initial_members,
+            raft: c.raft,
+            limits,
+            locks: c.locks,
+            operations,
+        }
+    }
+}
+
+/// Lifecycle operations and workers: the limits the state machine enforces (each named as in
+/// its rejections, `operations.<key>`), the leader's scheduling and sweep intervals, and the
+/// default policy the server gives each submitted operation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OperationsConfig {
+    /// Operations not yet ended, in the store.
+    pub active_max: u32,
+    /// Operations not yet ended on one target resource.
+    pub per_target_max: u32,
+    /// Ended operations kept for queries and idempotent submits; the oldest are forgotten.
+    pub finished_max: u32,
+    /// Largest `params` of one operation (compact JSON), in bytes.
+    pub params_bytes_max: u32,
+    /// Largest response or error of one report (compact JSON), in bytes.
+    pub result_bytes_max: u32,
+    /// Largest `max_attempts` an operation may have.
+    pub attempts_max: u32,
+    /// Longest deadline an operation may have, in ms.
+    pub deadline_ms_max: u64,
+    /// Most registered workers.
+    pub workers_max: u32,
+    /// Most (kind, verb) handles of one worker.
+    pub handles_max: u32,
+    /// Largest capacity (concurrent operations) a worker may ask for.
+    pub capacity_max: u32,
+    /// How often the leader looks for queued operations to assign even when nothing changed
+    /// (a worker's heartbeat makes it alive again, a lock frees up), in ms.
+    pub schedule_interval_ms: u64,
+    /// Most assignments the leader proposes in one scheduling round.
+    pub schedule_batch_max: u32,
+    /// How often the leader looks for dead workers and passed deadlines, in ms.
+    pub sweep_interval_ms: u64,
+    /// Verbs that only read their target (a backup): they take its READ lock, so they may run
+    /// together. Every other verb takes the target's WRITE lock.
+    pub read_lock_verbs: Vec<String>,
+    /// Verbs whose success deletes the target.
+    pub delete_verbs: Vec<String>,
+    /// Attempts an operation gets unless the submit asks for another number.
+    pub max_attempts: u32,
+    /// Time from submit after which an operation is failed or aborted, unless the submit asks
+    /// for another one, in ms; 0: no deadline.
+    pub deadline_ms: u64,
+}
+
+impl Default for OperationsConfig {
+    fn default() -> Self {
+        OperationsConfig {
+            active_max: 100_000,
+            per_target_max: 100,
+            finished_max: 100_000,
+            params_bytes_max: 64 * 1024,
+            result_bytes_max: 64 * 1024,
+            attempts_max: 20,
+            deadline_ms_max: 7 * 24 * 3_600_000,
+            workers_max: 10_000,
+            handles_max: 256,
+            capacity_max: 10_000,
+            schedule_interval_ms: 200,
+            schedule_batch_max: 256,
+            sweep_interval_ms: 200,
+            read_lock_verbs: vec!["backup".to_string()],
+            delete_verbs: vec!["delete".to_string()],
+            max_attempts: 3,
+            deadline_ms: 24 * 3_600_000,
+        }
+    }
 }
 
 /// The lock table: timing policy and its limits.
@@ -130,6 +259,9 @@ pub struct Limits {
     pub bookmark_interval_ms: u64,
     /// Most proposals waiting for the leader at once on one node.
     pub max_pending_proposals: usize,
+    /// The `[operations]` section of the file (see `Config`); not a key of `[limits]`.
+    #[serde(skip)]
+    pub operations: OperationsConfig,
 }
 
 impl Default for Limits {
@@ -145,6 +277,7 @@ impl Default for Limits {
             watch_history: 100_000,
             bookmark_interval_ms: 5_000,
             max_pending_proposals: 10_000,
+            operations: OperationsConfig::default(),
         }
     }
 }
@@ -164,6 +297,11 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// The `[operations]` section.
+    pub fn operations(&self) -> &OperationsConfig {
+        &self.limits.operations
+    }
+
     /// Reads and parses a TOML config file (not yet validated).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -286,6 +424,65 @@ impl Config {
                 "bookmark_interval_ms and max_pending_proposals must be >= 1",
             );
         }
+        self.operations().validate()
+    }
+}
+
+impl OperationsConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |field: &'static str, rule: String| Err(ConfigError::Invalid { field, rule });
+        let positive = [
+            ("operations.active_max", self.active_max),
+            ("operations.per_target_max", self.per_target_max),
+            ("operations.params_bytes_max", self.params_bytes_max),
+            ("operations.result_bytes_max", self.result_bytes_max),
+            ("operations.attempts_max", self.attempts_max),
+            ("operations.workers_max", self.workers_max),
+            ("operations.handles_max", self.handles_max),
+            ("operations.capacity_max", self.capacity_max),
+            ("operations.schedule_batch_max", self.schedule_batch_max),
+        ];
+        if let Some((field, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return invalid(field, "must be >= 1".to_string());
+        }
+        if self.schedule_interval_ms == 0 || self.sweep_interval_ms == 0 {
+            return invalid(
+                "operations.schedule_interval_ms",
+                "schedule_interval_ms and sweep_interval_ms must be >= 1".to_string(),
+            );
+        }
+        if self.deadline_ms_max == 0 {
+            return invalid("operations.deadline_ms_max", "must be >= 1".to_string());
+        }
+        if self.max_attempts == 0 || self.max_attempts > self.attempts_max {
+            return invalid(
+                "operations.max_attempts",
+                format!(
+                    "must be 1..=operations.attempts_max = {}",
+                    self.attempts_max
+                ),
+            );
+        }
+        if self.deadline_ms > self.deadline_ms_max {
+            return invalid(
+                "operations.deadline_ms",
+                format!(
+                    "must be 0 (none) or at most operations.deadline_ms_max = {}",
+                    self.deadline_ms_max
+                ),
+            );
+        }
+        let lists = [
+            ("operations.read_lock_verbs", &self.read_lock_verbs),
+            ("operations.delete_verbs", &self.delete_verbs),
+        ];
+        for (field, verbs) in lists {
+            for verb in verbs {
+                if let Err(r) = crate::state::operations::check_verb(field, verb) {
+                    return invalid(field, r.to_string());
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -340,6 +537,14 @@ mod tests {
                 |c| c.limits.max_request_bytes = 1,
                 "limits.max_request_bytes",
             ),
+            (
+                |c| c.limits.operations.max_attempts = 99,
+                "operations.max_attempts",
+            ),
+            (
+                |c| c.limits.operations.workers_max = 0,
+                "operations.workers_max",
+            ),
         ];
         for (mutate, field) in cases {
             let mut c = base();
@@ -356,5 +561,10 @@ mod tests {
         assert_eq!(back, base());
         let bad = format!("{text}\nbogus = 1\n");
         assert!(toml::from_str::<Config>(&bad).is_err());
+        let mut custom = base();
+        custom.limits.operations.read_lock_verbs = vec!["backup".into(), "snapshot".into()];
+        let text = toml::to_string(&custom).expect("serialize");
+        assert!(text.contains("[operations]"), "{text}");
+        assert_eq!(toml::from_str::<Config>(&text).expect("parse"), custom);
     }
 }

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::config::{Config, Limits, LocksConfig, MemberConfig, RaftConfig};
+use crate::config::{Config, Limits, LocksConfig, MemberConfig, OperationsConfig, RaftConfig};
 
 /// Client port of loopback node N is `CLIENT_PORT_BASE + N` (7001, 7002, ...).
 pub const CLIENT_PORT_BASE: u16 = 7000;
@@ -112,6 +112,68 @@ const LOCKS_DOCS: &[(&str, &str)] = &[
     ),
 ];
 
+/// `(key, explanation)` for every `[operations]` option, in file order.
+const OPERATIONS_DOCS: &[(&str, &str)] = &[
+    ("active_max", "Operations not yet ended, in the store."),
+    (
+        "per_target_max",
+        "Operations not yet ended on one target resource.",
+    ),
+    (
+        "finished_max",
+        "Ended operations kept for queries and idempotent submits; the oldest are forgotten.",
+    ),
+    (
+        "params_bytes_max",
+        "Largest params of one operation (compact JSON), in bytes.",
+    ),
+    (
+        "result_bytes_max",
+        "Largest response or error of one worker report, in bytes.",
+    ),
+    ("attempts_max", "Largest max_attempts an operation may have."),
+    (
+        "deadline_ms_max",
+        "Longest deadline an operation may have, in ms.",
+    ),
+    ("workers_max", "Most registered workers."),
+    ("handles_max", "Most Kind:verb handles of one worker."),
+    (
+        "capacity_max",
+        "Largest capacity (concurrent operations) a worker may ask for.",
+    ),
+    (
+        "schedule_interval_ms",
+        "How often the leader looks for operations to assign when nothing else wakes it, in ms.",
+    ),
+    (
+        "schedule_batch_max",
+        "Most assignments the leader proposes in one scheduling round.",
+    ),
+    (
+        "sweep_interval_ms",
+        "How often the leader looks for dead workers and passed deadlines, in ms.",
+    ),
+    (
+        "read_lock_verbs",
+        "Verbs that take their target's READ lock (they may run together); others take its WRITE lock.",
+    ),
+    ("delete_verbs", "Verbs whose success deletes the target."),
+    (
+        "max_attempts",
+        "Attempts an operation gets when its submit does not say.",
+    ),
+    (
+        "deadline_ms",
+        "Deadline of an operation from its submit when the submit does not say, in ms; 0: none.",
+    ),
+];
+
+/// The documented keys of `[operations]`.
+pub fn documented_operations_keys() -> Vec<&'static str> {
+    OPERATIONS_DOCS.iter().map(|d| d.0).collect()
+}
+
 /// The documented keys of `[raft]`, `[limits]` and `[locks]`, for tests that check nothing is
 /// missing.
 pub fn documented_keys() -> (Vec<&'static str>, Vec<&'static str>, Vec<&'static str>) {
@@ -163,7 +225,7 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
     for line in title.lines() {
         out.push_str(&format!("# {line}\n"));
     }
-    out.push_str("#\n# Every [raft], [limits] and [locks] option is listed with its default; uncomment a line to change it.\n\n");
+    out.push_str("#\n# Every [raft], [limits], [locks] and [operations] option is listed with its default; uncomment a line to change it.\n\n");
     out.push_str("# This node's id (>= 1). Never reuse the id of a removed node.\n");
     out.push_str(&format!("id = {}\n", config.id));
     out.push_str(
@@ -216,6 +278,13 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
         &toml::Value::try_from(&config.locks)?,
         &toml::Value::try_from(LocksConfig::default())?,
     )?;
+    section(
+        &mut out,
+        "operations",
+        OPERATIONS_DOCS,
+        &toml::Value::try_from(config.operations())?,
+        &toml::Value::try_from(OperationsConfig::default())?,
+    )?;
     Ok(out)
 }
 
@@ -264,6 +333,14 @@ mod tests {
     #[test]
     fn every_option_is_documented() {
         let (raft, limits, locks) = documented_keys();
+        let want_ops = keys(toml::Value::try_from(OperationsConfig::default()).expect("ops"));
+        assert_eq!(
+            documented_operations_keys()
+                .iter()
+                .map(|k| k.to_string())
+                .collect::<BTreeSet<_>>(),
+            want_ops
+        );
         let want_locks = keys(toml::Value::try_from(LocksConfig::default()).expect("locks"));
         assert_eq!(
             locks.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>(),
@@ -390,6 +467,7 @@ mod tests {
         let full_raft = keys(toml::Value::try_from(RaftConfig::default()).expect("raft"));
         let full_limits = keys(toml::Value::try_from(Limits::default()).expect("limits"));
         let full_locks = keys(toml::Value::try_from(LocksConfig::default()).expect("locks"));
+        let full_ops = keys(toml::Value::try_from(OperationsConfig::default()).expect("ops"));
         for file in files {
             let name = file.display().to_string();
             let config = Config::load(&file).unwrap_or_else(|e| panic!("{e}"));
@@ -421,7 +499,17 @@ mod tests {
                 full_locks,
                 "{name}: [locks] options missing or unknown"
             );
+            assert_eq!(
+                keys(table["operations"].clone()),
+                full_ops,
+                "{name}: [operations] options missing or unknown"
+            );
             let defaults: Config = toml::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(
+                *defaults.operations(),
+                OperationsConfig::default(),
+                "{name}: commented [operations] defaults differ"
+            );
             assert_eq!(
                 defaults.locks,
                 LocksConfig::default(),
