@@ -1,16 +1,21 @@
 //! A steward node: start-up, shutdown, and the `Node` context every gRPC handler shares.
 //!
 //! `serve` opens storage, starts Raft, bootstraps a fresh cluster once, and runs the client API
-//! and the peer service on their own listeners until SIGTERM / Ctrl-C. Handlers (resources.rs,
-//! cluster.rs, peer.rs) stay thin: validate, then `Node::propose` or `Node::read_barrier` + read.
+//! and the peer service on their own listeners until SIGTERM / Ctrl-C, with the leader-only tasks
+//! that propose (the lock sweeper in locks.rs, the operation scheduler and sweeper in
+//! scheduler.rs). Handlers (resources.rs, cluster.rs, locks.rs, operations.rs, workers.rs,
+//! peer.rs) stay thin: validate, then `Node::propose` or `Node::read_barrier` + read.
 
 pub mod cluster;
 pub mod errors;
 pub mod locks;
 pub mod node;
+pub mod operations;
 pub mod peer;
 pub mod resources;
+pub mod scheduler;
 pub mod watch;
+pub mod workers;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -25,7 +30,9 @@ use crate::config::Config;
 use crate::proto::raft_v1::raft_peer_server::RaftPeerServer;
 use crate::proto::v1::cluster_server::ClusterServer;
 use crate::proto::v1::locks_server::LocksServer;
+use crate::proto::v1::operations_server::OperationsServer;
 use crate::proto::v1::resources_server::ResourcesServer;
+use crate::proto::v1::workers_server::WorkersServer;
 use crate::raft::log_store::{LogStore, RaftDb};
 use crate::raft::network::{PeerChannels, PeerNetworkFactory};
 use crate::raft::state_machine::StateMachine;
@@ -117,7 +124,9 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
             max_msg,
         )),
         tokio::spawn(serve_peer(node.clone(), peer_listener, stop_rx.clone())),
-        tokio::spawn(locks::run_sweeper(node.clone(), stop_rx)),
+        tokio::spawn(locks::run_sweeper(node.clone(), stop_rx.clone())),
+        tokio::spawn(scheduler::run_scheduler(node.clone(), stop_rx.clone())),
+        tokio::spawn(scheduler::run_op_sweeper(node.clone(), stop_rx)),
     ];
     bootstrap(&node, &config).await?;
     tracing::info!(id = config.id, %client_addr, %peer_addr, "node started");
@@ -169,11 +178,17 @@ async fn serve_client_api(
         .max_decoding_message_size(max_msg)
         .max_encoding_message_size(usize::MAX);
     let locks = LocksServer::new(locks::LocksService::new(node.clone()));
+    let operations = OperationsServer::new(operations::OperationsService::new(node.clone()))
+        .max_decoding_message_size(max_msg);
+    let workers = WorkersServer::new(workers::WorkersService::new(node.clone()))
+        .max_decoding_message_size(max_msg);
     let cluster = ClusterServer::new(cluster::ClusterService::new(node));
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let result = tonic::transport::Server::builder()
         .add_service(resources)
         .add_service(locks)
+        .add_service(operations)
+        .add_service(workers)
         .add_service(cluster)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;

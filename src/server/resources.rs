@@ -43,7 +43,7 @@ impl ResourcesService {
         Ok(obj)
     }
 
-    fn parse_key(kind: &str, namespace: &str, name: &str) -> Result<ObjectKey, Status> {
+    pub(crate) fn parse_key(kind: &str, namespace: &str, name: &str) -> Result<ObjectKey, Status> {
         let key = ObjectKey {
             kind: kind.to_string(),
             namespace: if namespace.is_empty() {

@@ -14,7 +14,7 @@ use tonic::Status;
 
 use crate::config::Limits;
 use crate::raft::state_machine::ApplyObserver;
-use crate::state::{Effects, Event, LockEvent, Selector};
+use crate::state::{Effects, Event, LockEvent, OpEvent, Selector};
 
 /// What a watcher wants to see.
 #[derive(Clone, Debug)]
@@ -71,6 +71,9 @@ pub struct WatchHub {
     inner: Mutex<HubInner>,
     /// Lock events, live only (no history): waiting acquires and lock watchers subscribe here.
     locks: tokio::sync::broadcast::Sender<Arc<LockEvent>>,
+    /// Operation changes, live only: worker assignment streams, op watchers and the leader's
+    /// scheduler subscribe here.
+    ops: tokio::sync::broadcast::Sender<OpEvent>,
     history_max: usize,
     buffer: usize,
     watchers_max: usize,
@@ -94,6 +97,7 @@ impl WatchHub {
                 next_id: 1,
             }),
             locks: tokio::sync::broadcast::channel(limits.watch_buffer.max(1024)).0,
+            ops: tokio::sync::broadcast::channel(limits.watch_buffer.max(1024)).0,
             history_max: limits.watch_history,
             buffer: limits.watch_buffer,
             watchers_max: limits.max_watchers,
@@ -107,6 +111,11 @@ impl WatchHub {
     /// A receiver of every lock event applied on this node from now on.
     pub fn subscribe_locks(&self) -> tokio::sync::broadcast::Receiver<Arc<LockEvent>> {
         self.locks.subscribe()
+    }
+
+    /// A receiver of every operation change applied on this node from now on.
+    pub fn subscribe_ops(&self) -> tokio::sync::broadcast::Receiver<OpEvent> {
+        self.ops.subscribe()
     }
 
     /// The revision up to which every event has been handed to watchers.
@@ -215,6 +224,9 @@ impl ApplyObserver for WatchHub {
         for e in &effects.lock_events {
             // No receiver is fine: nobody waits or watches right now.
             let _ = self.locks.send(Arc::new(e.clone()));
+        }
+        for e in &effects.op_events {
+            let _ = self.ops.send(e.clone());
         }
         let events = &effects.events;
         let mut inner = self.lock();

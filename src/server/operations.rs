@@ -1,0 +1,382 @@
+//! The `Operations` gRPC service, and the conversions of operations and workers to the wire that
+//! the `Workers` service (workers.rs) shares.
+//!
+//! Handlers stay thin: a submit gets the server's policy for its verb (`policy`, from the
+//! `[operations]` config) and is proposed; reads take the read barrier and read the state; a
+//! watch relays this node's operation events. Every decision is the state machine's.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::sync::broadcast::error::RecvError;
+use tokio_stream::Stream;
+use tonic::{Request, Response as GrpcResponse, Status};
+
+use crate::config::OperationsConfig;
+use crate::proto::v1::operations_server::Operations;
+use crate::proto::v1::*;
+use crate::server::errors;
+use crate::server::node::Node;
+use crate::server::resources::{consistency, ResourcesService};
+use crate::state::{
+    self, Command, LockMode as StateLockMode, ObjectKey, OpFilter, OpLimits, OpLock, OpPolicy,
+    OpResult, OpState, OperationId, Resource, Response,
+};
+
+pub struct OperationsService {
+    node: Arc<Node>,
+}
+
+impl OperationsService {
+    pub fn new(node: Arc<Node>) -> Self {
+        OperationsService { node }
+    }
+}
+
+/// The `[operations]` limits as the state machine takes them.
+pub fn op_limits(c: &OperationsConfig) -> OpLimits {
+    OpLimits {
+        active_max: c.active_max,
+        per_target_max: c.per_target_max,
+        finished_max: c.finished_max,
+        params_bytes_max: c.params_bytes_max,
+        result_bytes_max: c.result_bytes_max,
+        attempts_max: c.attempts_max,
+        deadline_ms_max: c.deadline_ms_max,
+        workers_max: c.workers_max,
+        handles_max: c.handles_max,
+        capacity_max: c.capacity_max,
+    }
+}
+
+/// The server's policy for `verb` on `target`: the target's READ lock for a read-lock verb, its
+/// WRITE lock otherwise; the submit's attempts and deadline, or the configured defaults.
+pub fn policy(
+    c: &OperationsConfig,
+    target: &ObjectKey,
+    verb: &str,
+    max_attempts: u32,
+    deadline_ms: u64,
+) -> OpPolicy {
+    let mode = match c.read_lock_verbs.iter().any(|v| v == verb) {
+        true => StateLockMode::Read,
+        false => StateLockMode::Write,
+    };
+    let deadline_ms = match deadline_ms {
+        0 => c.deadline_ms,
+        d => d,
+    };
+    OpPolicy {
+        lock: Some(OpLock::on_target(target, mode)),
+        max_attempts: if max_attempts == 0 {
+            c.max_attempts
+        } else {
+            max_attempts
+        },
+        deadline_ms: (deadline_ms > 0).then_some(deadline_ms),
+        deletes_target: c.delete_verbs.iter().any(|v| v == verb),
+    }
+}
+
+pub fn parse_id(field: &str, text: &str) -> Result<OperationId, Status> {
+    text.parse()
+        .map_err(|e: String| Status::invalid_argument(format!("{field}: {e}")))
+}
+
+/// Empty text is JSON null; anything else must parse.
+pub fn json_or_null(field: &str, text: &str) -> Result<serde_json::Value, Status> {
+    if text.trim().is_empty() {
+        return Ok(serde_json::Value::Null);
+    }
+    serde_json::from_str(text)
+        .map_err(|e| Status::invalid_argument(format!("{field}: not JSON: {e}")))
+}
+
+fn json_text(v: &serde_json::Value) -> String {
+    if v.is_null() {
+        String::new()
+    } else {
+        v.to_string()
+    }
+}
+
+pub fn state_to_proto(s: OpState) -> OperationState {
+    match s {
+        OpState::Queued => OperationState::Queued,
+        OpState::Dispatched => OperationState::Dispatched,
+        OpState::InProgress => OperationState::InProgress,
+        OpState::Aborting => OperationState::Aborting,
+        OpState::Succeeded => OperationState::Succeeded,
+        OpState::Failed => OperationState::Failed,
+        OpState::Aborted => OperationState::Aborted,
+    }
+}
+
+/// `None` for UNSPECIFIED (any state).
+fn state_from_proto(v: i32) -> Result<Option<OpState>, Status> {
+    let state = OperationState::try_from(v)
+        .map_err(|_| Status::invalid_argument(format!("state: unknown value {v}")))?;
+    Ok(OpState::ALL
+        .into_iter()
+        .find(|s| state_to_proto(*s) == state))
+}
+
+fn lock_mode_to_proto(m: StateLockMode) -> i32 {
+    match m {
+        StateLockMode::Read => LockMode::Read as i32,
+        StateLockMode::Write => LockMode::Write as i32,
+    }
+}
+
+pub fn operation_info(op: &state::Operation) -> OperationInfo {
+    let (response_json, error) = match &op.result {
+        Some(OpResult::Response(v)) => (json_text(v), String::new()),
+        Some(OpResult::Error(e)) => (String::new(), e.clone()),
+        None => (String::new(), String::new()),
+    };
+    let lock = op.policy.lock.as_ref();
+    OperationInfo {
+        id: op.id.to_string(),
+        idempotency_key: op.idempotency_key.clone().unwrap_or_default(),
+        kind: op.target.kind.clone(),
+        namespace: op.target.namespace.clone(),
+        name: op.target.name.clone(),
+        target_uid: op.target_uid.clone(),
+        verb: op.verb.clone(),
+        params_json: json_text(&op.params),
+        policy: Some(OperationPolicy {
+            lock: lock.map(|l| l.name.clone()).unwrap_or_default(),
+            lock_mode: lock.map_or(0, |l| lock_mode_to_proto(l.mode)),
+            max_attempts: op.policy.max_attempts,
+            deadline_ms: op.policy.deadline_ms.unwrap_or(0),
+            deletes_target: op.policy.deletes_target,
+        }),
+        state: state_to_proto(op.state) as i32,
+        attempt: op.attempt,
+        worker: op.worker.clone().unwrap_or_default(),
+        epoch: op.epoch,
+        submitted_ms: op.submitted_ms,
+        deadline_at_ms: op.deadline_at_ms.unwrap_or(0),
+        transitions: op
+            .transitions
+            .iter()
+            .map(|t| OperationTransition {
+                state: state_to_proto(t.state) as i32,
+                time_ms: t.time_ms,
+                attempt: t.attempt,
+                worker: t.worker.clone().unwrap_or_default(),
+            })
+            .collect(),
+        response_json,
+        error,
+        fence: op.fence().map(|f| Fence {
+            lock: f.lock,
+            token: f.token,
+        }),
+    }
+}
+
+/// An `Operation` reply to a command, or its rejection.
+pub fn operation_reply(what: &str, r: Response) -> Result<GrpcResponse<OperationInfo>, Status> {
+    match r {
+        Response::Operation { operation } => Ok(GrpcResponse::new(operation_info(&operation))),
+        Response::Rejected(r) => Err(errors::rejection(&r)),
+        other => Err(errors::internal(
+            what,
+            format!("unexpected response {other:?}"),
+        )),
+    }
+}
+
+/// The target filter of a list or watch: kind and name, or nothing.
+fn target_filter(kind: &str, namespace: &str, name: &str) -> Result<Option<ObjectKey>, Status> {
+    if kind.is_empty() && namespace.is_empty() && name.is_empty() {
+        return Ok(None);
+    }
+    ResourcesService::parse_key(kind, namespace, name).map(Some)
+}
+
+type OpStream = Pin<Box<dyn Stream<Item = Result<OperationInfo, Status>> + Send>>;
+
+impl OperationsService {
+    fn parse_create(&self, json: &str) -> Result<Option<Resource>, Status> {
+        if json.trim().is_empty() {
+            return Ok(None);
+        }
+        let max = self.node.config.limits.max_object_bytes;
+        if json.len() > max {
+            return Err(Status::resource_exhausted(format!(
+                "create_object_json is {} bytes; the limit is {max} bytes (limits.max_object_bytes)",
+                json.len()
+            )));
+        }
+        let obj = Resource::from_json(json).map_err(|r| errors::rejection(&r))?;
+        state::validate_object(&obj).map_err(|r| errors::rejection(&r))?;
+        Ok(Some(obj))
+    }
+}
+
+#[tonic::async_trait]
+impl Operations for OperationsService {
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn submit(
+        &self,
+        request: Request<SubmitOperationRequest>,
+    ) -> Result<GrpcResponse<SubmitOperationReply>, Status> {
+        let req = request.into_inner();
+        let target = ResourcesService::parse_key(&req.kind, &req.namespace, &req.name)?;
+        let config = self.node.config.operations();
+        let policy = policy(
+            config,
+            &target,
+            &req.verb,
+            req.max_attempts,
+            req.deadline_ms,
+        );
+        let command = Command::OpSubmit {
+            params: json_or_null("params_json", &req.params_json)?,
+            idempotency_key: (!req.idempotency_key.is_empty()).then_some(req.idempotency_key),
+            create: self.parse_create(&req.create_object_json)?,
+            target,
+            verb: req.verb,
+            policy,
+            limits: op_limits(config),
+        };
+        match self.node.propose(command).await? {
+            Response::OpSubmitted { operation, created } => {
+                Ok(GrpcResponse::new(SubmitOperationReply {
+                    operation: Some(operation_info(&operation)),
+                    created,
+                }))
+            }
+            Response::Rejected(r) => Err(errors::rejection(&r)),
+            other => Err(errors::internal(
+                "operation submit",
+                format!("unexpected response {other:?}"),
+            )),
+        }
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn get(
+        &self,
+        request: Request<GetOperationRequest>,
+    ) -> Result<GrpcResponse<OperationInfo>, Status> {
+        let req = request.into_inner();
+        let id = parse_id("id", &req.id)?;
+        self.node
+            .read_barrier(consistency(req.consistency)?)
+            .await?;
+        let state = self.node.state();
+        match state.operation(id) {
+            Some(op) => Ok(GrpcResponse::new(operation_info(op))),
+            None => Err(errors::rejection(&state::Rejection::OperationNotFound {
+                id,
+            })),
+        }
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn list(
+        &self,
+        request: Request<ListOperationsRequest>,
+    ) -> Result<GrpcResponse<ListOperationsReply>, Status> {
+        let req = request.into_inner();
+        let limits = &self.node.config.limits;
+        let limit = match req.limit {
+            0 => limits.default_list_page,
+            n if n > limits.max_list_page => {
+                return Err(Status::invalid_argument(format!(
+                    "limit: {n} is more than limits.max_list_page = {}",
+                    limits.max_list_page
+                )))
+            }
+            n => n,
+        };
+        let filter = OpFilter {
+            state: state_from_proto(req.state)?,
+            target: target_filter(&req.kind, &req.namespace, &req.name)?,
+            worker: (!req.worker.is_empty()).then_some(req.worker),
+        };
+        let after = match req.continue_token.as_str() {
+            "" => None,
+            t => Some(parse_id("continue_token", t)?),
+        };
+        self.node
+            .read_barrier(consistency(req.consistency)?)
+            .await?;
+        let state = self.node.state();
+        let page_len = usize::try_from(limit).unwrap_or(usize::MAX);
+        // One more than the page says whether there is a next one.
+        let mut ops = state.operations(&filter, after, page_len.saturating_add(1));
+        let more = ops.len() > page_len;
+        ops.truncate(page_len);
+        let continue_token = match (more, ops.last()) {
+            (true, Some(last)) => last.id.to_string(),
+            _ => String::new(),
+        };
+        Ok(GrpcResponse::new(ListOperationsReply {
+            operations: ops.into_iter().map(operation_info).collect(),
+            continue_token,
+            now_ms: state.time_ms(),
+        }))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn abort(
+        &self,
+        request: Request<AbortOperationRequest>,
+    ) -> Result<GrpcResponse<OperationInfo>, Status> {
+        let id = parse_id("id", &request.into_inner().id)?;
+        let command = Command::OpAbort {
+            id,
+            limits: op_limits(self.node.config.operations()),
+        };
+        operation_reply("operation abort", self.node.propose(command).await?)
+    }
+
+    type WatchStream = OpStream;
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn watch(
+        &self,
+        request: Request<WatchOperationsRequest>,
+    ) -> Result<GrpcResponse<OpStream>, Status> {
+        let req = request.into_inner();
+        let filter = OpFilter {
+            state: None,
+            target: target_filter(&req.kind, &req.namespace, &req.name)?,
+            worker: (!req.worker.is_empty()).then_some(req.worker),
+        };
+        let mut events = self.node.hub.subscribe_ops();
+        let (out, out_rx) = tokio::sync::mpsc::channel::<Result<OperationInfo, Status>>(64);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    ev = events.recv() => match ev {
+                        Ok(e) if filter.matches(&e.operation) => {
+                            if out.send(Ok(operation_info(&e.operation))).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(RecvError::Lagged(n)) => {
+                            let _ = out.send(Err(Status::resource_exhausted(format!(
+                                "operation watcher fell behind by {n} events; list the operations again and watch anew"
+                            )))).await;
+                            return;
+                        }
+                        Err(RecvError::Closed) => {
+                            let _ = out.send(Err(Status::unavailable("this node is shutting down"))).await;
+                            return;
+                        }
+                    },
+                    _ = out.closed() => return,
+                }
+            }
+        });
+        Ok(GrpcResponse::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(out_rx),
+        )))
+    }
+}
