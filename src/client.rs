@@ -15,7 +15,7 @@
 //! Every resource write has a `*_fenced` form taking an optional `Fence {lock, token}`: the
 //! server applies the write only while that token is a live WRITE holder of that lock, in the
 //! same atomic step (FailedPrecondition otherwise). The plain forms send no fence. Lock calls
-//! live in client/locks.rs.
+//! live in client/locks.rs, operation and worker calls in client/operations.rs.
 //!
 //! Errors are `tonic::Status` values: `.code()` and `.message()` are what the server said, or
 //! `DeadlineExceeded` / `Unavailable` / `Internal` for failures on the client side.
@@ -38,8 +38,13 @@ use crate::proto::v1::resources_client::ResourcesClient;
 mod cluster;
 mod failover;
 mod locks;
+mod operations;
 mod types;
 
+pub use crate::proto::v1::{
+    Assignment, AssignmentKind, DeregisterWorkerReply, ListOperationsReply, ListWorkersReply,
+    OperationInfo, OperationState, SubmitOperationReply, WorkerInfo,
+};
 pub use crate::proto::v1::{
     ClusterStatusReply, Consistency, EventType, Fence, ListLocksReply, LockEventMessage,
     LockEventType, LockGrant, LockHolderInfo, LockInfo, LockMode, LockWaiterInfo, Member,
@@ -50,6 +55,7 @@ pub use failover::{
     LEADER_HINT_KEY,
 };
 pub use locks::LockWatchStream;
+pub use operations::{AssignmentStream, OpListOptions, OpReport, OpWatchStream, SubmitOptions};
 pub use types::{ListOptions, ListPage, TxnOp, TxnResult, WatchEvent, WatchOptions, WatchStream};
 
 use failover::{may_retry, Retry};

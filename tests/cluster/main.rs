@@ -6,4 +6,5 @@ mod faults;
 mod harness;
 mod locks;
 mod membership;
+mod operations;
 mod watch;

@@ -1,0 +1,317 @@
+//! Lifecycle operations on a real 3-node cluster, with workers simulated through the Rust
+//! client, every request sent to a follower unless the test says otherwise: Service Fabrik's
+//! create -> delete flow (the target's status and `state` label follow), idempotent submit, a
+//! stale report refused with Aborted, abort of a queued and of a running operation, two mutating
+//! operations on one target serialised, and a worker that stops heartbeating losing its
+//! operation to a second worker (attempt 2, a larger epoch).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use steward::client::{
+    Assignment, AssignmentKind, AssignmentStream, Client, Consistency, OpListOptions, OpReport,
+    OperationInfo, OperationState, SubmitOptions,
+};
+use steward::config::{Limits, OperationsConfig};
+use tokio_stream::StreamExt;
+use tonic::Code;
+
+use crate::harness::*;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Fast scheduling and sweeps for tests.
+async fn start() -> TestCluster {
+    let limits = Limits {
+        operations: OperationsConfig {
+            schedule_interval_ms: 20,
+            sweep_interval_ms: 20,
+            ..OperationsConfig::default()
+        },
+        ..Limits::default()
+    };
+    TestCluster::start_with(3, test_raft(10_000, 1_000), limits).await
+}
+
+/// A client that talks to node `id` only.
+fn client(cluster: &TestCluster, id: u64) -> Client {
+    Client::connect(&[cluster.endpoint(id)]).expect("client")
+}
+
+/// Two clients on the two followers.
+async fn follower_clients(cluster: &TestCluster) -> (Client, Client) {
+    let followers = cluster.followers().await;
+    assert_eq!(followers.len(), 2, "followers {followers:?}");
+    (client(cluster, followers[0]), client(cluster, followers[1]))
+}
+
+fn director_json(name: &str) -> Value {
+    json!({
+        "kind": "Director",
+        "apiVersion": "deployment.servicefabrik.io/v1alpha1",
+        "metadata": {"name": name},
+        "spec": {"options": "{}"},
+    })
+}
+
+/// The next assignment on `stream`, within `WAIT`.
+async fn next_assignment(stream: &mut AssignmentStream) -> Assignment {
+    tokio::time::timeout(WAIT, stream.next())
+        .await
+        .expect("an assignment in time")
+        .expect("the stream is open")
+        .expect("an assignment, not an error")
+}
+
+async fn next_run(stream: &mut AssignmentStream) -> OperationInfo {
+    let a = next_assignment(stream).await;
+    assert_eq!(a.kind, AssignmentKind::Run as i32, "{a:?}");
+    a.operation.expect("an assignment carries its operation")
+}
+
+async fn submit(c: &Client, name: &str, verb: &str, opts: SubmitOptions) -> OperationInfo {
+    let reply = c
+        .op_submit("Director", "", name, verb, &opts)
+        .await
+        .unwrap_or_else(|e| panic!("submit {verb} {name}: {e}"));
+    assert!(reply.created);
+    reply.operation.expect("a submit returns the operation")
+}
+
+async fn wait_state(c: &Client, id: &str, want: OperationState) -> OperationInfo {
+    wait_for(&format!("{id} to be {want:?}"), WAIT, || async {
+        let op = c.op_get(id, Consistency::Linearizable).await.ok()?;
+        (op.state == want as i32).then_some(op)
+    })
+    .await
+}
+
+async fn target(c: &Client, name: &str) -> Result<Value, tonic::Status> {
+    c.get("Director", "default", name, Consistency::Linearizable)
+        .await
+}
+
+/// The target shows `state` in its status and label.
+async fn assert_shows(c: &Client, name: &str, state: &str) {
+    let obj = target(c, name).await.expect("target");
+    assert_eq!(obj["status"]["state"], state, "{obj}");
+    assert_eq!(obj["metadata"]["labels"]["state"], state, "{obj}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_runs_create_then_delete_through_followers() {
+    let cluster = start().await;
+    let (api, worker_api) = follower_clients(&cluster).await;
+    let worker = "bosh-manager@10.0.2.2";
+    worker_api
+        .worker_register(
+            worker,
+            &["Director:create", "Director:delete"],
+            2,
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("register");
+    let mut stream = worker_api
+        .worker_assignments(worker)
+        .await
+        .expect("assignments");
+
+    // The API controller records the create; the target is created in the same step.
+    let opts = SubmitOptions {
+        params: Some(json!({"plan": "small"})),
+        idempotency_key: Some("create-d1".into()),
+        create: Some(director_json("d1")),
+        ..SubmitOptions::default()
+    };
+    let op = submit(&api, "d1", "create", opts.clone()).await;
+    assert_eq!(op.verb, "create");
+    let again = api
+        .op_submit("Director", "", "d1", "create", &opts)
+        .await
+        .expect("repeated submit");
+    assert!(!again.created, "a repeated key creates nothing");
+    assert_eq!(again.operation.expect("op").id, op.id);
+
+    let run = next_run(&mut stream).await;
+    assert_eq!((run.id.as_str(), run.attempt), (op.id.as_str(), 1));
+    assert_eq!(run.params_json, r#"{"plan":"small"}"#);
+    assert!(run.epoch > 0);
+    let fence = run
+        .fence
+        .clone()
+        .expect("a WRITE-locked assignment has a fence");
+    assert_eq!(
+        (fence.lock.as_str(), fence.token),
+        ("Director/default/d1", run.epoch)
+    );
+    assert_shows(&api, "d1", "in_progress").await;
+
+    worker_api
+        .worker_report(worker, &run, OpReport::Started)
+        .await
+        .expect("started");
+    wait_state(&api, &op.id, OperationState::InProgress).await;
+    let done = worker_api
+        .worker_report(
+            worker,
+            &run,
+            OpReport::Succeeded(json!({"deployment": "d1"})),
+        )
+        .await
+        .expect("succeeded");
+    assert_eq!(done.state, OperationState::Succeeded as i32);
+    assert_shows(&api, "d1", "succeeded").await;
+    let obj = target(&api, "d1").await.expect("d1");
+    assert_eq!(obj["status"]["response"], json!({"deployment": "d1"}));
+    assert_eq!(obj["status"]["lastOperation"], "create");
+
+    // A report of an assignment that is not the current one is refused: stop, do not retry.
+    let stale = OperationInfo {
+        epoch: run.epoch - 1,
+        ..run.clone()
+    };
+    let err = worker_api
+        .worker_report(worker, &stale, OpReport::Failed("late".into()))
+        .await
+        .expect_err("stale report");
+    assert_eq!(err.code(), Code::Aborted, "{err:?}");
+
+    // Delete: a success removes the target.
+    let del = submit(&api, "d1", "delete", SubmitOptions::default()).await;
+    let run = next_run(&mut stream).await;
+    assert_eq!(run.id, del.id);
+    assert!(run.policy.as_ref().expect("policy").deletes_target);
+    assert!(run.epoch > fence.token, "epochs only grow");
+    worker_api
+        .worker_report(worker, &run, OpReport::Succeeded(json!({})))
+        .await
+        .expect("deleted");
+    let err = target(&api, "d1").await.expect_err("d1 is gone");
+    assert_eq!(err.code(), Code::NotFound);
+
+    let listed = api
+        .op_list(&OpListOptions {
+            target: Some(("Director".into(), String::new(), "d1".into())),
+            ..OpListOptions::default()
+        })
+        .await
+        .expect("list");
+    let ids: Vec<&str> = listed.operations.iter().map(|o| o.id.as_str()).collect();
+    assert_eq!(ids, [op.id.as_str(), del.id.as_str()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_and_one_mutating_operation_at_a_time_per_target() {
+    let cluster = start().await;
+    let (api, worker_api) = follower_clients(&cluster).await;
+    let mut res = cluster.res(cluster.wait_leader().await).await;
+    create(&mut res, director("x", &[])).await.expect("x");
+
+    // No worker yet: the operation stays queued and an abort ends it at once.
+    let queued = submit(&api, "x", "update", SubmitOptions::default()).await;
+    assert_shows(&api, "x", "in_queue").await;
+    let aborted = api.op_abort(&queued.id).await.expect("abort queued");
+    assert_eq!(aborted.state, OperationState::Aborted as i32);
+    assert_shows(&api, "x", "aborted").await;
+
+    let worker = "w1";
+    worker_api
+        .worker_register(worker, &["Director:update"], 4, Duration::from_secs(30))
+        .await
+        .expect("register");
+    let mut stream = worker_api
+        .worker_assignments(worker)
+        .await
+        .expect("assignments");
+    let first = submit(&api, "x", "update", SubmitOptions::default()).await;
+    let second = submit(&api, "x", "update", SubmitOptions::default()).await;
+    let run = next_run(&mut stream).await;
+    assert_eq!(run.id, first.id, "submit order");
+    // The worker has room for both, but the second waits for the first to end.
+    let second_now = api
+        .op_get(&second.id, Consistency::Linearizable)
+        .await
+        .expect("second");
+    assert_eq!(second_now.state, OperationState::Queued as i32);
+
+    // Abort of a running operation: Aborting until the worker confirms.
+    worker_api
+        .worker_report(worker, &run, OpReport::Started)
+        .await
+        .expect("started");
+    let aborting = api.op_abort(&first.id).await.expect("abort running");
+    assert_eq!(aborting.state, OperationState::Aborting as i32);
+    assert_shows(&api, "x", "aborting").await;
+    let stop = next_assignment(&mut stream).await;
+    assert_eq!(stop.kind, AssignmentKind::Abort as i32, "{stop:?}");
+    assert_eq!(stop.operation.expect("op").id, first.id);
+    let gone = worker_api
+        .worker_report(worker, &run, OpReport::Aborted)
+        .await
+        .expect("aborted");
+    assert_eq!(gone.state, OperationState::Aborted as i32);
+
+    // Now the second runs.
+    let run2 = next_run(&mut stream).await;
+    assert_eq!(run2.id, second.id);
+    assert!(run2.epoch > run.epoch);
+    worker_api
+        .worker_report(worker, &run2, OpReport::Succeeded(json!({"ok": true})))
+        .await
+        .expect("succeeded");
+    assert_shows(&api, "x", "succeeded").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_stops_heartbeating_loses_its_operation() {
+    let cluster = start().await;
+    let (api, worker_api) = follower_clients(&cluster).await;
+    let mut res = cluster.res(cluster.wait_leader().await).await;
+    create(&mut res, director("y", &[])).await.expect("y");
+
+    // w1 takes the operation, starts it, and goes silent.
+    worker_api
+        .worker_register("w1", &["Director:update"], 1, Duration::from_millis(1500))
+        .await
+        .expect("register w1");
+    let mut w1 = worker_api
+        .worker_assignments("w1")
+        .await
+        .expect("w1 stream");
+    let op = submit(&api, "y", "update", SubmitOptions::default()).await;
+    let lost = next_run(&mut w1).await;
+    assert_eq!((lost.id.as_str(), lost.attempt), (op.id.as_str(), 1));
+    worker_api
+        .worker_report("w1", &lost, OpReport::Started)
+        .await
+        .expect("w1 started");
+
+    // w2 heartbeats; once w1's TTL passes, a sweep requeues the operation and w2 gets attempt 2.
+    api.worker_register("w2", &["Director:update"], 1, Duration::from_secs(30))
+        .await
+        .expect("register w2");
+    let mut w2 = api.worker_assignments("w2").await.expect("w2 stream");
+    let run = next_run(&mut w2).await;
+    assert_eq!((run.id.as_str(), run.attempt), (op.id.as_str(), 2));
+    assert_eq!(run.worker, "w2");
+    assert!(run.epoch > lost.epoch, "{} > {}", run.epoch, lost.epoch);
+
+    // w1 wakes up and reports: refused, the result is w2's to give.
+    let err = worker_api
+        .worker_report("w1", &lost, OpReport::Succeeded(json!({"by": "w1"})))
+        .await
+        .expect_err("stale report");
+    assert_eq!(err.code(), Code::Aborted, "{err:?}");
+    api.worker_report("w2", &run, OpReport::Succeeded(json!({"by": "w2"})))
+        .await
+        .expect("w2 succeeded");
+    let obj = target(&api, "y").await.expect("y");
+    assert_eq!(obj["status"]["response"], json!({"by": "w2"}));
+    let workers = api
+        .worker_list(Consistency::Linearizable)
+        .await
+        .expect("workers");
+    let ids: Vec<&str> = workers.workers.iter().map(|w| w.id.as_str()).collect();
+    assert_eq!(ids, ["w2"], "the dead worker was removed");
+}
