@@ -315,3 +315,134 @@ async fn a_worker_that_stops_heartbeating_loses_its_operation() {
     let ids: Vec<&str> = workers.workers.iter().map(|w| w.id.as_str()).collect();
     assert_eq!(ids, ["w2"], "the dead worker was removed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_watch_paging_and_read_lock_verbs() {
+    let cluster = start().await;
+    let (api, other) = follower_clients(&cluster).await;
+    let mut res = cluster.res(cluster.wait_leader().await).await;
+    create(&mut res, director("z", &[])).await.expect("z");
+
+    let code_and_message = |e: tonic::Status| (e.code(), e.message().to_string());
+    let (code, msg) = code_and_message(
+        api.worker_register("w", &["Director"], 1, Duration::from_secs(5))
+            .await
+            .expect_err("bad handle"),
+    );
+    assert_eq!(code, Code::InvalidArgument, "{msg}");
+    assert!(msg.starts_with("handles[0]: "), "{msg}");
+    let (code, msg) = code_and_message(
+        api.worker_register("w", &["Director:create"], 0, Duration::from_secs(5))
+            .await
+            .expect_err("capacity 0"),
+    );
+    assert_eq!(code, Code::InvalidArgument, "{msg}");
+    assert!(msg.contains("capacity"), "{msg}");
+    let (code, msg) = code_and_message(
+        api.op_submit("Director", "", "nope", "update", &SubmitOptions::default())
+            .await
+            .expect_err("no target"),
+    );
+    assert_eq!(code, Code::NotFound, "{msg}");
+    let (code, msg) = code_and_message(
+        api.op_get("bogus", Consistency::Linearizable)
+            .await
+            .expect_err("bad id"),
+    );
+    assert_eq!(code, Code::InvalidArgument, "{msg}");
+    assert!(msg.starts_with("id: "), "{msg}");
+    let (code, _) = code_and_message(
+        api.op_get("op-999999", Consistency::Linearizable)
+            .await
+            .expect_err("unknown id"),
+    );
+    assert_eq!(code, Code::NotFound);
+    let (code, msg) = code_and_message(match api.worker_assignments("ghost").await {
+        Ok(_) => panic!("a stream for an unregistered worker"),
+        Err(e) => e,
+    });
+    assert_eq!(code, Code::NotFound, "{msg}");
+    let too_many = SubmitOptions {
+        max_attempts: Some(1000),
+        ..SubmitOptions::default()
+    };
+    let (code, msg) = code_and_message(
+        api.op_submit("Director", "", "z", "update", &too_many)
+            .await
+            .expect_err("too many attempts"),
+    );
+    assert_eq!(code, Code::InvalidArgument, "{msg}");
+    assert!(msg.contains("operations.attempts_max"), "{msg}");
+
+    // A watch on another node sees every change of the target's operations.
+    let mut watch = other
+        .op_watch(&OpListOptions {
+            target: Some(("Director".into(), "default".into(), "z".into())),
+            ..OpListOptions::default()
+        })
+        .await
+        .expect("watch");
+    let backup = submit(&api, "z", "backup", SubmitOptions::default()).await;
+    let policy = backup.policy.clone().expect("policy");
+    assert_eq!(
+        (policy.lock.as_str(), policy.lock_mode),
+        ("Director/default/z", steward::client::LockMode::Read as i32),
+        "backup takes the READ lock"
+    );
+    assert!(!policy.deletes_target);
+    let update = submit(&api, "z", "update", SubmitOptions::default()).await;
+    api.op_abort(&backup.id).await.expect("abort");
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let op = tokio::time::timeout(WAIT, watch.next())
+            .await
+            .expect("an event in time")
+            .expect("open")
+            .expect("event");
+        seen.push((op.id, op.state));
+    }
+    assert_eq!(
+        seen,
+        [
+            (backup.id.clone(), OperationState::Queued as i32),
+            (update.id.clone(), OperationState::Queued as i32),
+            (backup.id.clone(), OperationState::Aborted as i32),
+        ]
+    );
+    let again = api.op_abort(&backup.id).await.expect("a repeated abort");
+    assert_eq!(
+        again.state,
+        OperationState::Aborted as i32,
+        "aborting is idempotent"
+    );
+
+    // Paging: one operation per page, in submit order.
+    let mut ids = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = other
+            .op_list(&OpListOptions {
+                limit: 1,
+                continue_token: token.clone(),
+                ..OpListOptions::default()
+            })
+            .await
+            .expect("page");
+        ids.extend(page.operations.into_iter().map(|o| o.id));
+        if page.continue_token.is_empty() {
+            break;
+        }
+        token = page.continue_token;
+    }
+    assert_eq!(ids, [backup.id.clone(), update.id.clone()]);
+    let queued = other
+        .op_list(&OpListOptions {
+            state: Some(OperationState::Queued),
+            consistency: Consistency::Linearizable,
+            ..OpListOptions::default()
+        })
+        .await
+        .expect("queued");
+    assert_eq!(queued.operations.len(), 1);
+    assert_eq!(queued.operations[0].id, update.id);
+}
