@@ -43,7 +43,8 @@ mod types;
 
 pub use crate::proto::v1::{
     Assignment, AssignmentKind, DeregisterWorkerReply, ListOperationsReply, ListWorkersReply,
-    OperationInfo, OperationState, SubmitOperationReply, WorkerInfo,
+    OperationInfo, OperationPolicy, OperationState, OperationTransition, SubmitOperationReply,
+    WorkerInfo,
 };
 pub use crate::proto::v1::{
     ClusterStatusReply, Consistency, EventType, Fence, ListLocksReply, LockEventMessage,

@@ -5,6 +5,7 @@
 //! - `apply`, `get`, `delete`, `watch`: resources (apply.rs, resource.rs, watch.rs); writes take
 //!   `--fence NAME:TOKEN` (fence.rs)
 //! - `lock ...`: locks (lock.rs, printed by lock_render.rs)
+//! - `op ...`, `worker list`: lifecycle operations and workers (op.rs, printed by op_render.rs)
 //! - `member ...`, `cluster status`: membership (member.rs)
 //! - render.rs: tables, JSON and YAML output shared by all of them.
 
@@ -15,6 +16,8 @@ mod lock;
 mod lock_render;
 mod member;
 pub mod node_config;
+mod op;
+mod op_render;
 mod render;
 mod resource;
 mod serve;
@@ -72,6 +75,12 @@ pub enum Command {
     /// Replicated READ/WRITE locks with TTLs, fair waiting and fencing tokens.
     #[command(subcommand)]
     Lock(lock::LockCommand),
+    /// Lifecycle operations on resources, run by registered workers.
+    #[command(subcommand)]
+    Op(op::OpCommand),
+    /// Workers that run operations.
+    #[command(subcommand)]
+    Worker(op::WorkerCommand),
     /// Cluster membership.
     #[command(subcommand)]
     Member(member::MemberCommand),
@@ -113,6 +122,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Delete(args) => resource::delete(args, global).await,
         Command::Watch(args) => watch::run(args, global).await,
         Command::Lock(cmd) => lock::run(cmd, global).await,
+        Command::Op(cmd) => op::run(cmd, global).await,
+        Command::Worker(cmd) => op::run_worker(cmd, global).await,
         Command::Member(cmd) => member::run_member(cmd, global).await,
         Command::Cluster(cmd) => member::run_cluster(cmd, global).await,
     }

@@ -446,3 +446,78 @@ async fn bad_requests_watch_paging_and_read_lock_verbs() {
     assert_eq!(queued.operations.len(), 1);
     assert_eq!(queued.operations[0].id, update.id);
 }
+
+/// Runs the `steward` CLI against `endpoint`; returns (success, stdout, stderr).
+async fn cli(endpoint: String, args: &[&str]) -> (bool, String, String) {
+    let mut argv = vec!["--endpoints".to_string(), endpoint];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args(&argv)
+            .output()
+            .expect("run steward")
+    })
+    .await
+    .expect("join");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_submits_lists_gets_and_aborts() {
+    let cluster = start().await;
+    let follower = cluster.followers().await[0];
+    let endpoint = cluster.client_addr(follower);
+    let create = director_json("c1").to_string();
+    let (ok, out, err) = cli(
+        endpoint.clone(),
+        &[
+            "op",
+            "submit",
+            "create",
+            "Director/c1",
+            "--create",
+            &create,
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    let op: Value = serde_json::from_str(&out).expect("JSON");
+    let id = op["id"].as_str().expect("id").to_string();
+    assert_eq!(op["state"], "queued");
+    assert_eq!(op["policy"]["lockMode"], "WRITE");
+
+    let (ok, out, err) = cli(endpoint.clone(), &["op", "list", "--state", "queued"]).await;
+    assert!(ok, "{err}");
+    assert!(out.starts_with("ID "), "{out}");
+    assert!(
+        out.contains(&format!("{id}   create   Director/default/c1   queued")),
+        "{out}"
+    );
+    let (ok, out, err) = cli(endpoint.clone(), &["op", "abort", &id]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("aborted"), "{out}");
+    let (ok, out, err) = cli(endpoint.clone(), &["op", "get", &id]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("State:          aborted\n"), "{out}");
+
+    Client::connect(&[cluster.endpoint(follower)])
+        .expect("client")
+        .worker_register("w1", &["Director:create"], 3, Duration::from_secs(30))
+        .await
+        .expect("register");
+    let (ok, out, err) = cli(endpoint.clone(), &["worker", "list"]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("w1   yes     3"), "{out}");
+    let (ok, _, err) = cli(endpoint, &["op", "get", "op-999999"]).await;
+    assert!(!ok);
+    assert!(
+        err.contains("NotFound: operation op-999999 not found"),
+        "{err}"
+    );
+}
