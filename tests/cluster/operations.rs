@@ -521,3 +521,226 @@ async fn the_cli_submits_lists_gets_and_aborts() {
         "{err}"
     );
 }
+
+/// Reports until the cluster answers (a report is safe to repeat: the same final report of the
+/// current assignment answers the operation again). `Aborted` (a lost assignment) is returned.
+async fn report_until_answered(
+    c: &Client,
+    worker: &str,
+    op: &OperationInfo,
+    report: OpReport,
+) -> Result<OperationInfo, tonic::Status> {
+    wait_for("a report answered", WAIT, || async {
+        match c.worker_report(worker, op, report.clone()).await {
+            Ok(op) => Some(Ok(op)),
+            Err(e) if e.code() == Code::Unavailable => None,
+            Err(e) => Some(Err(e)),
+        }
+    })
+    .await
+}
+
+/// (operation, epoch, worker) of every assignment received.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, u64, &'static str)>>>;
+
+/// A simulated worker: runs every assignment it receives (Started, then Succeeded) and records
+/// (operation, epoch) of each.
+fn run_worker(
+    c: Client,
+    worker: &'static str,
+    mut stream: AssignmentStream,
+    seen: Seen,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Some(Ok(a)) = stream.next().await {
+            let Some(op) = a.operation else { continue };
+            if a.kind != AssignmentKind::Run as i32 {
+                continue;
+            }
+            seen.lock()
+                .expect("seen")
+                .push((op.id.clone(), op.epoch, worker));
+            let _ = report_until_answered(&c, worker, &op, OpReport::Started).await;
+            let done = OpReport::Succeeded(json!({"by": worker}));
+            let _ = report_until_answered(&c, worker, &op, done).await;
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_resumes_dispatch_and_nothing_runs_twice() {
+    let mut cluster = start().await;
+    let leader = cluster.wait_leader().await;
+    let survivor = cluster.followers().await[0];
+    let c = client(&cluster, survivor);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut workers = Vec::new();
+    for w in ["w1", "w2"] {
+        c.worker_register(w, &["Director:create"], 3, Duration::from_secs(60))
+            .await
+            .expect("register");
+        let stream = c.worker_assignments(w).await.expect("stream");
+        workers.push(run_worker(c.clone(), w, stream, seen.clone()));
+    }
+
+    let submit_one = |i: usize| {
+        let c = c.clone();
+        async move {
+            let name = format!("t{i}");
+            let opts = SubmitOptions {
+                create: Some(director_json(&name)),
+                idempotency_key: Some(format!("create-{name}")),
+                ..SubmitOptions::default()
+            };
+            // Idempotent: a submit whose answer was lost to the leader change is repeated.
+            wait_for("a submit answered", WAIT, || async {
+                match c.op_submit("Director", "", &name, "create", &opts).await {
+                    Ok(r) => r.operation,
+                    Err(e) if e.code() == Code::Unavailable => None,
+                    Err(e) => panic!("submit {name}: {e}"),
+                }
+            })
+            .await
+        }
+    };
+    let mut ids = Vec::new();
+    for i in 0..10 {
+        ids.push(submit_one(i).await.id);
+    }
+    cluster.kill(leader);
+    for i in 10..20 {
+        ids.push(submit_one(i).await.id);
+    }
+    for id in &ids {
+        let op = wait_state(&c, id, OperationState::Succeeded).await;
+        assert_eq!(op.attempt, 1, "{op:?}");
+    }
+    let seen = seen.lock().expect("seen").clone();
+    let mut received: Vec<&str> = seen.iter().map(|(id, _, _)| id.as_str()).collect();
+    received.sort_unstable();
+    let mut want: Vec<&str> = ids.iter().map(String::as_str).collect();
+    want.sort_unstable();
+    assert_eq!(
+        received, want,
+        "each operation reached exactly one worker once"
+    );
+    let mut epochs: Vec<u64> = seen.iter().map(|(_, e, _)| *e).collect();
+    epochs.sort_unstable();
+    epochs.dedup();
+    assert_eq!(
+        epochs.len(),
+        ids.len(),
+        "every assignment has its own epoch"
+    );
+    for w in workers {
+        w.abort();
+    }
+}
+
+/// Dispatch latency (submit sent -> the worker receives the assignment) and end-to-end
+/// throughput (submit -> succeeded) through a 3-node cluster with 8 workers, each submit and
+/// report sent to a node in turn. Printed with `--nocapture`; the assertions only check that
+/// every operation ran once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dispatch_latency_and_throughput_with_8_workers() {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    const OPS: usize = 160;
+    const SUBMITTERS: usize = 8;
+    let cluster = start().await;
+    let clients: Vec<Client> = cluster
+        .running()
+        .iter()
+        .map(|id| client(&cluster, *id))
+        .collect();
+    let received: Arc<Mutex<BTreeMap<String, Instant>>> = Arc::default();
+    let mut workers = Vec::new();
+    for w in 0..8 {
+        let c = clients[w % clients.len()].clone();
+        let id = format!("bench-w{w}");
+        c.worker_register(&id, &["Director:create"], 4, Duration::from_secs(60))
+            .await
+            .expect("register");
+        let mut stream = c.worker_assignments(&id).await.expect("stream");
+        let received = received.clone();
+        workers.push(tokio::spawn(async move {
+            while let Some(Ok(a)) = stream.next().await {
+                let Some(op) = a.operation else { continue };
+                received
+                    .lock()
+                    .expect("received")
+                    .insert(op.id.clone(), Instant::now());
+                let c = c.clone();
+                let id = id.clone();
+                tokio::spawn(async move {
+                    let _ = c.worker_report(&id, &op, OpReport::Started).await;
+                    let _ = c
+                        .worker_report(&id, &op, OpReport::Succeeded(json!({})))
+                        .await;
+                });
+            }
+        }));
+    }
+
+    let begin = Instant::now();
+    let mut submitters = Vec::new();
+    for s in 0..SUBMITTERS {
+        let c = clients[s % clients.len()].clone();
+        submitters.push(tokio::spawn(async move {
+            let mut sent = Vec::new();
+            for i in (s..OPS).step_by(SUBMITTERS) {
+                let name = format!("b{i}");
+                let opts = SubmitOptions {
+                    create: Some(director_json(&name)),
+                    ..SubmitOptions::default()
+                };
+                let at = Instant::now();
+                let reply = c
+                    .op_submit("Director", "", &name, "create", &opts)
+                    .await
+                    .expect("submit");
+                sent.push((reply.operation.expect("op").id, at));
+            }
+            sent
+        }));
+    }
+    let mut sent = Vec::new();
+    for s in submitters {
+        sent.extend(s.await.expect("submitter"));
+    }
+    let c = &clients[0];
+    wait_for(
+        "every operation succeeded",
+        Duration::from_secs(60),
+        || async {
+            let opts = OpListOptions {
+                state: Some(OperationState::Succeeded),
+                limit: 1000,
+                ..OpListOptions::default()
+            };
+            let n = c.op_list(&opts).await.ok()?.operations.len();
+            (n == OPS).then_some(())
+        },
+    )
+    .await;
+    let elapsed = begin.elapsed();
+    let received = received.lock().expect("received").clone();
+    let mut latencies: Vec<Duration> = sent
+        .iter()
+        .map(|(id, at)| received[id].saturating_duration_since(*at))
+        .collect();
+    latencies.sort_unstable();
+    let pct = |p: usize| latencies[(latencies.len() * p / 100).min(latencies.len() - 1)];
+    println!(
+        "operations: {OPS} ops, 8 workers, 3 nodes: dispatch latency p50 {:?} p99 {:?}; {:.0} ops/s submit -> succeeded",
+        pct(50),
+        pct(99),
+        OPS as f64 / elapsed.as_secs_f64()
+    );
+    assert_eq!(received.len(), OPS);
+    for w in workers {
+        w.abort();
+    }
+}
