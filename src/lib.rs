@@ -1,7 +1,8 @@
 //! steward: a Raft-replicated coordinator for control planes.
 //!
 //! Components, from the wire inwards:
-//! - `server`: gRPC services (client API and peer service), forwarding, watch hub, membership.
+//! - `server`: gRPC services (client API and peer service), forwarding, watch hub, membership,
+//!   and the leader-only tasks that propose (lock sweeper, operation scheduler and sweeper).
 //! - `raft`: openraft adapters: type config, redb log store, state machine, tonic peer network.
 //! - `state`: the PURE domain: `apply_effects(&mut State, &ApplyContext, &Command, &mut Effects)`;
 //!   resources, the lock table, lifecycle operations and workers; no I/O, no clock, no randomness.
@@ -11,6 +12,11 @@
 //! Write flow: client -> any node's `Resources` service -> validate -> (follower: forward to the
 //! leader over the peer service) -> leader stamps time and proposes a `Proposal` -> majority fsync
 //! -> every node applies it in log order -> the response goes back; watchers get the events.
+//!
+//! Operation flow: `Operations.Submit` on any node -> `OpSubmit` (with the server's per-verb
+//! policy) -> the leader's scheduler proposes `OpAssign` for what `State::ops_dispatchable`
+//! offers -> every node applies it and its `Workers.Assignments` streams send it to the worker
+//! -> the worker's `Workers.Report` (with the assignment's attempt and epoch) -> `OpReport`.
 //!
 //! Read flow: linearizable reads take a read index from the leader (ReadIndex), wait until the
 //! local state machine has applied it, then read locally; serializable reads read locally.

@@ -5,8 +5,9 @@
 //! current assignments (after a read barrier), so nothing assigned in between is missed; what
 //! both paths see is sent once, keyed by (operation, epoch, run or abort). A lagging subscription
 //! and a periodic tick re-read the state, which also covers a snapshot installed under the
-//! stream. Whether an assignment is still the worker's is the state machine's call: a report of
-//! a lost one is refused with Aborted.
+//! stream; a rescan that finds the worker gone ends the stream with NotFound. Whether an
+//! assignment is still the worker's is the state machine's call: a report of a lost one is
+//! refused with Aborted.
 
 use std::collections::BTreeSet;
 use std::pin::Pin;
@@ -127,15 +128,24 @@ impl AssignmentSender {
     }
 
     /// Offers every current assignment of the worker, and forgets what it no longer holds.
+    /// Ends the stream with NotFound once the worker is no longer registered (deregistered, or
+    /// removed by a sweep after its heartbeat expired): it must register again.
     async fn rescan(&mut self, node: &Node) -> bool {
-        let ops: Vec<state::Operation> = {
+        let ops: Option<Vec<state::Operation>> = {
             let state = node.state();
             let assigned = state.worker(&self.worker).map(|w| w.assigned.clone());
-            assigned
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(|id| state.operation(id).cloned())
-                .collect()
+            assigned.map(|ids| {
+                ids.into_iter()
+                    .filter_map(|id| state.operation(id).cloned())
+                    .collect()
+            })
+        };
+        let Some(ops) = ops else {
+            let gone = Rejection::WorkerNotFound {
+                worker: self.worker.clone(),
+            };
+            let _ = self.out.send(Err(errors::rejection(&gone))).await;
+            return false;
         };
         let held: BTreeSet<OperationId> = ops.iter().map(|op| op.id).collect();
         self.sent.retain(|(id, _, _)| held.contains(id));

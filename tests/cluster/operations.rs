@@ -314,6 +314,12 @@ async fn a_worker_that_stops_heartbeating_loses_its_operation() {
         .expect("workers");
     let ids: Vec<&str> = workers.workers.iter().map(|w| w.id.as_str()).collect();
     assert_eq!(ids, ["w2"], "the dead worker was removed");
+    // Its assignment stream ends, telling it to register again.
+    let end = tokio::time::timeout(WAIT, w1.next())
+        .await
+        .expect("the stream ends in time")
+        .expect("an error ends it");
+    assert_eq!(end.expect_err("not an assignment").code(), Code::NotFound);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
