@@ -380,3 +380,50 @@ impl Operations for OperationsService {
         )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_follows_the_config_and_the_submit() {
+        let config = OperationsConfig::default();
+        let target = ObjectKey::new("Director", "default", "d1");
+        let create = policy(&config, &target, "create", 0, 0);
+        let lock = create.lock.clone().expect("a lock");
+        assert_eq!(
+            (lock.name.as_str(), lock.mode),
+            ("Director/default/d1", StateLockMode::Write)
+        );
+        assert_eq!(create.max_attempts, config.max_attempts);
+        assert_eq!(create.deadline_ms, Some(config.deadline_ms));
+        assert!(!create.deletes_target);
+        let backup = policy(&config, &target, "backup", 5, 60_000);
+        assert_eq!(backup.lock.expect("a lock").mode, StateLockMode::Read);
+        assert_eq!((backup.max_attempts, backup.deadline_ms), (5, Some(60_000)));
+        assert!(policy(&config, &target, "delete", 0, 0).deletes_target);
+        let no_deadline = OperationsConfig {
+            deadline_ms: 0,
+            ..OperationsConfig::default()
+        };
+        assert_eq!(
+            policy(&no_deadline, &target, "update", 0, 0).deadline_ms,
+            None
+        );
+    }
+
+    #[test]
+    fn every_state_maps_to_the_wire_and_back() {
+        for s in OpState::ALL {
+            let wire = state_to_proto(s) as i32;
+            assert_eq!(state_from_proto(wire).expect("known"), Some(s));
+        }
+        assert_eq!(state_from_proto(0).expect("unspecified"), None);
+        assert_eq!(
+            state_from_proto(99).expect_err("unknown").code(),
+            tonic::Code::InvalidArgument
+        );
+        assert!(parse_id("id", "op-0").is_err());
+        assert_eq!(parse_id("id", "op-17").expect("id"), OperationId(17));
+    }
+}
