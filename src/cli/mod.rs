@@ -5,7 +5,8 @@
 //! - `apply`, `get`, `delete`, `watch`: resources (apply.rs, resource.rs, watch.rs); writes take
 //!   `--fence NAME:TOKEN` (fence.rs)
 //! - `lock ...`: locks (lock.rs, printed by lock_render.rs)
-//! - `op ...`, `worker list`: lifecycle operations and workers (op.rs, printed by op_render.rs)
+//! - `op ...`, `worker list`: lifecycle operations and workers (op.rs, printed by op_render.rs);
+//!   `worker run`: a worker that runs a program per assignment (worker_run.rs)
 //! - `member ...`, `cluster status`: membership (member.rs)
 //! - render.rs: tables, JSON and YAML output shared by all of them.
 
@@ -22,6 +23,7 @@ mod render;
 mod resource;
 mod serve;
 mod watch;
+mod worker_run;
 
 use std::time::Duration;
 
@@ -95,6 +97,7 @@ impl Cli {
     pub fn default_log_filter(&self) -> &'static str {
         match self.command {
             Command::Serve(_) | Command::Dev(_) => "info",
+            Command::Worker(op::WorkerCommand::Run(_)) => "info",
             _ => "warn",
         }
     }

@@ -33,6 +33,8 @@ pub enum OpCommand {
 pub enum WorkerCommand {
     /// List registered workers.
     List(ListWorkersArgs),
+    /// Run a worker: PROGRAM runs once per assignment (operation JSON on stdin).
+    Run(super::worker_run::WorkerRunArgs),
 }
 
 /// `KIND/NAME`.
@@ -256,8 +258,11 @@ pub async fn run(cmd: OpCommand, global: &GlobalOpts) -> anyhow::Result<()> {
 
 /// `steward worker ...`.
 pub async fn run_worker(cmd: WorkerCommand, global: &GlobalOpts) -> anyhow::Result<()> {
+    let args = match cmd {
+        WorkerCommand::List(args) => args,
+        WorkerCommand::Run(args) => return super::worker_run::run(args, global).await,
+    };
     let client = global.client()?;
-    let WorkerCommand::List(args) = cmd;
     let reply = client.worker_list(consistency(args.serializable)).await?;
     let text = match global.output {
         OutputFormat::Table if reply.workers.is_empty() => {
@@ -373,6 +378,23 @@ mod tests {
         };
         assert_eq!(args.state, Some(StateArg::InProgress));
         assert!(Cli::try_parse_from(["steward", "worker", "list"]).is_ok());
+        let cli = Cli::try_parse_from([
+            "steward",
+            "worker",
+            "run",
+            "--id",
+            "w1",
+            "--handles",
+            "Director:create,Director:delete",
+            "--exec",
+            "/bin/true",
+        ])
+        .expect("worker run");
+        let Command::Worker(WorkerCommand::Run(args)) = cli.command else {
+            panic!("{:?}", cli.command)
+        };
+        assert_eq!(args.handles, ["Director:create", "Director:delete"]);
+        assert_eq!((args.capacity, args.ttl), (1, Duration::from_secs(10)));
         for bad in [
             &["steward", "op", "submit", "create", "d1"][..],
             &[

@@ -753,3 +753,68 @@ async fn dispatch_latency_and_throughput_with_8_workers() {
         w.abort();
     }
 }
+
+/// Kills the child process when dropped (a failed test leaves no worker behind).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steward_worker_run_executes_a_program_per_assignment_and_honours_abort() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let cluster = start().await;
+    let script = cluster.dir.path().join("worker.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n\
+         cat > /dev/null\n\
+         if [ \"$STEWARD_OPERATION_VERB\" = backup ]; then exec sleep 60; fi\n\
+         echo '{\"done\": true}'\n",
+    )
+    .expect("script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let endpoints: Vec<String> = cluster
+        .running()
+        .iter()
+        .map(|id| cluster.client_addr(*id))
+        .collect();
+    let log = std::fs::File::create(cluster.dir.path().join("worker.log")).expect("log");
+    let _worker = KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+            .args(["--endpoints", &endpoints.join(","), "worker", "run"])
+            .args([
+                "--id",
+                "exec-1",
+                "--handles",
+                "Director:create,Director:backup",
+            ])
+            .args(["--capacity", "2", "--ttl", "5s", "--exec"])
+            .arg(&script)
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn the worker"),
+    );
+    let (api, _) = follower_clients(&cluster).await;
+    let opts = SubmitOptions {
+        create: Some(director_json("e1")),
+        ..SubmitOptions::default()
+    };
+    let op = submit(&api, "e1", "create", opts).await;
+    let done = wait_state(&api, &op.id, OperationState::Succeeded).await;
+    assert_eq!(done.worker, "exec-1");
+    let obj = target(&api, "e1").await.expect("e1");
+    assert_eq!(obj["status"]["response"], json!({"done": true}));
+
+    let backup = submit(&api, "e1", "backup", SubmitOptions::default()).await;
+    wait_state(&api, &backup.id, OperationState::InProgress).await;
+    api.op_abort(&backup.id).await.expect("abort");
+    wait_state(&api, &backup.id, OperationState::Aborted).await;
+    assert_shows(&api, "e1", "aborted").await;
+}
