@@ -460,7 +460,8 @@ fn apply_single(
         Ok(change) => {
             emit(events, &change);
             Response::Object {
-                object: change.object,
+                // The store and the event share the object; the reply takes its own copy.
+                object: Arc::unwrap_or_clone(change.object),
                 revision: state.revision,
             }
         }
@@ -505,7 +506,7 @@ fn apply_txn(
             Ok(change) => {
                 emit(events, &change);
                 undo.extend(change.undo);
-                objects.push(change.object);
+                objects.push(Arc::unwrap_or_clone(change.object));
             }
             Err(cause) => {
                 for (key, previous) in undo.into_iter().rev() {
@@ -534,7 +535,7 @@ fn emit(events: &mut Vec<Event>, change: &Change) {
         events.push(Event {
             event_type,
             revision: change.object.metadata.resource_version,
-            object: Arc::new(change.object.clone()),
+            object: Arc::clone(&change.object),
         });
     }
 }

@@ -41,8 +41,10 @@ impl<'a> From<&'a TxnOp> for Op<'a> {
 
 /// What one successful op did.
 pub(super) struct Change {
-    /// The object to return to the client.
-    pub(super) object: Resource,
+    /// The object as changed: the very `Arc` now in the store (or, for a delete, the removed
+    /// object at its deletion revision), shared with the change's event so no object is held
+    /// twice (the watch history keeps many events).
+    pub(super) object: Arc<Resource>,
     /// `None` for a no-op update: nothing changed, no revision, no event.
     pub(super) event_type: Option<EventType>,
     /// How to put the map back: the key and its previous value (`None`: it was absent).
@@ -133,7 +135,7 @@ fn update_status(
         return Ok(unchanged(current));
     }
     let revision = state.next_revision()?;
-    let mut next = current.clone();
+    let mut next = (**current).clone();
     next.metadata.resource_version = revision;
     next.status = object.status.clone();
     // Only status is new, so this checks its shape and the size of the result.
@@ -152,7 +154,7 @@ fn delete(state: &mut State, key: &ObjectKey, expected: Option<u64>) -> Result<C
     let mut deleted = (*previous).clone();
     deleted.metadata.resource_version = revision;
     Ok(Change {
-        object: deleted,
+        object: Arc::new(deleted),
         event_type: Some(EventType::Deleted),
         undo: Some((key.clone(), Some(previous))),
     })
@@ -163,7 +165,7 @@ fn current<'s>(
     state: &'s State,
     key: &ObjectKey,
     expected: Option<u64>,
-) -> Result<&'s Resource, Rejection> {
+) -> Result<&'s Arc<Resource>, Rejection> {
     let current = state
         .objects
         .get(key)
@@ -179,9 +181,9 @@ fn current<'s>(
     }
 }
 
-fn unchanged(current: &Resource) -> Change {
+fn unchanged(current: &Arc<Resource>) -> Change {
     Change {
-        object: current.clone(),
+        object: Arc::clone(current),
         event_type: None,
         undo: None,
     }
@@ -196,7 +198,8 @@ pub(super) fn commit(
 ) -> Change {
     debug_assert_eq!(object.metadata.resource_version, state.revision + 1);
     state.revision = object.metadata.resource_version;
-    let previous = state.objects.insert(key.clone(), Arc::new(object.clone()));
+    let object = Arc::new(object);
+    let previous = state.objects.insert(key.clone(), Arc::clone(&object));
     Change {
         object,
         event_type: Some(event_type),
