@@ -17,13 +17,8 @@ pub struct MemberConfig {
 }
 
 /// A node's whole configuration.
-///
-/// In TOML the `[operations]` section sits at the top level next to `[locks]`; in Rust it lives
-/// in `limits.operations` (read it with `Config::operations`), because jepsen/ and bench/ build
-/// `Config` literally with `limits: Limits::default()`, and a new top-level field would break
-/// them. `ConfigFile` is the file's shape.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(from = "ConfigFile", into = "ConfigFile")]
+#[serde(deny_unknown_fields)]
 pub struct Config {
     /// This node's id (>= 1). Never reuse the id of a removed node.
     pub id: u64,
@@ -44,61 +39,8 @@ pub struct Config {
     pub limits: Limits,
     #[serde(default)]
     pub locks: LocksConfig,
-}
-
-/// `Config` as written in a file: `[operations]` is its own section.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ConfigFile {
-    id: u64,
-    client_addr: String,
-    peer_addr: String,
-    data_dir: PathBuf,
     #[serde(default)]
-    initial_members: Vec<MemberConfig>,
-    #[serde(default)]
-    raft: RaftConfig,
-    #[serde(default)]
-    limits: Limits,
-    #[serde(default)]
-    locks: LocksConfig,
-    #[serde(default)]
-    operations: OperationsConfig,
-}
-
-impl From<ConfigFile> for Config {
-    fn from(f: ConfigFile) -> Config {
-        let mut limits = f.limits;
-        limits.operations = f.operations;
-        Config {
-            id: f.id,
-            client_addr: f.client_addr,
-            peer_addr: f.peer_addr,
-            data_dir: f.data_dir,
-            initial_members: f.initial_members,
-            raft: f.raft,
-            limits,
-            locks: f.locks,
-        }
-    }
-}
-
-impl From<Config> for ConfigFile {
-    fn from(c: Config) -> ConfigFile {
-        let mut limits = c.limits;
-        let operations = std::mem::take(&mut limits.operations);
-        ConfigFile {
-            id: c.id,
-            client_addr: c.client_addr,
-            peer_addr: c.peer_addr,
-            data_dir: c.data_dir,
-            initial_members: c.initial_members,
-            raft: c.raft,
-            limits,
-            locks: c.locks,
-            operations,
-        }
-    }
+    pub operations: OperationsConfig,
 }
 
 /// Lifecycle operations and workers: the limits the state machine enforces (each named as in
@@ -259,9 +201,6 @@ pub struct Limits {
     pub bookmark_interval_ms: u64,
     /// Most proposals waiting for the leader at once on one node.
     pub max_pending_proposals: usize,
-    /// The `[operations]` section of the file (see `Config`); not a key of `[limits]`.
-    #[serde(skip)]
-    pub operations: OperationsConfig,
 }
 
 impl Default for Limits {
@@ -277,7 +216,6 @@ impl Default for Limits {
             watch_history: 100_000,
             bookmark_interval_ms: 5_000,
             max_pending_proposals: 10_000,
-            operations: OperationsConfig::default(),
         }
     }
 }
@@ -299,7 +237,7 @@ pub enum ConfigError {
 impl Config {
     /// The `[operations]` section.
     pub fn operations(&self) -> &OperationsConfig {
-        &self.limits.operations
+        &self.operations
     }
 
     /// Reads and parses a TOML config file (not yet validated).
@@ -505,6 +443,7 @@ mod tests {
             raft: RaftConfig::default(),
             limits: Limits::default(),
             locks: LocksConfig::default(),
+            operations: OperationsConfig::default(),
         }
     }
 
@@ -538,13 +477,10 @@ mod tests {
                 "limits.max_request_bytes",
             ),
             (
-                |c| c.limits.operations.max_attempts = 99,
+                |c| c.operations.max_attempts = 99,
                 "operations.max_attempts",
             ),
-            (
-                |c| c.limits.operations.workers_max = 0,
-                "operations.workers_max",
-            ),
+            (|c| c.operations.workers_max = 0, "operations.workers_max"),
         ];
         for (mutate, field) in cases {
             let mut c = base();
@@ -562,7 +498,7 @@ mod tests {
         let bad = format!("{text}\nbogus = 1\n");
         assert!(toml::from_str::<Config>(&bad).is_err());
         let mut custom = base();
-        custom.limits.operations.read_lock_verbs = vec!["backup".into(), "snapshot".into()];
+        custom.operations.read_lock_verbs = vec!["backup".into(), "snapshot".into()];
         let text = toml::to_string(&custom).expect("serialize");
         assert!(text.contains("[operations]"), "{text}");
         assert_eq!(toml::from_str::<Config>(&text).expect("parse"), custom);

@@ -94,6 +94,7 @@ impl Cluster {
                 raft: raft.clone(),
                 limits: Default::default(),
                 locks: Default::default(),
+                operations: Default::default(),
             };
             let path = dir.path().join(format!("node{}.toml", m.id));
             std::fs::write(&path, toml::to_string(&config).expect("toml")).expect("write config");

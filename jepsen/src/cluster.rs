@@ -564,6 +564,7 @@ fn write_config(
         raft: spec.raft.clone(),
         limits: Limits::default(),
         locks: spec.locks.clone(),
+        operations: Default::default(),
     };
     config.validate()?;
     let title = format!(

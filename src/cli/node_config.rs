@@ -214,6 +214,7 @@ pub fn loopback_config(id: u64, nodes: u64, data_root: &Path) -> Config {
         raft: RaftConfig::default(),
         limits: Limits::default(),
         locks: LocksConfig::default(),
+        operations: Default::default(),
     }
 }
 

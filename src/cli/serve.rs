@@ -62,6 +62,7 @@ pub fn build_config(args: &ServeArgs) -> anyhow::Result<Config> {
                 raft: RaftConfig::default(),
                 limits: Limits::default(),
                 locks: Default::default(),
+                operations: Default::default(),
             }
         }
     };

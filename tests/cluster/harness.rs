@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use steward::config::{Config, Limits, LocksConfig, MemberConfig, RaftConfig};
+use steward::config::{Config, Limits, LocksConfig, MemberConfig, OperationsConfig, RaftConfig};
 use steward::proto::v1::cluster_client::ClusterClient;
 use steward::proto::v1::resources_client::ResourcesClient;
 use steward::proto::v1::*;
@@ -85,6 +85,25 @@ impl TestCluster {
         limits: Limits,
         locks: LocksConfig,
     ) -> TestCluster {
+        Self::start_with_all(n, raft, limits, locks, OperationsConfig::default()).await
+    }
+
+    pub async fn start_with_operations(
+        n: u64,
+        raft: RaftConfig,
+        operations: OperationsConfig,
+    ) -> TestCluster {
+        let locks = LocksConfig::default();
+        Self::start_with_all(n, raft, Limits::default(), locks, operations).await
+    }
+
+    async fn start_with_all(
+        n: u64,
+        raft: RaftConfig,
+        limits: Limits,
+        locks: LocksConfig,
+        operations: OperationsConfig,
+    ) -> TestCluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let members: Vec<MemberConfig> = (1..=n)
             .map(|id| MemberConfig {
@@ -108,6 +127,7 @@ impl TestCluster {
                 raft: raft.clone(),
                 limits: limits.clone(),
                 locks: locks.clone(),
+                operations: operations.clone(),
             };
             cluster.add_node_config(config);
         }
@@ -136,7 +156,8 @@ impl TestCluster {
     pub fn prepare_joiner(&mut self, id: u64) -> (String, String) {
         let first = self.nodes.values().next().map(|n| n.config.clone());
         let limits = first.as_ref().map(|c| c.limits.clone()).unwrap_or_default();
-        let locks = first.map(|c| c.locks).unwrap_or_default();
+        let locks = first.as_ref().map(|c| c.locks.clone()).unwrap_or_default();
+        let operations = first.map(|c| c.operations).unwrap_or_default();
         let config = Config {
             id,
             client_addr: format!("127.0.0.1:{}", free_port()),
@@ -146,6 +167,7 @@ impl TestCluster {
             raft: self.raft.clone(),
             limits,
             locks,
+            operations,
         };
         let addrs = (config.peer_addr.clone(), config.client_addr.clone());
         self.add_node_config(config);

@@ -12,7 +12,7 @@ use steward::client::{
     Assignment, AssignmentKind, AssignmentStream, Client, Consistency, OpListOptions, OpReport,
     OperationInfo, OperationState, SubmitOptions,
 };
-use steward::config::{Limits, OperationsConfig};
+use steward::config::OperationsConfig;
 use tokio_stream::StreamExt;
 use tonic::Code;
 
@@ -22,15 +22,12 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// Fast scheduling and sweeps for tests.
 async fn start() -> TestCluster {
-    let limits = Limits {
-        operations: OperationsConfig {
-            schedule_interval_ms: 20,
-            sweep_interval_ms: 20,
-            ..OperationsConfig::default()
-        },
-        ..Limits::default()
+    let operations = OperationsConfig {
+        schedule_interval_ms: 20,
+        sweep_interval_ms: 20,
+        ..OperationsConfig::default()
     };
-    TestCluster::start_with(3, test_raft(10_000, 1_000), limits).await
+    TestCluster::start_with_operations(3, test_raft(10_000, 1_000), operations).await
 }
 
 /// A client that talks to node `id` only.
