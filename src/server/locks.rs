@@ -20,6 +20,7 @@ use crate::proto::v1::*;
 use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::resources::consistency;
+use crate::server::watch::relay;
 use crate::state::{self, Command, LockEvent, LockEventType, LockLimits, Response};
 
 pub struct LocksService {
@@ -368,36 +369,13 @@ impl Locks for LocksService {
         request: Request<WatchLocksRequest>,
     ) -> Result<GrpcResponse<LockEventStream>, Status> {
         let prefix = request.into_inner().prefix;
-        let mut events = self.node.hub.subscribe_locks();
-        let (out, out_rx) = tokio::sync::mpsc::channel::<Result<LockEventMessage, Status>>(64);
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    ev = events.recv() => match ev {
-                        Ok(e) if e.name.starts_with(&prefix) => {
-                            if out.send(Ok(event_message(&e))).await.is_err() {
-                                return;
-                            }
-                        }
-                        Ok(_) => {}
-                        Err(RecvError::Lagged(n)) => {
-                            let _ = out.send(Err(Status::resource_exhausted(format!(
-                                "lock watcher fell behind by {n} events; get the locks again and watch anew"
-                            )))).await;
-                            return;
-                        }
-                        Err(RecvError::Closed) => {
-                            let _ = out.send(Err(Status::unavailable("this node is shutting down"))).await;
-                            return;
-                        }
-                    },
-                    _ = out.closed() => return,
-                }
-            }
-        });
-        Ok(GrpcResponse::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(out_rx),
-        )))
+        let stream = relay(
+            self.node.hub.subscribe_locks(),
+            "lock",
+            "get the locks again and watch anew",
+            move |e| e.name.starts_with(&prefix).then(|| event_message(e)),
+        );
+        Ok(GrpcResponse::new(Box::pin(stream)))
     }
 }
 

@@ -8,7 +8,6 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::Stream;
 use tonic::{Request, Response as GrpcResponse, Status};
 
@@ -18,6 +17,7 @@ use crate::proto::v1::*;
 use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::resources::{consistency, ResourcesService};
+use crate::server::watch::relay;
 use crate::state::{
     self, Command, LockMode as StateLockMode, ObjectKey, OpFilter, OpLimits, OpLock, OpPolicy,
     OpResult, OpState, OperationId, Resource, Response,
@@ -348,36 +348,17 @@ impl Operations for OperationsService {
             target: target_filter(&req.kind, &req.namespace, &req.name)?,
             worker: (!req.worker.is_empty()).then_some(req.worker),
         };
-        let mut events = self.node.hub.subscribe_ops();
-        let (out, out_rx) = tokio::sync::mpsc::channel::<Result<OperationInfo, Status>>(64);
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    ev = events.recv() => match ev {
-                        Ok(e) if filter.matches(&e.operation) => {
-                            if out.send(Ok(operation_info(&e.operation))).await.is_err() {
-                                return;
-                            }
-                        }
-                        Ok(_) => {}
-                        Err(RecvError::Lagged(n)) => {
-                            let _ = out.send(Err(Status::resource_exhausted(format!(
-                                "operation watcher fell behind by {n} events; list the operations again and watch anew"
-                            )))).await;
-                            return;
-                        }
-                        Err(RecvError::Closed) => {
-                            let _ = out.send(Err(Status::unavailable("this node is shutting down"))).await;
-                            return;
-                        }
-                    },
-                    _ = out.closed() => return,
-                }
-            }
-        });
-        Ok(GrpcResponse::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(out_rx),
-        )))
+        let stream = relay(
+            self.node.hub.subscribe_ops(),
+            "operation",
+            "list the operations again and watch anew",
+            move |e| {
+                filter
+                    .matches(&e.operation)
+                    .then(|| operation_info(&e.operation))
+            },
+        );
+        Ok(GrpcResponse::new(Box::pin(stream)))
     }
 }
 

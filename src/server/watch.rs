@@ -262,3 +262,49 @@ impl ApplyObserver for WatchHub {
         self.reset_to(revision);
     }
 }
+
+/// Relays a broadcast subscription to a gRPC server stream: `pick` turns an event into the
+/// message for this stream, or `None` to skip it. A subscriber that falls behind the broadcast
+/// gets ResourceExhausted saying how to recover (`what` watcher fell behind...; `recover`), a
+/// node shutting down ends it with Unavailable, and a client that goes away stops the relay.
+pub(crate) fn relay<E, M, F>(
+    mut events: tokio::sync::broadcast::Receiver<E>,
+    what: &'static str,
+    recover: &'static str,
+    mut pick: F,
+) -> tokio_stream::wrappers::ReceiverStream<Result<M, Status>>
+where
+    E: Clone + Send + 'static,
+    M: Send + 'static,
+    F: FnMut(&E) -> Option<M> + Send + 'static,
+{
+    use tokio::sync::broadcast::error::RecvError;
+    let (out, out_rx) = tokio::sync::mpsc::channel::<Result<M, Status>>(64);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                ev = events.recv() => match ev {
+                    Ok(e) => {
+                        if let Some(m) = pick(&e) {
+                            if out.send(Ok(m)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        let _ = out.send(Err(Status::resource_exhausted(format!(
+                            "{what} watcher fell behind by {n} events; {recover}"
+                        )))).await;
+                        return;
+                    }
+                    Err(RecvError::Closed) => {
+                        let _ = out.send(Err(Status::unavailable("this node is shutting down"))).await;
+                        return;
+                    }
+                },
+                _ = out.closed() => return,
+            }
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(out_rx)
+}
