@@ -197,6 +197,8 @@ pub struct Limits {
     pub watch_buffer: usize,
     /// Events kept in memory for watches that resume from an older revision.
     pub watch_history: usize,
+    /// Bytes of objects (approximate, as JSON) those events may hold; the oldest go first.
+    pub watch_history_bytes: usize,
     /// How often an idle watch gets a BOOKMARK with the current revision.
     pub bookmark_interval_ms: u64,
     /// Most proposals waiting for the leader at once on one node.
@@ -214,6 +216,7 @@ impl Default for Limits {
             max_watchers: 10_000,
             watch_buffer: 1_024,
             watch_history: 100_000,
+            watch_history_bytes: 32 * 1024 * 1024,
             bookmark_interval_ms: 5_000,
             max_pending_proposals: 10_000,
         }
@@ -349,11 +352,15 @@ impl Config {
                 "must be between 1 and limits.max_list_page",
             );
         }
-        if l.max_txn_ops == 0 || l.max_watchers == 0 || l.watch_buffer == 0 || l.watch_history == 0
+        if l.max_txn_ops == 0
+            || l.max_watchers == 0
+            || l.watch_buffer == 0
+            || l.watch_history == 0
+            || l.watch_history_bytes == 0
         {
             return invalid(
                 "limits",
-                "max_txn_ops, max_watchers, watch_buffer and watch_history must be >= 1",
+                "max_txn_ops, max_watchers, watch_buffer, watch_history and watch_history_bytes must be >= 1",
             );
         }
         if l.bookmark_interval_ms == 0 || l.max_pending_proposals == 0 {

@@ -198,7 +198,7 @@ mod tests {
             let r = valid(&object_json(&ns, &created_name(63, 9), false, size, None));
             assert_eq!(r.metadata.namespace, ns);
             assert_eq!(r.kind, KIND);
-            assert_eq!(r.spec["data"].as_str().unwrap().len(), size);
+            assert_eq!(r.spec.to_value()["data"].as_str().unwrap().len(), size);
         }
         valid(&object_json(&ns, &own_name(0), false, 256, None));
         valid(&object_json(&ns, &watch_name(1), false, 256, Some(123)));

@@ -55,6 +55,11 @@ struct Args {
     /// The steward binary (default: target/release/steward, else target/debug/steward).
     #[arg(long)]
     steward_bin: Option<PathBuf>,
+    /// Nodes snapshot every N log entries and keep only N/10 behind the snapshot, so a node that
+    /// restarts, falls behind or joins catches up by receiving a snapshot under the faults
+    /// (default: the server's own settings, under which short runs never snapshot).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(10..))]
+    snapshot_every: Option<u64>,
 }
 
 const EXIT_INVALID: i32 = 1;
@@ -141,7 +146,7 @@ async fn run(args: Args) -> anyhow::Result<i32> {
         nodes: args.nodes,
         steward_bin: steward_bin(args.steward_bin.clone())?,
         work_dir: out.join("cluster"),
-        raft: steward::config::RaftConfig::default(),
+        raft: raft_config(args.snapshot_every),
         locks: steward::config::LocksConfig::default(),
         faketime,
     };
@@ -493,4 +498,14 @@ fn write_jsonl<T: serde::Serialize>(path: &std::path::Path, items: &[T]) -> anyh
     }
     std::fs::write(path, s)?;
     Ok(())
+}
+
+/// The nodes' Raft settings: the defaults, with `--snapshot-every` applied.
+fn raft_config(snapshot_every: Option<u64>) -> steward::config::RaftConfig {
+    let mut raft = steward::config::RaftConfig::default();
+    if let Some(every) = snapshot_every {
+        raft.snapshot_logs_since_last = every;
+        raft.max_in_snapshot_log_to_keep = every / 10;
+    }
+    raft
 }

@@ -81,6 +81,10 @@ const LIMITS_DOCS: &[(&str, &str)] = &[
         "Events kept in memory for watches that resume from an older revision.",
     ),
     (
+        "watch_history_bytes",
+        "Bytes of objects (approximate, as JSON) those events may hold; the oldest go first.",
+    ),
+    (
         "bookmark_interval_ms",
         "How often an idle watch gets a BOOKMARK with the current revision, in ms.",
     ),

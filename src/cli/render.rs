@@ -250,4 +250,20 @@ mod tests {
         let yaml = to_yaml(&list).expect("yaml");
         assert!(yaml.contains("kind: List"), "{yaml}");
     }
+
+    /// A stored spec is raw JSON text, which only serde_json understands: `-o yaml` must see it
+    /// as a `Value` (the client parses every object it receives into one), never the `Resource`.
+    #[test]
+    fn yaml_shows_a_stored_spec_as_a_mapping() {
+        let stored = crate::state::Resource::from_json(
+            r#"{"kind":"Director","apiVersion":"v1","metadata":{"name":"d1"},"spec":{"size":2,"data":"xy"}}"#,
+        )
+        .expect("object");
+        let from_server: Value = serde_json::from_str(&stored.to_json()).expect("JSON");
+        let from_code = serde_json::to_value(&stored).expect("value");
+        assert_eq!(from_server, from_code);
+        let yaml = to_yaml(&from_server).expect("yaml");
+        assert!(yaml.contains("\nspec:\n  data: xy\n  size: 2\n"), "{yaml}");
+        assert!(!yaml.contains("RawValue"), "{yaml}");
+    }
 }

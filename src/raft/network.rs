@@ -1,26 +1,35 @@
 //! Peer transport over tonic: openraft's `RaftNetworkV2` as calls to the `RaftPeer` service.
 //!
 //! openraft messages travel as serde_json payloads inside `RaftMessage.data`; snapshots stream in
-//! chunks. Channels are cached per address and reused by every client to that peer; every RPC has
-//! a deadline (openraft's hard TTL for append/vote, a configured timeout for the rest).
+//! chunks, read from the sender's snapshot file and written to a file on the receiver as they go
+//! ([`snapshot_chunks`], [`receive_snapshot`]), so neither side holds a snapshot in memory.
+//! Channels are cached per address and reused by every client to that peer; every RPC has a
+//! deadline (openraft's hard TTL for append/vote, a configured timeout for the rest).
 //!
 //! This is the peer-network seam: everything openraft sends between nodes goes through
 //! `PeerChannels`, so a simulator can replace it.
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::io::{self, Write};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::{Stream, StreamExt};
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::RPCOption;
-use openraft::{RaftNetworkFactory, RaftNetworkV2};
+use openraft::type_config::TypeConfigExt;
+use openraft::{RaftNetworkFactory, RaftNetworkV2, StorageError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tokio::sync::oneshot;
 use tonic::transport::{Channel, Endpoint};
+use tonic::Status;
 
 use crate::proto::raft_v1::raft_peer_client::RaftPeerClient;
 use crate::proto::raft_v1::{RaftMessage, SnapshotChunk};
+use crate::raft::snapshot::{blocking, SnapshotFile, SnapshotWriter};
 use crate::raft::types::*;
 
 /// Size of one snapshot chunk on the wire.
@@ -213,26 +222,24 @@ impl RaftNetworkV2<TypeConfig> for PeerNetwork {
             RPCError::Unreachable(u) => StreamingError::Unreachable(u),
             other => StreamingError::Network(NetworkError::new(&other)),
         })?;
-        let meta = encode(&(vote, snapshot.meta.clone()));
-        let data = snapshot.snapshot;
-        let mut chunks: Vec<SnapshotChunk> = data
-            .chunks(SNAPSHOT_CHUNK_BYTES)
-            .map(|c| SnapshotChunk {
-                meta: Vec::new(),
-                data: c.to_vec(),
-            })
-            .collect();
-        if chunks.is_empty() {
-            chunks.push(SnapshotChunk::default());
-        }
-        chunks[0].meta = meta;
-        tracing::info!(target = self.target, bytes = data.len(), "sending snapshot");
-        let mut request = tonic::Request::new(tokio_stream::iter(chunks));
+        let header = encode(&(vote, snapshot.meta.clone()));
+        let signature = snapshot.meta.signature();
+        let bytes = snapshot.snapshot.body_len();
+        let (chunks, read_failed) =
+            snapshot_chunks(snapshot.snapshot, header, SNAPSHOT_CHUNK_BYTES);
+        tracing::info!(target = self.target, bytes, "sending snapshot");
+        let mut request = tonic::Request::new(chunks);
         // A snapshot may be large: give it ten ordinary RPC timeouts.
         request.set_timeout(self.rpc_timeout * 10);
         let send = client.install_snapshot(request);
+        // A failed read drops the call, so the peer sees the stream reset rather than end.
         let reply = tokio::select! {
             closed = cancel => return Err(StreamingError::Closed(closed)),
+            e = read_failed => {
+                let source = TypeConfig::err_from_error(&e);
+                let e = StorageError::read_snapshot(Some(signature), source);
+                return Err(StreamingError::StorageError(e));
+            }
             r = send => r,
         };
         let reply = reply
@@ -242,4 +249,114 @@ impl RaftNetworkV2<TypeConfig> for PeerNetwork {
             decode(&reply.data).map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
         result.map_err(|e| StreamingError::Unreachable(Unreachable::new(&e)))
     }
+}
+
+/// The chunks `full_snapshot` sends: the first carries `header` (the vote and the snapshot's
+/// meta), each at most `chunk_bytes` of the body, read from the file (on the blocking pool) only
+/// as the stream is polled, so one chunk at a time is in memory. A failed read does not end the
+/// stream, which the peer would take for the end of a short snapshot: the stream stops yielding
+/// and the error comes out of the returned future instead, for the caller to drop the call.
+pub fn snapshot_chunks(
+    snapshot: SnapshotFile,
+    header: Vec<u8>,
+    chunk_bytes: usize,
+) -> (
+    impl Stream<Item = SnapshotChunk> + Send + 'static,
+    impl Future<Output = io::Error> + Send + 'static,
+) {
+    struct Sending {
+        snapshot: SnapshotFile,
+        /// Until the first chunk is sent.
+        header: Option<Vec<u8>>,
+        failed: oneshot::Sender<io::Error>,
+    }
+    let (failed, failure) = oneshot::channel();
+    let start = Sending {
+        snapshot,
+        header: Some(header),
+        failed,
+    };
+    let chunks = futures::stream::unfold(start, move |sending| async move {
+        let Sending {
+            snapshot,
+            header,
+            failed,
+        } = sending;
+        // The first chunk goes even if the body is empty: it carries the header.
+        if header.is_none() && snapshot.remaining() == 0 {
+            return None;
+        }
+        let read = tokio::task::spawn_blocking(move || {
+            let mut snapshot = snapshot;
+            let chunk = snapshot.read_chunk(chunk_bytes);
+            (snapshot, chunk)
+        })
+        .await;
+        let error = match read {
+            Ok((snapshot, Ok(data))) => {
+                let chunk = SnapshotChunk {
+                    meta: header.unwrap_or_default(),
+                    data,
+                };
+                let next = Sending {
+                    snapshot,
+                    header: None,
+                    failed,
+                };
+                return Some((chunk, next));
+            }
+            Ok((_, Err(e))) => e,
+            Err(e) => io::Error::other(format!("read snapshot: blocking task failed: {e}")),
+        };
+        // The caller is waiting on `failure` and drops this stream.
+        let _ = failed.send(error);
+        futures::future::pending().await
+    });
+    let failure = async move {
+        match failure.await {
+            Ok(e) => e,
+            // The stream ended (or was dropped) without a failure.
+            Err(_) => futures::future::pending().await,
+        }
+    };
+    (chunks, failure)
+}
+
+/// The receiving end of [`snapshot_chunks`], for the peer service: the chunks are written to a
+/// temporary snapshot file in `dir` (the node's data directory) as they arrive, one chunk in
+/// memory at a time, and come back as the vote and a file-backed snapshot for
+/// `Raft::install_full_snapshot`, which moves the file into place. On any failure, or if openraft
+/// turns the snapshot down, the temporary file is removed.
+pub async fn receive_snapshot<S>(dir: &Path, mut chunks: S) -> Result<(Vote, Snapshot), Status>
+where
+    S: Stream<Item = Result<SnapshotChunk, Status>> + Unpin,
+{
+    let first = chunks
+        .next()
+        .await
+        .ok_or_else(|| Status::invalid_argument("empty snapshot stream"))??;
+    let (vote, meta): (Vote, SnapshotMeta) = decode(&first.meta)
+        .map_err(|e| Status::invalid_argument(format!("undecodable snapshot header: {e}")))?;
+    let disk = |e: io::Error| Status::internal(format!("cannot store the snapshot: {e}"));
+    let (d, m) = (dir.to_path_buf(), meta.clone());
+    let mut writer = blocking("receive snapshot", move || SnapshotWriter::create(&d, &m))
+        .await
+        .map_err(disk)?;
+    let mut data = first.data;
+    loop {
+        writer = blocking("receive snapshot", move || {
+            writer.write_all(&data)?;
+            Ok(writer)
+        })
+        .await
+        .map_err(disk)?;
+        match chunks.next().await {
+            Some(chunk) => data = chunk?.data,
+            None => break,
+        }
+    }
+    let snapshot = blocking("receive snapshot", move || writer.finish())
+        .await
+        .map_err(disk)?;
+    Ok((vote, Snapshot { meta, snapshot }))
 }

@@ -4,13 +4,12 @@
 //! log order, and builds or installs snapshots. The server reads the live state through
 //! [`StateMachine::state`] and learns about every applied batch through an [`ApplyObserver`].
 //!
-//! The live `State` is in memory; it reaches disk only as a snapshot file (`snapshot.bin`) in the
-//! node's data directory, beside the redb file of the log. On restart [`StateMachine::open`] loads that
-//! snapshot and openraft re-applies the committed log after it (the log store persists
-//! `committed` for this).
+//! The live `State` is in memory; it reaches disk only as a snapshot file (`snapshot.bin`, see
+//! `crate::raft::snapshot`) in the node's data directory, beside the redb file of the log. On
+//! restart [`StateMachine::open`] loads that snapshot and openraft re-applies the committed log
+//! after it (the log store persists `committed` for this).
 
-use std::io::{self, Write};
-use std::path::Path;
+use std::io;
 use std::sync::{Arc, RwLock};
 
 use futures::{FutureExt, Stream, StreamExt};
@@ -18,7 +17,8 @@ use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
 use openraft::EntryPayload;
 use tracing::debug;
 
-use crate::raft::log_store::{json_err, RaftDb};
+use crate::raft::log_store::RaftDb;
+use crate::raft::snapshot::{self, blocking};
 use crate::raft::types::{
     Entry, LogId, Snapshot, SnapshotData, SnapshotMeta, StoredMembership, TypeConfig,
 };
@@ -63,13 +63,15 @@ pub struct StateMachine {
 }
 
 impl StateMachine {
-    /// Loads the last snapshot from the db (if any) so a restart replays only the log after it.
+    /// Loads the last snapshot from the data directory (if any) so a restart replays only the log
+    /// after it, and removes the temporary snapshot files a crash left there. Blocks: called at
+    /// start-up, before the node serves.
     pub fn open(db: RaftDb, observer: Arc<dyn ApplyObserver>) -> io::Result<StateMachine> {
-        let stored = read_snapshot(db.dir())?;
-        let (state, last_applied, last_membership) = match stored {
-            Some((meta, data)) => {
-                let state = decode_state(&data)?;
-                let (bytes, revision) = (data.len(), state.revision());
+        snapshot::remove_temp_files(db.dir())?;
+        let (state, last_applied, last_membership) = match snapshot::open(db.dir())? {
+            Some((meta, mut data)) => {
+                let state = data.decode()?;
+                let (bytes, revision) = (data.body_len(), state.revision());
                 debug!(%meta, bytes, revision, "state machine loaded its snapshot");
                 (state, meta.last_log_id, meta.last_membership)
             }
@@ -229,19 +231,26 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta,
-        snapshot: SnapshotData,
+        mut snapshot: SnapshotData,
     ) -> io::Result<()> {
-        debug!(%meta, bytes = snapshot.len(), "installing snapshot");
-        let (state, snapshot) = tokio::task::spawn_blocking(move || {
-            let state = decode_state(&snapshot);
-            (state, snapshot)
+        debug!(%meta, bytes = snapshot.body_len(), "installing snapshot");
+        let dir = self.db.dir().to_path_buf();
+        let lock = self.db.snapshot_lock.clone();
+        let m = meta.clone();
+        let state = blocking("install snapshot", move || {
+            // A snapshot received from the leader is already a temporary file in the data
+            // directory with this meta in its header, and is moved into place as it is. Any
+            // other (openraft's test suite hands over another node's file) is copied first.
+            if !snapshot.is_temp_in(&dir, &m) {
+                snapshot = snapshot::copy_to_temp(&dir, &m, &mut snapshot)?;
+            }
+            let state = snapshot.decode()?;
+            // Persist before the state changes: if that fails, the old state and the old
+            // snapshot stay as they were (and the temporary file goes with `snapshot`).
+            snapshot::persist(&dir, &lock, &mut snapshot, false)?;
+            Ok(state)
         })
-        .await
-        .map_err(|e| io::Error::other(format!("decode snapshot: blocking task failed: {e}")))?;
-        let state = state?;
-
-        // Persist first: if that fails, the old state (and old snapshot) stay as they were.
-        write_snapshot(&self.db, meta.clone(), snapshot, false).await?;
+        .await?;
 
         let revision = state.revision();
         *self.state.write().map_err(|_| poisoned())? = state;
@@ -254,9 +263,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn get_current_snapshot(&mut self) -> io::Result<Option<Snapshot>> {
         let dir = self.db.dir().to_path_buf();
-        let stored = tokio::task::spawn_blocking(move || read_snapshot(&dir))
-            .await
-            .map_err(|e| io::Error::other(format!("read snapshot: blocking task failed: {e}")))??;
+        let stored = blocking("read snapshot", move || snapshot::open(&dir)).await?;
         Ok(stored.map(|(meta, snapshot)| Snapshot { meta, snapshot }))
     }
 }
@@ -278,107 +285,26 @@ pub struct SnapshotBuilder {
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     type SnapshotData = SnapshotData;
 
+    /// Streams the captured state into a temporary file and moves it into place unless a newer
+    /// snapshot is stored already (an install may have overtaken a slow build, and the log before
+    /// the newer one may be purged already). Returns the file, not the bytes: openraft keeps only
+    /// the meta of a built snapshot.
     async fn build_snapshot(&mut self) -> io::Result<Snapshot> {
         let Capture { state, meta } = self.capture.take().ok_or_else(poisoned)?;
         let revision = state.revision();
-        let data = tokio::task::spawn_blocking(move || state.to_snapshot_bytes())
-            .await
-            .map_err(|e| io::Error::other(format!("encode snapshot: blocking task failed: {e}")))?;
-        let bytes = data.len();
-        let (stored, data) = write_snapshot(&self.db, meta.clone(), data, true).await?;
-        debug!(%meta, bytes, revision, stored, "snapshot built");
-        Ok(Snapshot {
-            meta,
-            snapshot: data,
+        let dir = self.db.dir().to_path_buf();
+        let lock = self.db.snapshot_lock.clone();
+        let m = meta.clone();
+        let (stored, snapshot) = blocking("build snapshot", move || {
+            let mut snapshot = snapshot::write_state(&dir, &m, &state)?;
+            let stored = snapshot::persist(&dir, &lock, &mut snapshot, true)?;
+            Ok((stored, snapshot))
         })
+        .await?;
+        let bytes = snapshot.body_len();
+        debug!(%meta, bytes, revision, stored, "snapshot built");
+        Ok(Snapshot { meta, snapshot })
     }
-}
-
-/// The snapshot file in the data directory. Snapshots live in a file of their own, not in the
-/// redb database: writing tens of megabytes in a redb transaction would hold redb's single writer
-/// and stall the log's group commits (and every client write) for its duration.
-const SNAPSHOT_FILE: &str = "snapshot.bin";
-/// First bytes of a snapshot file, with the layout version.
-const SNAPSHOT_MAGIC: &[u8; 8] = b"STWSNAP1";
-
-/// Stores `meta` + `data` as the node's snapshot, durably: written to a temporary file, fsynced,
-/// renamed over the old one, and the directory fsynced, so a crash leaves the old or the new
-/// snapshot, never a torn one. With `only_if_newer`, a snapshot older than the stored one is not
-/// written (an install may have overtaken a slow build, and the log before the newer one may be
-/// purged already). Returns whether it was written, and `data` back (moved through the blocking
-/// task rather than copied: a snapshot is the size of the whole state).
-async fn write_snapshot(
-    db: &RaftDb,
-    meta: SnapshotMeta,
-    data: SnapshotData,
-    only_if_newer: bool,
-) -> io::Result<(bool, SnapshotData)> {
-    let dir = db.dir().to_path_buf();
-    let lock = db.snapshot_lock.clone();
-    tokio::task::spawn_blocking(move || {
-        let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
-        if only_if_newer {
-            if let Some((stored, _)) = read_snapshot(&dir)? {
-                if stored.last_log_id > meta.last_log_id {
-                    return Ok((false, data));
-                }
-            }
-        }
-        let meta_bytes = serde_json::to_vec(&meta).map_err(json_err("write snapshot"))?;
-        let tmp = dir.join(format!("{SNAPSHOT_FILE}.tmp"));
-        {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(SNAPSHOT_MAGIC)?;
-            f.write_all(&(meta_bytes.len() as u64).to_le_bytes())?;
-            f.write_all(&meta_bytes)?;
-            f.write_all(&(data.len() as u64).to_le_bytes())?;
-            f.write_all(&data)?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, dir.join(SNAPSHOT_FILE))?;
-        std::fs::File::open(&dir)?.sync_all()?;
-        Ok((true, data))
-    })
-    .await
-    .map_err(|e| io::Error::other(format!("write snapshot: blocking task failed: {e}")))?
-}
-
-/// The stored snapshot, if any (blocking).
-fn read_snapshot(dir: &Path) -> io::Result<Option<(SnapshotMeta, SnapshotData)>> {
-    let mut bytes = match std::fs::read(dir.join(SNAPSHOT_FILE)) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let bad =
-        |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("snapshot file: {what}"));
-    let rest = bytes
-        .strip_prefix(SNAPSHOT_MAGIC)
-        .ok_or_else(|| bad("not a steward snapshot"))?;
-    let (meta_len, rest) = split_len(rest).ok_or_else(|| bad("truncated meta length"))?;
-    let (meta, rest) = rest
-        .split_at_checked(meta_len)
-        .ok_or_else(|| bad("truncated meta"))?;
-    let (data_len, rest) = split_len(rest).ok_or_else(|| bad("truncated data length"))?;
-    if rest.len() != data_len {
-        return Err(bad("data length does not match"));
-    }
-    let meta: SnapshotMeta = serde_json::from_slice(meta).map_err(json_err("snapshot meta"))?;
-    // The data in place: drop the header rather than copy the (state-sized) rest.
-    let header = bytes.len() - data_len;
-    bytes.drain(..header);
-    Ok(Some((meta, bytes)))
-}
-
-fn split_len(b: &[u8]) -> Option<(usize, &[u8])> {
-    let (len, rest) = b.split_at_checked(8)?;
-    let len = u64::from_le_bytes(len.try_into().ok()?);
-    Some((usize::try_from(len).ok()?, rest))
-}
-
-fn decode_state(data: &[u8]) -> io::Result<State> {
-    State::from_snapshot_bytes(data)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("snapshot data: {e}")))
 }
 
 fn poisoned() -> io::Error {

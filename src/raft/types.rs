@@ -60,8 +60,9 @@ pub fn raft_settings(
     .validate()
 }
 
-/// The snapshot payload: the serialized state (see `State::to_snapshot_bytes`).
-pub type SnapshotData = Vec<u8>;
+/// The snapshot payload: the serialized state in a file, never in memory (see
+/// `crate::raft::snapshot`).
+pub type SnapshotData = crate::raft::snapshot::SnapshotFile;
 
 pub type Raft = openraft::Raft<TypeConfig, crate::raft::state_machine::StateMachine>;
 pub type Entry = openraft::alias::EntryOf<TypeConfig>;

@@ -64,8 +64,10 @@ fn details_from_json(text: &str) -> Result<serde_json::Value, Status> {
     if text.trim().is_empty() {
         return Ok(serde_json::Value::Null);
     }
-    serde_json::from_str(text)
-        .map_err(|e| Status::invalid_argument(format!("details_json: not JSON: {e}")))
+    let value = serde_json::from_str(text)
+        .map_err(|e| Status::invalid_argument(format!("details_json: not JSON: {e}")))?;
+    state::validate::check_json_depth("details_json", text).map_err(|r| errors::rejection(&r))?;
+    Ok(value)
 }
 
 fn details_to_json(v: &serde_json::Value) -> String {

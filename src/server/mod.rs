@@ -8,6 +8,7 @@
 
 pub mod cluster;
 pub mod errors;
+pub mod forward;
 pub mod locks;
 pub mod node;
 pub mod operations;

@@ -5,19 +5,19 @@
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use tonic::Status;
 
 use crate::config::Config;
-use crate::proto::raft_v1::{RaftMessage, ReadIndexRequest};
+use crate::proto::raft_v1::ReadIndexRequest;
 use crate::proto::v1::Consistency;
-use crate::raft::network::{decode, encode, PeerChannels};
+use crate::raft::network::PeerChannels;
 use crate::raft::types::{
     ClientWriteError, LinearizableReadError, NodeAddr, NodeId, Raft, RaftError, ReadPolicy,
     ServerState, WatchReceiver,
 };
 use crate::server::errors;
+use crate::server::forward::{ForwardReply, Forwarder};
 use crate::server::watch::WatchHub;
 use crate::state::{Command, Proposal, Response, State};
 
@@ -38,18 +38,6 @@ impl Clock for SystemClock {
     }
 }
 
-/// The answer to a forwarded command, as the leader sends it back.
-#[derive(Debug, Serialize, Deserialize)]
-pub enum ForwardReply {
-    Applied(Box<Response>),
-    /// A gRPC status the leader answered with (code as i32, message, leader hint).
-    Failed {
-        code: i32,
-        message: String,
-        leader: Option<NodeAddr>,
-    },
-}
-
 /// Times a forwarded command is re-sent when the node it reached was no longer the leader.
 const FORWARD_ATTEMPTS: usize = 3;
 
@@ -67,6 +55,8 @@ pub struct Node {
     pub membership_lock: tokio::sync::Mutex<()>,
     /// Bounds proposals in flight through this node (limits.max_pending_proposals).
     pending: Semaphore,
+    /// Batches the commands this node forwards to the leader.
+    forwarder: Forwarder,
 }
 
 impl Node {
@@ -81,6 +71,10 @@ impl Node {
         Node {
             id: config.id,
             pending: Semaphore::new(config.limits.max_pending_proposals),
+            forwarder: Forwarder::new(
+                channels.clone(),
+                Duration::from_millis(config.raft.rpc_timeout_ms * 5),
+            ),
             config,
             raft,
             state,
@@ -158,7 +152,7 @@ impl Node {
                     Ok(r) => return Ok(r),
                 }
             } else {
-                match self.forward(&leader_addr, &command).await? {
+                match self.forwarder.forward(&leader_addr, &command).await? {
                     ForwardReply::Applied(r) => return Ok(*r),
                     ForwardReply::Failed {
                         code,
@@ -197,27 +191,6 @@ impl Node {
             }
             Err(e) => Err(LocalProposeError::Other(errors::client_write(&e))),
         }
-    }
-
-    async fn forward(&self, leader: &NodeAddr, command: &Command) -> Result<ForwardReply, Status> {
-        let mut client = self.channels.peer(&leader.peer_addr).map_err(|e| {
-            errors::unavailable(format!("cannot reach the leader: {e}"), Some(leader))
-        })?;
-        let mut req = tonic::Request::new(RaftMessage {
-            data: encode(command),
-        });
-        req.set_timeout(Duration::from_millis(self.config.raft.rpc_timeout_ms * 5));
-        let reply = client.forward(req).await.map_err(|s| {
-            errors::unavailable(
-                format!(
-                    "forwarding to the leader failed; the write's outcome is unknown: {}",
-                    s.message()
-                ),
-                Some(leader),
-            )
-        })?;
-        decode(&reply.into_inner().data)
-            .map_err(|e| errors::internal("bad forward reply from the leader", e))
     }
 
     /// Makes the next local read linearizable (ReadIndex), unless a serializable read was asked.

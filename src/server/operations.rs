@@ -88,8 +88,10 @@ pub fn json_or_null(field: &str, text: &str) -> Result<serde_json::Value, Status
     if text.trim().is_empty() {
         return Ok(serde_json::Value::Null);
     }
-    serde_json::from_str(text)
-        .map_err(|e| Status::invalid_argument(format!("{field}: not JSON: {e}")))
+    let value = serde_json::from_str(text)
+        .map_err(|e| Status::invalid_argument(format!("{field}: not JSON: {e}")))?;
+    state::validate::check_json_depth(field, text).map_err(|r| errors::rejection(&r))?;
+    Ok(value)
 }
 
 fn json_text(v: &serde_json::Value) -> String {

@@ -4,17 +4,16 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use tokio_stream::StreamExt;
 use tonic::{Request, Response as GrpcResponse, Status, Streaming};
 
 use crate::proto::raft_v1::raft_peer_server::RaftPeer;
 use crate::proto::raft_v1::{
     NodeStatusRequest, RaftMessage, ReadIndexReply, ReadIndexRequest, SnapshotChunk,
 };
-use crate::raft::network::{decode, encode};
+use crate::raft::network::{decode, encode, receive_snapshot};
 use crate::raft::types::*;
-use crate::server::node::{ForwardReply, LocalProposeError, Node};
-use crate::state::Command;
+use crate::server::forward::{decode_batch, ForwardReply};
+use crate::server::node::{LocalProposeError, Node};
 
 pub struct PeerService {
     node: Arc<Node>,
@@ -101,23 +100,10 @@ impl RaftPeer for PeerService {
         &self,
         request: Request<Streaming<SnapshotChunk>>,
     ) -> Result<GrpcResponse<RaftMessage>, Status> {
-        let mut stream = request.into_inner();
-        let mut header: Option<(Vote, SnapshotMeta)> = None;
-        let mut data = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk?;
-            if header.is_none() {
-                header = Some(decode(&chunk.meta).map_err(bad_payload)?);
-            }
-            data.extend_from_slice(&chunk.data);
-        }
-        let (vote, meta) =
-            header.ok_or_else(|| Status::invalid_argument("empty snapshot stream"))?;
-        tracing::info!(bytes = data.len(), last = ?meta.last_log_id, "installing snapshot from leader");
-        let snapshot = Snapshot {
-            meta,
-            snapshot: data,
-        };
+        let (vote, snapshot) =
+            receive_snapshot(&self.node.config.data_dir, request.into_inner()).await?;
+        let (bytes, last) = (snapshot.snapshot.body_len(), snapshot.meta.last_log_id);
+        tracing::info!(bytes, ?last, "installing snapshot from leader");
         let result: Result<SnapshotResponse, RaftError> = self
             .node
             .raft
@@ -141,29 +127,37 @@ impl RaftPeer for PeerService {
         reply(&result)
     }
 
-    async fn forward(
+    async fn forward_batch(
         &self,
         request: Request<RaftMessage>,
     ) -> Result<GrpcResponse<RaftMessage>, Status> {
-        let command: Command = decode(&request.into_inner().data).map_err(bad_payload)?;
-        let answer = match self.node.propose_local(command).await {
-            Ok(r) => ForwardReply::Applied(Box::new(r)),
-            Err(LocalProposeError::NotLeader(s)) | Err(LocalProposeError::Other(s)) => {
-                ForwardReply::Failed {
-                    code: s.code() as i32,
-                    message: s.message().to_string(),
-                    leader: s
-                        .metadata()
-                        .get(crate::server::errors::LEADER_HINT)
-                        .and_then(|v| v.to_str().ok())
-                        .map(|client_addr| NodeAddr {
-                            peer_addr: String::new(),
-                            client_addr: client_addr.to_string(),
-                        }),
+        let commands = decode_batch(&request.into_inner().data).map_err(bad_payload)?;
+        // Proposed together, so Raft appends them as one group and they share one fsync.
+        let proposals = commands
+            .into_iter()
+            .map(|command| self.node.propose_local(command));
+        let answers: Vec<ForwardReply> = futures::future::join_all(proposals)
+            .await
+            .into_iter()
+            .map(|result| match result {
+                Ok(r) => ForwardReply::Applied(Box::new(r)),
+                Err(LocalProposeError::NotLeader(s)) | Err(LocalProposeError::Other(s)) => {
+                    ForwardReply::Failed {
+                        code: s.code() as i32,
+                        message: s.message().to_string(),
+                        leader: s
+                            .metadata()
+                            .get(crate::server::errors::LEADER_HINT)
+                            .and_then(|v| v.to_str().ok())
+                            .map(|client_addr| NodeAddr {
+                                peer_addr: String::new(),
+                                client_addr: client_addr.to_string(),
+                            }),
+                    }
                 }
-            }
-        };
-        reply(&answer)
+            })
+            .collect();
+        reply(&answers)
     }
 
     async fn read_index(

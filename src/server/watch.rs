@@ -56,8 +56,10 @@ struct Watcher {
 }
 
 struct HubInner {
-    /// Recent events, oldest first.
-    history: VecDeque<Arc<Event>>,
+    /// Recent events, oldest first, each with its object's approximate size.
+    history: VecDeque<(Arc<Event>, usize)>,
+    /// Sum of the sizes in `history`.
+    history_bytes: usize,
     /// Every revision <= this is no longer in history.
     compacted: u64,
     /// The revision of the state after the last batch the hub was told about.
@@ -75,6 +77,7 @@ pub struct WatchHub {
     /// scheduler subscribe here.
     ops: tokio::sync::broadcast::Sender<OpEvent>,
     history_max: usize,
+    history_bytes_max: usize,
     buffer: usize,
     watchers_max: usize,
 }
@@ -91,6 +94,7 @@ impl WatchHub {
         WatchHub {
             inner: Mutex::new(HubInner {
                 history: VecDeque::new(),
+                history_bytes: 0,
                 compacted: 0,
                 revision: 0,
                 watchers: BTreeMap::new(),
@@ -99,6 +103,7 @@ impl WatchHub {
             locks: tokio::sync::broadcast::channel(limits.watch_buffer.max(1024)).0,
             ops: tokio::sync::broadcast::channel(limits.watch_buffer.max(1024)).0,
             history_max: limits.watch_history,
+            history_bytes_max: limits.watch_history_bytes,
             buffer: limits.watch_buffer,
             watchers_max: limits.max_watchers,
         }
@@ -128,6 +133,7 @@ impl WatchHub {
     pub fn reset_to(&self, revision: u64) {
         let mut inner = self.lock();
         inner.history.clear();
+        inner.history_bytes = 0;
         inner.compacted = revision;
         inner.revision = revision;
         for (_, w) in std::mem::take(&mut inner.watchers) {
@@ -168,7 +174,7 @@ impl WatchHub {
         };
         if from <= inner.compacted {
             return Err(Status::out_of_range(format!(
-                "start_revision {start_revision} is older than the kept history (oldest available {}); current revision is {}: re-list and watch from the list's revision + 1",
+                "start_revision {start_revision} is older than the kept history (limits.watch_history, watch_history_bytes; oldest available {}); current revision is {}: re-list and watch from the list's revision + 1",
                 inner.compacted + 1,
                 inner.revision
             )));
@@ -176,6 +182,7 @@ impl WatchHub {
         let replay: Vec<Arc<Event>> = inner
             .history
             .iter()
+            .map(|(e, _)| e)
             .filter(|e| e.revision >= from && filter.matches(e))
             .cloned()
             .collect();
@@ -248,12 +255,17 @@ impl ApplyObserver for WatchHub {
             true
         });
         for e in events {
-            inner.history.push_back(e);
+            let bytes = e.object.approx_json_bytes();
+            inner.history_bytes += bytes;
+            inner.history.push_back((e, bytes));
         }
-        while inner.history.len() > self.history_max {
-            if let Some(old) = inner.history.pop_front() {
-                inner.compacted = inner.compacted.max(old.revision);
-            }
+        while inner.history.len() > self.history_max || inner.history_bytes > self.history_bytes_max
+        {
+            let Some((old, bytes)) = inner.history.pop_front() else {
+                break;
+            };
+            inner.history_bytes -= bytes;
+            inner.compacted = inner.compacted.max(old.revision);
         }
         inner.revision = inner.revision.max(revision);
     }
@@ -307,4 +319,60 @@ where
         }
     });
     tokio_stream::wrappers::ReceiverStream::new(out_rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{EventType, RawJson, Resource};
+
+    fn event(revision: u64, spec_bytes: usize) -> Event {
+        let mut object = Resource::new("v1", "Thing", "default", &format!("t{revision}"));
+        object.metadata.resource_version = revision;
+        object.spec = RawJson::from_value(&serde_json::json!({ "data": "x".repeat(spec_bytes) }));
+        Event {
+            event_type: EventType::Added,
+            revision,
+            object: Arc::new(object),
+        }
+    }
+
+    fn filter() -> WatchFilter {
+        WatchFilter {
+            kind: "Thing".to_string(),
+            namespace: None,
+            selector: Selector::everything(),
+        }
+    }
+
+    /// The history keeps the newest events that fit in `watch_history_bytes`; a watch from an
+    /// evicted revision is OutOfRange naming the limit, one from a kept revision replays.
+    #[test]
+    fn history_is_bounded_by_bytes_as_well_as_events() {
+        let size = event(10, 1000).object.approx_json_bytes(); // the largest name
+        let limits = Limits {
+            watch_history: 1_000,
+            watch_history_bytes: 3 * size,
+            ..Limits::default()
+        };
+        let hub = WatchHub::new(&limits);
+        for revision in 1..=10 {
+            let effects = Effects {
+                events: vec![event(revision, 1000)],
+                ..Effects::default()
+            };
+            hub.on_applied(&effects, revision);
+        }
+        let err = hub
+            .register(filter(), 7)
+            .err()
+            .expect("revision 7 is evicted");
+        assert_eq!(err.code(), tonic::Code::OutOfRange);
+        assert!(err.message().contains("watch_history_bytes"), "{err:?}");
+        let kept = hub
+            .register(filter(), 8)
+            .expect("revisions 8..=10 are kept");
+        let replayed: Vec<u64> = kept.replay.iter().map(|e| e.revision).collect();
+        assert_eq!(replayed, vec![8, 9, 10]);
+    }
 }

@@ -12,6 +12,7 @@
 //! replicas that apply the same log reach the same `State` (and the same snapshot bytes).
 //!
 //! - `resource`: `Resource`, `ObjectMeta`, `ObjectKey`, their Kubernetes-style JSON.
+//! - `raw_json`: `RawJson`, a spec kept as its canonical JSON text.
 //! - `validate`: structural rules for kinds, names, labels, annotations, sizes.
 //! - `selector`: label selectors.
 //! - `command`: `Proposal`, `Command`, `TxnOp`, `Response`, `Rejection`, `Event`.
@@ -25,6 +26,7 @@ pub mod apply;
 pub mod command;
 pub mod locks;
 pub mod operations;
+pub mod raw_json;
 pub mod resource;
 pub mod selector;
 pub mod validate;
@@ -44,6 +46,7 @@ pub use operations::{
     Operation, OperationId, OpsDue, Transition, Worker, OP_IDEMPOTENCY_KEY_CHARS_MAX,
     OP_SWEEP_ITEMS_MAX, OP_VERB_CHARS_MAX, WORKER_ID_CHARS_MAX, WORKER_TTL_MS_MAX,
 };
+pub use raw_json::RawJson;
 pub use resource::{ObjectKey, ObjectMeta, Resource, DEFAULT_NAMESPACE};
 pub use selector::{Requirement, Selector};
 pub use validate::{

@@ -12,6 +12,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::command::Rejection;
+use super::raw_json::RawJson;
 
 /// The namespace an object lands in when its JSON names none (or names `""`).
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -61,9 +62,10 @@ pub struct Resource {
     /// Identity and server-maintained bookkeeping.
     #[serde(default = "default_meta")]
     pub metadata: ObjectMeta,
-    /// Desired state: a JSON object, or null when absent.
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
-    pub spec: serde_json::Value,
+    /// Desired state: a JSON object, or null when absent. Kept as canonical text because steward
+    /// never looks inside: comparing, copying and writing it out are all it does (`RawJson`).
+    #[serde(default, skip_serializing_if = "RawJson::is_null")]
+    pub spec: RawJson,
     /// Observed state: a JSON object, or null when absent.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub status: serde_json::Value,
@@ -116,13 +118,15 @@ impl Resource {
                 namespace: namespace.to_string(),
                 ..ObjectMeta::default()
             },
-            spec: serde_json::Value::Null,
+            spec: RawJson::null(),
             status: serde_json::Value::Null,
         }
     }
 
     /// Parses a user-supplied JSON object. Only the syntax is checked here (`validate_object`
-    /// checks the rules); the namespace is defaulted to `"default"`.
+    /// checks the rules); the namespace is defaulted to `"default"`. The spec is canonicalized
+    /// here, the one place client text enters, so that equal specs are equal text in every
+    /// command, log entry and replica.
     pub fn from_json(text: &str) -> Result<Resource, Rejection> {
         let invalid = |rule: String| Rejection::Invalid {
             field: "body".to_string(),
@@ -132,13 +136,45 @@ impl Resource {
         if !text.trim_start().starts_with('{') {
             return Err(invalid("must be a JSON object".to_string()));
         }
-        serde_json::from_str(text).map_err(|e| invalid(e.to_string()))
+        let mut obj: Resource = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        super::validate::check_json_depth("body", text)?;
+        obj.spec = obj.spec.canonicalize().map_err(|e| Rejection::Invalid {
+            field: "spec".to_string(),
+            rule: e.to_string(),
+        })?;
+        Ok(obj)
     }
 
     /// Compact JSON, fields in the order kind, apiVersion, metadata, spec, status.
     pub fn to_json(&self) -> String {
         // Serializing this type cannot fail: every map key is a String and no impl errors.
         serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// About the length of this object as compact JSON, without writing it: exact for the spec
+    /// (kept as text), counted for the status, estimated for the metadata. For memory budgets
+    /// (the watch history), not for limits a client is held to.
+    pub fn approx_json_bytes(&self) -> usize {
+        const FRAME: usize = 160; // field names, quotes, numbers, the timestamp
+        let m = &self.metadata;
+        let map = |map: &BTreeMap<String, String>| -> usize {
+            map.iter().map(|(k, v)| k.len() + v.len() + 6).sum()
+        };
+        let status = if self.status.is_null() {
+            0
+        } else {
+            super::validate::json_len(&self.status)
+        };
+        FRAME
+            + self.kind.len()
+            + self.api_version.len()
+            + m.name.len()
+            + m.namespace.len()
+            + m.uid.len()
+            + map(&m.labels)
+            + map(&m.annotations)
+            + self.spec.len()
+            + status
     }
 
     /// The key this object is stored under.
@@ -267,7 +303,7 @@ mod tests {
         assert_eq!(r.metadata.resource_version, 60603);
         assert_eq!(r.metadata.generation, 1);
         assert_eq!(r.metadata.labels["state"], "in_queue");
-        assert_eq!(r.spec["options"], "{}");
+        assert_eq!(r.spec.as_str(), r#"{"options":"{}"}"#);
         assert_eq!(
             r.key().to_string(),
             "Director/default/55ac1af2-abcd-4541-ae78-abcdefgh8d94"
@@ -285,6 +321,78 @@ mod tests {
         assert!(text.contains(r#""resourceVersion":"60603""#), "{text}");
         assert!(!text.contains("selfLink"), "{text}");
         assert_eq!(Resource::from_json(&text).expect("reparses"), r);
+    }
+
+    #[test]
+    fn the_spec_is_canonicalized_on_input() {
+        let a = Resource::from_json(
+            r#"{"kind":"K","metadata":{"name":"a"},"spec":{ "b": 1.0, "a": {"d":"\u00e9","c":[ 1e2 ]} }}"#,
+        )
+        .expect("parses");
+        assert_eq!(a.spec.as_str(), r#"{"a":{"c":[100.0],"d":"é"},"b":1.0}"#);
+        let b = Resource::from_json(
+            r#"{"kind":"K","metadata":{"name":"a"},"spec":{"a":{"c":[100.0],"d":"é"},"b":1.0}}"#,
+        )
+        .expect("parses");
+        assert_eq!(a, b);
+        let text = a.to_json();
+        assert!(
+            text.ends_with(r#","spec":{"a":{"c":[100.0],"d":"é"},"b":1.0}}"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_spec_nested_too_deep_is_invalid() {
+        let spec = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let text = format!(r#"{{"kind":"K","metadata":{{"name":"a"}},"spec":{spec}}}"#);
+        match Resource::from_json(&text) {
+            Err(Rejection::Invalid { field, rule }) => {
+                assert_eq!(
+                    (field.as_str(), rule.contains("JSON_DEPTH_MAX")),
+                    ("body", true)
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn json_api_shape_is_kept_with_and_without_spec() {
+        let mut r = Resource::new("v1", "K", "default", "a");
+        r.metadata.resource_version = 7;
+        r.status = serde_json::json!({"ok": true});
+        assert_eq!(
+            r.to_json(),
+            r#"{"kind":"K","apiVersion":"v1","metadata":{"name":"a","namespace":"default","resourceVersion":"7"},"status":{"ok":true}}"#
+        );
+        r.spec = RawJson::from_value(&serde_json::json!({"z": 1, "a": [true, null]}));
+        let text = r.to_json();
+        assert_eq!(
+            text,
+            r#"{"kind":"K","apiVersion":"v1","metadata":{"name":"a","namespace":"default","resourceVersion":"7"},"spec":{"a":[true,null],"z":1},"status":{"ok":true}}"#
+        );
+        assert_eq!(Resource::from_json(&text).expect("reparses"), r);
+        let from_bytes: Resource = serde_json::from_slice(text.as_bytes()).expect("de");
+        assert_eq!(from_bytes, r);
+    }
+
+    #[test]
+    fn round_trips_through_a_json_value() {
+        let r = Resource::from_json(DIRECTOR).expect("parses");
+        let value = serde_json::to_value(&r).expect("to_value");
+        assert_eq!(value["spec"], serde_json::json!({"options": "{}"}));
+        assert_eq!(
+            value,
+            serde_json::from_str::<serde_json::Value>(&r.to_json()).expect("json")
+        );
+        let back: Resource = serde_json::from_value(value).expect("from_value");
+        assert_eq!(back, r);
+        let bare = Resource::new("v1", "K", "default", "a");
+        let value = serde_json::to_value(&bare).expect("to_value");
+        assert!(value.get("spec").is_none(), "{value}");
+        let back: Resource = serde_json::from_value(value).expect("from_value");
+        assert!(back.spec.is_null());
     }
 
     #[test]
@@ -345,7 +453,7 @@ mod tests {
         let r = Resource::from_json(r#"{"metadata":{"name":"a","labels":null}}"#).expect("parses");
         assert!(r.metadata.labels.is_empty());
         assert_eq!(r.kind, "");
-        assert_eq!(r.spec, serde_json::Value::Null);
+        assert!(r.spec.is_null());
     }
 
     #[test]

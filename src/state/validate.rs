@@ -12,6 +12,13 @@ use std::io;
 use super::command::Rejection;
 use super::resource::{ObjectKey, Resource};
 
+/// Deepest nesting of arrays and objects in client JSON (spec, status, lock details, operation
+/// params and results). serde_json refuses to read a value nested deeper than 128 levels, and a
+/// command wraps the client's value in several more, so a deeper value would be accepted here
+/// and then be unreadable in the log, in peer messages and in snapshots. Checked where client
+/// text enters (servers, `Resource::from_json`), not in apply.
+pub const JSON_DEPTH_MAX: usize = 64;
+
 /// Longest kind, like a DNS label.
 pub const KIND_CHARS_MAX: usize = 63;
 /// Longest DNS-1123 subdomain (names, apiVersion groups, label key prefixes).
@@ -48,8 +55,10 @@ pub fn validate_object(obj: &Resource) -> Result<(), Rejection> {
     validate_map("metadata.labels", &obj.metadata.labels, true)?;
     validate_map("metadata.annotations", &obj.metadata.annotations, false)?;
     validate_annotations_size(&obj.metadata.annotations)?;
-    for (field, value) in [("spec", &obj.spec), ("status", &obj.status)] {
-        if !(value.is_object() || value.is_null()) {
+    let spec_ok = obj.spec.is_object() || obj.spec.is_null();
+    let status_ok = obj.status.is_object() || obj.status.is_null();
+    for (field, ok) in [("spec", spec_ok), ("status", status_ok)] {
+        if !ok {
             return Err(invalid(field, "must be a JSON object"));
         }
     }
@@ -252,9 +261,64 @@ fn ends_alnum(s: &str, alnum: impl Fn(u8) -> bool) -> bool {
     matches!((b.first(), b.last()), (Some(&f), Some(&l)) if alnum(f) && alnum(l))
 }
 
+/// Refuses client JSON text nested deeper than [`JSON_DEPTH_MAX`]. Counts brackets outside
+/// strings, so it needs no parse; the text must be valid JSON (parse it first or after).
+pub fn check_json_depth(field: &str, text: &str) -> Result<(), Rejection> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for b in text.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth > JSON_DEPTH_MAX {
+                    return Err(invalid(
+                        field,
+                        format!("is nested deeper than JSON_DEPTH_MAX = {JSON_DEPTH_MAX} levels"),
+                    ));
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_depth_is_counted_outside_strings_and_refused_past_the_limit() {
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert_eq!(check_json_depth("params", &nested(JSON_DEPTH_MAX)), Ok(()));
+        let err = check_json_depth("params", &nested(JSON_DEPTH_MAX + 1)).unwrap_err();
+        assert_eq!(
+            err,
+            invalid("params", "is nested deeper than JSON_DEPTH_MAX = 64 levels")
+        );
+        // Brackets and escaped quotes inside strings do not count.
+        let in_string = format!(r#"{{"a":"{}\"{}"}}"#, "[".repeat(100), "{".repeat(100));
+        assert_eq!(check_json_depth("spec", &in_string), Ok(()));
+        // A whole object: its fields nest one level below the body.
+        let body = format!(r#"{{"kind":"K","status":{}}}"#, nested(JSON_DEPTH_MAX));
+        let err = Resource::from_json(&body).unwrap_err();
+        assert_eq!(
+            err,
+            invalid("body", "is nested deeper than JSON_DEPTH_MAX = 64 levels")
+        );
+    }
+    use crate::state::raw_json::RawJson;
+    use serde_json::json;
 
     fn obj() -> Resource {
         let mut r = Resource::new(
@@ -263,7 +327,7 @@ mod tests {
             "default",
             "d-1",
         );
-        r.spec = serde_json::json!({"options": "{}"});
+        r.spec = RawJson::from_value(&json!({"options": "{}"}));
         r
     }
 
@@ -342,10 +406,10 @@ mod tests {
                     .annotations
                     .insert("big".into(), "x".repeat(ANNOTATIONS_BYTES_MAX));
             }),
-            ("spec", |r| r.spec = serde_json::json!("text")),
-            ("status", |r| r.status = serde_json::json!([1])),
+            ("spec", |r| r.spec = RawJson::from_value(&json!("text"))),
+            ("status", |r| r.status = json!([1])),
             ("object", |r| {
-                r.spec = serde_json::json!({ "blob": "x".repeat(OBJECT_BYTES_MAX) });
+                r.spec = RawJson::from_value(&json!({ "blob": "x".repeat(OBJECT_BYTES_MAX) }));
             }),
         ];
         for (want, mutate) in cases {

@@ -231,3 +231,44 @@ async fn crud_conflicts_txn_selectors_pagination_followers() {
         .into_inner();
     assert!(deleted.revision > rv(&st));
 }
+
+/// Many writes at once through a follower travel to the leader in batches; each still gets its
+/// own answer: the duplicates in the same burst are AlreadyExists, every other one is created
+/// once with a distinct revision, and all of them are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_through_a_follower_each_get_their_own_answer() {
+    let cluster = TestCluster::start(3).await;
+    let follower = cluster.followers().await[0];
+    let client = cluster.res(follower).await;
+    let names: Vec<String> = (0..300).map(|i| format!("burst-{}", i % 250)).collect();
+    let calls = names.iter().map(|name| {
+        let mut c = client.clone();
+        let json = director(name, &[]);
+        async move { create(&mut c, json).await }
+    });
+    let results = futures::future::join_all(calls).await;
+
+    let mut revisions = std::collections::BTreeSet::new();
+    let mut duplicates = 0;
+    for (name, result) in names.iter().zip(results) {
+        match result {
+            Ok(obj) => {
+                assert_eq!(obj["metadata"]["name"], name.as_str());
+                assert!(revisions.insert(rv(&obj)), "revision {} twice", rv(&obj));
+            }
+            Err(e) if e.code() == Code::AlreadyExists => duplicates += 1,
+            Err(e) => panic!("create {name}: {e:?}"),
+        }
+    }
+    assert_eq!((revisions.len(), duplicates), (250, 50));
+    let mut leader = cluster.res(cluster.wait_leader().await).await;
+    for i in 0..250 {
+        get(
+            &mut leader,
+            &format!("burst-{i}"),
+            Consistency::Linearizable,
+        )
+        .await
+        .expect("stored");
+    }
+}

@@ -90,6 +90,7 @@ fn update(
     validate_object(object)?;
     let key = object.key();
     let current = current(state, &key, expected)?;
+    // Both specs are canonical text (`RawJson`), so unequal text means an unequal value.
     let spec_changed = current.spec != object.spec;
     let meta = &object.metadata;
     if !spec_changed

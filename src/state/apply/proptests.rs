@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::state::raw_json::RawJson;
 use crate::state::selector::Requirement;
 
 const KINDS: [&str; 2] = ["Director", "DeploymentLock"];
@@ -100,7 +101,7 @@ fn labels_value(n: u8) -> BTreeMap<String, String> {
 
 fn resource(key: &ObjectKey, spec: Value, labels: BTreeMap<String, String>) -> Resource {
     let mut r = Resource::new("example.com/v1", &key.kind, &key.namespace, &key.name);
-    r.spec = spec;
+    r.spec = RawJson::from_value(&spec);
     r.metadata.labels = labels;
     r
 }
@@ -150,7 +151,7 @@ impl Model {
                     return Err("AlreadyExists");
                 }
                 self.revision += 1;
-                let (spec, labels) = (object.spec.clone(), object.metadata.labels.clone());
+                let (spec, labels) = (object.spec.to_value(), object.metadata.labels.clone());
                 let obj = ModelObj {
                     spec,
                     status: Value::Null,
@@ -178,8 +179,10 @@ impl Model {
         let mut next = current.clone();
         match op {
             TxnOp::Update { object, .. } => {
-                next.generation += u64::from(object.spec != current.spec);
-                next.spec = object.spec.clone();
+                // The model compares values; the state compares canonical text.
+                let spec = object.spec.to_value();
+                next.generation += u64::from(spec != current.spec);
+                next.spec = spec;
                 next.labels = object.metadata.labels.clone();
             }
             TxnOp::UpdateStatus { object, .. } => next.status = object.status.clone(),
@@ -312,7 +315,7 @@ fn as_model(state: &State) -> BTreeMap<ObjectKey, ModelObj> {
         .map(|o| {
             let m = &o.metadata;
             let obj = ModelObj {
-                spec: o.spec.clone(),
+                spec: o.spec.to_value(),
                 status: o.status.clone(),
                 labels: m.labels.clone(),
                 rv: m.resource_version,

@@ -7,16 +7,19 @@
 //! twice).
 
 use std::collections::BTreeSet;
+use std::fmt;
+use std::io::{self, Read, Write};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::de::{SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::State;
 use crate::state::locks::{Lock, LockTable};
 use crate::state::operations::{Operation, OperationTable, Worker};
-use crate::state::resource::Resource;
+use crate::state::resource::{ObjectKey, Resource};
 
-/// Version of the `to_snapshot_bytes` body; bump on any incompatible change.
+/// Version of the `write_snapshot` body; bump on any incompatible change.
 /// 2: locks, `last_lock_token`, `term`, `term_started_ms`.
 /// 3: `operations`, `workers`.
 pub const SNAPSHOT_FORMAT: u32 = 3;
@@ -35,7 +38,7 @@ struct SnapshotRef<'a> {
     format: u32,
     revision: u64,
     time_ms: u64,
-    objects: Vec<&'a Resource>,
+    objects: Objects<'a>,
     retired: &'a BTreeSet<u64>,
     locks: Vec<&'a Lock>,
     last_lock_token: u64,
@@ -45,6 +48,18 @@ struct SnapshotRef<'a> {
     workers: Vec<&'a Worker>,
 }
 
+type ObjectMap = imbl::OrdMap<ObjectKey, Arc<Resource>>;
+
+/// The objects in key order, written as a JSON list straight from the map: the same bytes as a
+/// `Vec` of them, without the `Vec` (a pointer per object).
+struct Objects<'a>(&'a ObjectMap);
+
+impl Serialize for Objects<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.values().map(|o| &**o))
+    }
+}
+
 /// The snapshot body as read. The fields format 1 lacks default to empty (checked against the
 /// format below).
 #[derive(Deserialize)]
@@ -52,7 +67,7 @@ struct SnapshotBody {
     format: u32,
     revision: u64,
     time_ms: u64,
-    objects: Vec<Resource>,
+    objects: ObjectsRead,
     retired: BTreeSet<u64>,
     #[serde(default)]
     locks: Vec<Lock>,
@@ -68,16 +83,52 @@ struct SnapshotBody {
     workers: Vec<Worker>,
 }
 
+/// The objects as read, each put into the map as it is decoded: a `Vec` of them first would cost
+/// a few hundred bytes per object on top of the map, at the peak of an install.
+struct ObjectsRead {
+    map: ObjectMap,
+    /// The first key the list held twice (the map kept the later one).
+    twice: Option<ObjectKey>,
+}
+
+impl<'de> Deserialize<'de> for ObjectsRead {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ObjectsRead, D::Error> {
+        struct List;
+        impl<'de> Visitor<'de> for List {
+            type Value = ObjectsRead;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of objects")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ObjectsRead, A::Error> {
+                let mut read = ObjectsRead {
+                    map: ObjectMap::new(),
+                    twice: None,
+                };
+                while let Some(object) = seq.next_element::<Resource>()? {
+                    let key = object.key();
+                    if read.map.insert(key.clone(), Arc::new(object)).is_some() {
+                        read.twice.get_or_insert(key);
+                    }
+                }
+                Ok(read)
+            }
+        }
+        d.deserialize_seq(List)
+    }
+}
+
 impl State {
-    /// The whole state as versioned JSON (objects as a list in key order).
-    pub fn to_snapshot_bytes(&self) -> Vec<u8> {
+    /// Writes the whole state as versioned JSON (objects as a list in key order) to `out` as it
+    /// goes. A node streams its snapshot into a file this way: encoded into memory first, it
+    /// would cost the state's size again, on every node at about the same moment.
+    pub fn write_snapshot(&self, out: impl Write) -> io::Result<()> {
         let (locks, last_lock_token) = self.locks.parts();
         let (operations, workers) = self.ops.parts();
         let body = SnapshotRef {
             format: SNAPSHOT_FORMAT,
             revision: self.revision,
             time_ms: self.time_ms,
-            objects: self.objects.values().map(|o| &**o).collect(),
+            objects: Objects(&self.objects),
             retired: &self.retired,
             locks,
             last_lock_token,
@@ -86,14 +137,32 @@ impl State {
             operations,
             workers,
         };
-        // Cannot fail: all map keys are strings and no Serialize impl here errors.
-        serde_json::to_vec(&body).unwrap_or_default()
+        // Only `out` can fail: all map keys are strings and no Serialize impl here errors.
+        serde_json::to_writer(out, &body).map_err(io::Error::from)
     }
 
-    /// Reads `to_snapshot_bytes` output back, checking format and invariants.
-    pub fn from_snapshot_bytes(bytes: &[u8]) -> Result<State, String> {
+    /// Reads `write_snapshot` output back from `input` (give it a buffered reader), checking
+    /// format and invariants.
+    pub fn read_snapshot(input: impl Read) -> Result<State, String> {
         let body: SnapshotBody =
-            serde_json::from_slice(bytes).map_err(|e| format!("snapshot body: {e}"))?;
+            serde_json::from_reader(input).map_err(|e| format!("snapshot body: {e}"))?;
+        State::from_snapshot_body(body)
+    }
+
+    /// `write_snapshot` into memory, for tests and comparisons of small states.
+    pub fn to_snapshot_bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        // Cannot fail: writing to a Vec does not.
+        let _ = self.write_snapshot(&mut bytes);
+        bytes
+    }
+
+    /// `read_snapshot` from memory, for tests of small states.
+    pub fn from_snapshot_bytes(bytes: &[u8]) -> Result<State, String> {
+        State::read_snapshot(bytes)
+    }
+
+    fn from_snapshot_body(body: SnapshotBody) -> Result<State, String> {
         let known = [
             SNAPSHOT_FORMAT,
             SNAPSHOT_FORMAT_NO_OPERATIONS,
@@ -123,18 +192,20 @@ impl State {
             .map_err(|e| format!("snapshot locks: {e}"))?;
         let ops = OperationTable::from_parts(body.operations, body.workers, &locks)
             .map_err(|e| format!("snapshot operations: {e}"))?;
-        let mut objects = imbl::OrdMap::new();
-        for object in body.objects {
-            let key = object.key();
+        let ObjectsRead {
+            map: objects,
+            twice,
+        } = body.objects;
+        if let Some(key) = twice {
+            return Err(format!("snapshot holds {key} twice"));
+        }
+        for (key, object) in &objects {
             let rv = object.metadata.resource_version;
             if rv == 0 || rv > body.revision {
                 return Err(format!(
                     "snapshot object {key} has resourceVersion {rv}, outside 1..={}",
                     body.revision
                 ));
-            }
-            if objects.insert(key.clone(), Arc::new(object)).is_some() {
-                return Err(format!("snapshot holds {key} twice"));
             }
         }
         Ok(State {

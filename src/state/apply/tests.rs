@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::*;
 use crate::state::command::EventType;
+use crate::state::raw_json::RawJson;
 use crate::state::validate::{ANNOTATIONS_BYTES_MAX, OBJECT_BYTES_MAX};
 
 /// Runs commands as consecutive log entries of term 2.
@@ -79,7 +80,7 @@ pub(super) fn director(name: &str) -> Resource {
         "default",
         name,
     );
-    r.spec = json!({ "options": "{}" });
+    r.spec = RawJson::from_value(&json!({ "options": "{}" }));
     r.metadata.labels.insert("state".into(), "in_queue".into());
     r
 }
@@ -202,7 +203,7 @@ fn update_replaces_user_fields_and_keeps_the_rest() {
 
     // Spec change: generation + 1; apiVersion replaced.
     let mut input = out.clone();
-    input.spec = json!({ "options": "{\"size\":2}" });
+    input.spec = RawJson::from_value(&json!({ "options": "{\"size\":2}" }));
     input.api_version = "deployment.servicefabrik.io/v1beta1".into();
     let out = log.ok(4_000, update(input, None)).remove(0);
     assert_eq!(
@@ -242,6 +243,30 @@ fn noop_updates_change_nothing() {
     assert_eq!(log.state.revision(), 1);
     assert_eq!(log.events.len(), 1);
     assert_eq!(log.state.objects, before.objects);
+}
+
+#[test]
+fn a_spec_that_differs_only_in_key_order_or_whitespace_is_unchanged() {
+    let body = |spec: &str| {
+        let text = format!(
+            r#"{{"kind":"Director","apiVersion":"v1","metadata":{{"name":"d1"}},"spec":{spec}}}"#
+        );
+        Resource::from_json(&text).expect("parses")
+    };
+    let mut log = Log::new();
+    let created = log
+        .ok(1, create(body(r#"{"b":[1,{"y":2,"x":1}],"a":"é"}"#)))
+        .remove(0);
+    let same = body(" {\n \"a\" : \"\\u00e9\", \"b\": [ 1, { \"x\": 1, \"y\": 2 } ] } ");
+    assert_eq!(log.ok(2, update(same, None)), [created]);
+    assert_eq!(log.state.revision(), 1);
+    let changed = body(r#"{"a":"é","b":[1,{"x":1,"y":3}]}"#);
+    let out = log.ok(3, update(changed, None)).remove(0);
+    assert_eq!(
+        (out.metadata.resource_version, out.metadata.generation),
+        (2, 2)
+    );
+    assert_eq!(out.spec.as_str(), r#"{"a":"é","b":[1,{"x":1,"y":3}]}"#);
 }
 
 #[test]
@@ -296,7 +321,7 @@ fn update_status_touches_status_only() {
     let mut log = Log::new();
     let created = log.ok(1, create(director("d1"))).remove(0);
     let mut input = with_status(director("d1"), "succeeded");
-    input.spec = json!({ "ignored": true });
+    input.spec = RawJson::from_value(&json!({ "ignored": true }));
     input.metadata.labels.clear();
     let out = log.ok(2, update_status(input, Some(1))).remove(0);
     let mut want = created;
@@ -369,7 +394,7 @@ fn txn_ops_see_each_other_and_get_their_own_revisions() {
     let mut log = Log::new();
     log.ok(1, create(director("old")));
     let mut changed = director("d1");
-    changed.spec = json!({ "options": "v2" });
+    changed.spec = RawJson::from_value(&json!({ "options": "v2" }));
     let objects = log.ok(
         2,
         Command::Txn {

@@ -7,6 +7,7 @@ use super::tests::*;
 use super::*;
 use crate::state::apply::{apply_blank, apply_effects, ApplyContext, Effects, State};
 use crate::state::command::{Command, Response, TxnOp};
+use crate::state::raw_json::RawJson;
 use crate::state::resource::ObjectKey;
 use LockEventType::{Expired, Granted, WaitExpired};
 
@@ -329,7 +330,7 @@ impl Log {
             object: object.clone(),
             fence: f.clone(),
         }];
-        object.spec = json!({ "v": 2 });
+        object.spec = RawJson::from_value(&json!({ "v": 2 }));
         cmds.push(Command::Update {
             object: object.clone(),
             expected_revision: None,

@@ -8,6 +8,7 @@ use super::tests::*;
 use super::*;
 use crate::state::command::{Command, Rejection, WorkerReport};
 use crate::state::locks::LockMode;
+use crate::state::raw_json::RawJson;
 use crate::state::validate::{json_len, OBJECT_BYTES_MAX};
 use OpState::{Aborted, Aborting, Dispatched, Failed, Succeeded};
 
@@ -394,7 +395,7 @@ fn a_response_the_target_cannot_hold_is_refused_but_an_end_never_is() {
     let mut log = Log::new();
     let mut big = director("d1");
     let filler = OBJECT_BYTES_MAX - big.to_json().len() - 60;
-    big.spec = json!({ "blob": "x".repeat(filler) });
+    big.spec = RawJson::from_value(&json!({ "blob": "x".repeat(filler) }));
     log.run(
         1_000,
         Command::Create {

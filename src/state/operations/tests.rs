@@ -8,6 +8,7 @@ use super::*;
 use crate::state::apply::{apply_blank, apply_effects, ApplyContext, Effects, State};
 use crate::state::command::{Command, EventType, Rejection, Response, WorkerReport};
 use crate::state::locks::{LockLimits, LockMode};
+use crate::state::raw_json::RawJson;
 use crate::state::resource::Resource;
 
 pub(super) const LIMITS: OpLimits = OpLimits {
@@ -195,7 +196,7 @@ pub(super) fn director(name: &str) -> Resource {
         "default",
         name,
     );
-    r.spec = json!({ "options": "{}" });
+    r.spec = RawJson::from_value(&json!({ "options": "{}" }));
     r.metadata
         .labels
         .insert("instance_guid".into(), name.into());

@@ -1,0 +1,383 @@
+//! Tests of the log store: the group-commit writer, the in-memory tail and their agreement
+//! with what redb holds.
+
+use openraft::entry::RaftEntry;
+use openraft::type_config::TypeConfigExt;
+
+use super::*;
+use crate::raft::types::LeaderId;
+use crate::state::{Command, Proposal, Resource};
+
+fn log_id(term: u64, index: u64) -> LogId {
+    LogId::new(LeaderId { term, node_id: 1 }, index)
+}
+
+/// A create whose object names its term and index, with `pad` bytes of spec, so entries that
+/// differ only in term differ in content too.
+fn create(term: u64, index: u64, pad: usize) -> Entry {
+    let name = format!("t{term}-i{index}");
+    let json = format!(
+        r#"{{"kind":"Director","apiVersion":"v1","metadata":{{"name":"{name}"}},"spec":{{"pad":"{}"}}}}"#,
+        "x".repeat(pad)
+    );
+    let object = Resource::from_json(&json).expect("valid test object");
+    let command = Command::Create {
+        object,
+        fence: None,
+    };
+    Entry::new_normal(
+        log_id(term, index),
+        Proposal {
+            time_ms: index,
+            command,
+        },
+    )
+}
+
+fn creates(term: u64, indexes: std::ops::RangeInclusive<u64>) -> Vec<Entry> {
+    indexes.map(|i| create(term, i, 16)).collect()
+}
+
+/// Entries as JSON, to compare them (entries have no `PartialEq`).
+fn json(entries: &[Entry]) -> String {
+    serde_json::to_string(entries).expect("entries encode")
+}
+
+fn ids(entries: &[Entry]) -> Vec<(u64, u64)> {
+    entries
+        .iter()
+        .map(|e| (e.log_id.leader_id.term, e.log_id.index))
+        .collect()
+}
+
+/// The indexes the tail holds.
+fn cached(store: &LogStore) -> Vec<u64> {
+    lock(&store.shared.tail).entries.keys().copied().collect()
+}
+
+/// Deletes log rows behind the store's back, so a read that still returns them must have
+/// been served from memory.
+fn delete_from_redb(store: &LogStore, indexes: std::ops::RangeInclusive<u64>) -> io::Result<()> {
+    let txn = store.db.db.begin_write().map_err(db_err("test"))?;
+    {
+        let mut table = txn.open_table(LOG_TABLE).map_err(db_err("test"))?;
+        for i in indexes {
+            table.remove(i).map_err(db_err("test"))?;
+        }
+    }
+    txn.commit().map_err(db_err("test"))
+}
+
+/// What a fresh store over the reopened database returns for `range` (the store must be
+/// dropped first: redb opens a file once).
+async fn reread(dir: &Path, range: std::ops::Range<u64>) -> io::Result<Vec<Entry>> {
+    let mut store = LogStore::new(RaftDb::open(dir)?);
+    assert!(cached(&store).is_empty());
+    store.try_get_log_entries(range).await
+}
+
+async fn append(store: &mut LogStore, entries: Vec<Entry>) -> io::Result<()> {
+    let (tx, rx) = TypeConfig::oneshot();
+    store.append(entries, IOFlushed::signal(tx)).await?;
+    rx.await.map_err(|_| io::Error::other("callback dropped"))?
+}
+
+/// Everything openraft wrote must come back after the database is closed and reopened.
+#[tokio::test]
+async fn log_vote_committed_and_purged_survive_reopen() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    {
+        let mut store = LogStore::new(RaftDb::open(dir.path())?);
+        let entries = (1..=5).map(|i| Entry::new_blank(log_id(2, i))).collect();
+        append(&mut store, entries).await?;
+        store.save_vote(&Vote::new_committed(2, 1)).await?;
+        store.save_committed(Some(log_id(2, 4))).await?;
+        store.purge(log_id(2, 2)).await?;
+        store.truncate_after(Some(log_id(2, 4))).await?;
+    }
+
+    let mut store = LogStore::new(RaftDb::open(dir.path())?);
+    assert_eq!(store.read_vote().await?, Some(Vote::new_committed(2, 1)));
+    assert_eq!(store.read_committed().await?, Some(log_id(2, 4)));
+    let state = store.get_log_state().await?;
+    assert_eq!(state.last_purged_log_id, Some(log_id(2, 2)));
+    assert_eq!(state.last_log_id, Some(log_id(2, 4)));
+    let ids: Vec<LogId> = store
+        .try_get_log_entries(0..100)
+        .await?
+        .into_iter()
+        .map(|e| e.log_id)
+        .collect();
+    assert_eq!(ids, vec![log_id(2, 3), log_id(2, 4)]);
+    Ok(())
+}
+
+/// `committed` is written without fsync; the next fsynced write (here a vote) carries it.
+#[tokio::test]
+async fn committed_rides_on_the_next_durable_write() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    {
+        let mut store = LogStore::new(RaftDb::open(dir.path())?);
+        store.save_committed(Some(log_id(3, 7))).await?;
+        assert_eq!(store.read_committed().await?, Some(log_id(3, 7)));
+        store.save_vote(&Vote::new_committed(3, 1)).await?;
+    }
+    let mut store = LogStore::new(RaftDb::open(dir.path())?);
+    assert_eq!(store.read_committed().await?, Some(log_id(3, 7)));
+    Ok(())
+}
+
+/// A replication read stops at the byte limit but always returns at least one entry.
+#[tokio::test]
+async fn limited_read_respects_byte_limit() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut store = LogStore::new(RaftDb::open(dir.path())?);
+    let entries = (1..=3).map(|i| Entry::new_blank(log_id(1, i))).collect();
+    append(&mut store, entries).await?;
+    let db = store.db.clone();
+    let one = db
+        .read("test", |txn| read_entries(txn, (1, Some(4)), 1))
+        .await?;
+    assert_eq!(one.entries.len(), 1);
+    assert!(one.cut);
+    assert_eq!(store.limited_get_log_entries(1, 4).await?.len(), 3);
+    assert!(store.limited_get_log_entries(4, 4).await?.is_empty());
+    Ok(())
+}
+
+/// The durable tail is exactly what redb returns after a reopen, and it is served from memory
+/// (it survives its rows being deleted from redb underneath).
+#[tokio::test]
+async fn tail_reads_come_from_memory_and_match_redb() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (tail, limited) = {
+        let mut store = LogStore::new(RaftDb::open(dir.path())?);
+        append(&mut store, creates(1, 1..=10)).await?;
+        append(&mut store, creates(1, 11..=20)).await?;
+        assert_eq!(cached(&store), (1..=20).collect::<Vec<_>>());
+        let tail = store.try_get_log_entries(5..21).await?;
+        let limited = store.limited_get_log_entries(5, 21).await?;
+        (tail, limited)
+    };
+    let disk = reread(dir.path(), 5..21).await?;
+    assert_eq!(ids(&disk), (5..=20).map(|i| (1, i)).collect::<Vec<_>>());
+    assert_eq!(json(&tail), json(&disk));
+    assert_eq!(json(&limited), json(&disk));
+
+    let mut store = LogStore::new(RaftDb::open(dir.path())?);
+    append(&mut store, creates(1, 21..=30)).await?;
+    let tail = store.try_get_log_entries(25..31).await?;
+    delete_from_redb(&store, 21..=30)?;
+    assert_eq!(json(&store.try_get_log_entries(25..31).await?), json(&tail));
+    assert_eq!(
+        json(&store.limited_get_log_entries(25, 31).await?),
+        json(&tail)
+    );
+    Ok(())
+}
+
+/// Only the newest entries stay cached; a range starting before them reads the rest from
+/// redb and joins the two with no gap, also with the byte limit of a replication read.
+#[tokio::test]
+async fn read_straddling_redb_and_the_tail() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (all, limited) = {
+        let mut store = LogStore::with_tail_limits(RaftDb::open(dir.path())?, usize::MAX, 4);
+        for i in 1..=10 {
+            append(&mut store, creates(1, i..=i)).await?;
+        }
+        assert_eq!(cached(&store), vec![7, 8, 9, 10]);
+        let all = store.try_get_log_entries(2..11).await?;
+        assert_eq!(ids(&all), (2..=10).map(|i| (1, i)).collect::<Vec<_>>());
+        let limited = store.limited_get_log_entries(5, 9).await?;
+        assert_eq!(ids(&limited), (5..=8).map(|i| (1, i)).collect::<Vec<_>>());
+        (all, limited)
+    };
+    assert_eq!(json(&reread(dir.path(), 2..11).await?), json(&all));
+    assert_eq!(json(&reread(dir.path(), 5..9).await?), json(&limited));
+    Ok(())
+}
+
+/// A truncation drops the cached entries after it, whether it cuts inside the tail or below
+/// it; entries appended again at the same indexes are the ones read back, before and after
+/// they are durable, and after a reopen.
+#[tokio::test]
+async fn truncate_then_append_returns_the_new_entries() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let expected = {
+        let mut store = LogStore::with_tail_limits(RaftDb::open(dir.path())?, usize::MAX, 4);
+        append(&mut store, creates(1, 1..=10)).await?;
+        assert_eq!(cached(&store), vec![7, 8, 9, 10]);
+
+        store.truncate_after(Some(log_id(1, 8))).await?;
+        assert_eq!(cached(&store), vec![7, 8]);
+        let read = store.try_get_log_entries(1..20).await?;
+        assert_eq!(ids(&read), (1..=8).map(|i| (1, i)).collect::<Vec<_>>());
+
+        // Read at once (likely before the fsync) and again once durable.
+        let (tx, rx) = TypeConfig::oneshot();
+        store
+            .append(creates(2, 9..=12), IOFlushed::signal(tx))
+            .await?;
+        let early = store.try_get_log_entries(7..20).await?;
+        rx.await
+            .map_err(|_| io::Error::other("callback dropped"))??;
+        let late = store.try_get_log_entries(7..20).await?;
+        let want = [(1, 7), (1, 8), (2, 9), (2, 10), (2, 11), (2, 12)];
+        assert_eq!(ids(&early), want);
+        assert_eq!(json(&early), json(&late));
+
+        // Below the tail: it empties, and redb's stale rows are never asked for.
+        store.truncate_after(Some(log_id(1, 3))).await?;
+        assert!(cached(&store).is_empty());
+        assert_eq!(
+            ids(&store.try_get_log_entries(..).await?),
+            [(1, 1), (1, 2), (1, 3)]
+        );
+        append(&mut store, creates(3, 4..=6)).await?;
+        let read = store.try_get_log_entries(1..20).await?;
+        let want = [(1, 1), (1, 2), (1, 3), (3, 4), (3, 5), (3, 6)];
+        assert_eq!(ids(&read), want);
+        read
+    };
+    assert_eq!(json(&reread(dir.path(), 1..20).await?), json(&expected));
+    Ok(())
+}
+
+/// After a truncation has emptied the tail, reads stop at the new end even while redb still
+/// holds the removed rows (the writer deletes them a moment later).
+#[test]
+fn tail_view_stops_at_the_log_end() {
+    let mut tail = Tail::new(usize::MAX, usize::MAX);
+    // 1..=4 are in redb only (as after a restart or an eviction).
+    let entries: Vec<Arc<Entry>> = creates(1, 5..=10).into_iter().map(Arc::new).collect();
+    tail.append(1, &entries);
+    let view = tail.view((1, None));
+    assert_eq!(view.disk, Some((1, Some(5))));
+    assert_eq!(view.cached.len(), 6);
+    assert!(tail.view((5, Some(8))).disk.is_none());
+
+    tail.truncate_after(Some(7));
+    tail.truncate_after(Some(3));
+    let view = tail.view((1, None));
+    assert_eq!(view.disk, Some((1, Some(4))));
+    assert!(view.cached.is_empty());
+    assert_eq!(view.generation, 2);
+    assert!(tail.view((4, None)).disk.is_none());
+}
+
+/// A purge drops the cached entries up to it, also past the end of the log.
+#[tokio::test]
+async fn purge_drops_cached_entries() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut store = LogStore::new(RaftDb::open(dir.path())?);
+    append(&mut store, creates(1, 1..=10)).await?;
+    store.purge(log_id(1, 4)).await?;
+    assert_eq!(cached(&store), (5..=10).collect::<Vec<_>>());
+    let read = store.try_get_log_entries(1..20).await?;
+    assert_eq!(ids(&read), (5..=10).map(|i| (1, i)).collect::<Vec<_>>());
+
+    // A snapshot install purges past the last entry.
+    store.purge(log_id(1, 12)).await?;
+    assert!(cached(&store).is_empty());
+    assert!(store.try_get_log_entries(1..20).await?.is_empty());
+    let state = store.get_log_state().await?;
+    assert_eq!(state.last_log_id, Some(log_id(1, 12)));
+    append(&mut store, creates(2, 13..=14)).await?;
+    assert_eq!(
+        ids(&store.try_get_log_entries(..).await?),
+        [(2, 13), (2, 14)]
+    );
+    Ok(())
+}
+
+/// The durable entries kept never exceed either limit, the newest stay, and entries not yet
+/// durable are never evicted (they exist nowhere else).
+#[test]
+fn tail_respects_its_limits() {
+    let entries: Vec<Arc<Entry>> = creates(1, 1..=100).into_iter().map(Arc::new).collect();
+    let written = |range: std::ops::RangeInclusive<u64>| -> Vec<Written> {
+        range
+            .map(|index| Written {
+                seq: index,
+                index,
+                bytes: 100,
+            })
+            .collect()
+    };
+
+    let mut tail = Tail::new(1000, usize::MAX);
+    for e in &entries {
+        tail.append(e.log_id.index, std::slice::from_ref(e));
+    }
+    assert_eq!(tail.entries.len(), 100);
+    let evicted = tail.mark_durable(&written(1..=50));
+    // 50 pending entries are not counted; 10 durable ones of 100 bytes fit.
+    assert_eq!(evicted.len(), 40);
+    assert_eq!(tail.durable_bytes, 1000);
+    assert_eq!(tail.entries.keys().next(), Some(&41));
+    tail.mark_durable(&written(51..=100));
+    assert_eq!(tail.durable_bytes, 1000);
+    assert_eq!(
+        tail.entries.keys().copied().collect::<Vec<_>>(),
+        (91..=100).collect::<Vec<_>>()
+    );
+
+    let mut tail = Tail::new(usize::MAX, 8);
+    for e in &entries {
+        tail.append(e.log_id.index, std::slice::from_ref(e));
+    }
+    // Not durable: all stay, beyond the count.
+    assert!(tail.mark_durable(&[]).is_empty());
+    assert_eq!(tail.entries.len(), 100);
+    tail.mark_durable(&written(1..=100));
+    assert_eq!(
+        tail.entries.keys().copied().collect::<Vec<_>>(),
+        (93..=100).collect::<Vec<_>>()
+    );
+    assert_eq!(tail.durable_bytes, 800);
+}
+
+/// A write marked durable for an append that a truncation and a new append replaced must
+/// not mark the new entry durable: it is not in redb yet.
+#[test]
+fn durable_mark_of_a_replaced_entry_is_ignored() {
+    let mut tail = Tail::new(0, usize::MAX);
+    let old = Arc::new(create(1, 1, 16));
+    let new = Arc::new(create(2, 1, 16));
+    tail.append(1, &[old]);
+    tail.truncate_after(None);
+    tail.append(2, &[new]);
+    let stale = Written {
+        seq: 1,
+        index: 1,
+        bytes: 100,
+    };
+    assert!(tail.mark_durable(&[stale]).is_empty());
+    assert_eq!(tail.entries.get(&1).map(|t| t.stored_bytes), Some(None));
+}
+
+/// Replication reads served from memory stop at the same byte limit as reads from redb.
+#[tokio::test]
+async fn limited_read_from_the_tail_respects_byte_limit() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut store = LogStore::new(RaftDb::open(dir.path())?);
+    let pad = REPLICATION_PAYLOAD_BYTES_MAX * 2 / 5;
+    let big: Vec<Entry> = (1..=4).map(|i| create(1, i, pad)).collect();
+    // Not awaited: the read may see them before they are durable (size measured) or after.
+    let (tx, rx) = TypeConfig::oneshot();
+    store.append(big, IOFlushed::signal(tx)).await?;
+    assert_eq!(store.limited_get_log_entries(1, 5).await?.len(), 2);
+    rx.await
+        .map_err(|_| io::Error::other("callback dropped"))??;
+    assert_eq!(store.limited_get_log_entries(1, 5).await?.len(), 2);
+    assert_eq!(store.limited_get_log_entries(4, 5).await?.len(), 1);
+    let disk = store
+        .db
+        .read("test", |txn| {
+            read_entries(txn, (1, Some(5)), REPLICATION_PAYLOAD_BYTES_MAX)
+        })
+        .await?;
+    assert_eq!(disk.entries.len(), 2);
+    Ok(())
+}
