@@ -22,6 +22,7 @@ use crate::proto::raft_v1::RaftMessage;
 use crate::raft::network::{decode, encode, PeerChannels};
 use crate::raft::types::NodeAddr;
 use crate::server::errors;
+use crate::server::node::LocalProposeError;
 use crate::state::{Command, Response};
 
 /// Commands in one batch at most.
@@ -35,12 +36,77 @@ pub const FORWARD_BATCHES_IN_FLIGHT: usize = 4;
 #[derive(Debug, Serialize, Deserialize)]
 pub enum ForwardReply {
     Applied(Box<Response>),
-    /// A gRPC status the leader answered with (code as i32, message, leader hint).
+    /// The node reached was not the leader when the command arrived and refused it before
+    /// appending it to its log: the command did not take effect, so it may be sent again, to the
+    /// leader named here if one is known.
+    NotLeader {
+        message: String,
+        leader: Option<NodeAddr>,
+    },
+    /// Any other answer, as a gRPC status (code as i32, message, leader hint). The command must
+    /// not be sent again: an Unavailable here may mean its outcome is unknown (its entry was
+    /// discarded by a leader change and may still commit).
     Failed {
         code: i32,
         message: String,
         leader: Option<NodeAddr>,
     },
+}
+
+impl ForwardReply {
+    /// The leader's answer to a command it proposed (or refused to propose).
+    pub fn answer(result: Result<Response, LocalProposeError>) -> ForwardReply {
+        match result {
+            Ok(r) => ForwardReply::Applied(Box::new(r)),
+            Err(LocalProposeError::NotLeader(s)) => ForwardReply::NotLeader {
+                message: s.message().to_string(),
+                leader: leader_hint(&s),
+            },
+            Err(LocalProposeError::Other(s)) => ForwardReply::Failed {
+                code: s.code() as i32,
+                message: s.message().to_string(),
+                leader: leader_hint(&s),
+            },
+        }
+    }
+
+    /// What the forwarding node does with the answer: `Ok` is the write's final result,
+    /// `Err` the status to remember while sending the command again (to the new leader).
+    pub fn outcome(self) -> Result<Result<Response, Status>, Status> {
+        match self {
+            ForwardReply::Applied(r) => Ok(Ok(*r)),
+            ForwardReply::NotLeader { message, leader } => {
+                Err(errors::unavailable(message, leader.as_ref()))
+            }
+            // Never sent again: an Unavailable here can mean the entry was appended and then
+            // discarded by a leader change, and may still commit.
+            ForwardReply::Failed {
+                code,
+                message,
+                leader,
+            } => {
+                let code = tonic::Code::from_i32(code);
+                Ok(Err(if code == tonic::Code::Unavailable {
+                    errors::unavailable(message, leader.as_ref())
+                } else {
+                    Status::new(code, message)
+                }))
+            }
+        }
+    }
+}
+
+/// The leader's client address a status names in its metadata, if any (a forwarded answer's
+/// hint carries no peer address).
+fn leader_hint(status: &Status) -> Option<NodeAddr> {
+    status
+        .metadata()
+        .get(errors::LEADER_HINT)
+        .and_then(|v| v.to_str().ok())
+        .map(|client_addr| NodeAddr {
+            peer_addr: String::new(),
+            client_addr: client_addr.to_string(),
+        })
 }
 
 /// A command waiting to be forwarded: its encoded form and where its answer goes.
@@ -262,5 +328,43 @@ mod tests {
         assert_eq!(replies.len(), 3);
         let decoded = decode_batch(&payload).expect("a JSON array of commands");
         assert_eq!(encode(&decoded), encode(&commands));
+    }
+
+    /// Only a refusal before the entry was appended is sent again; a write whose entry a leader
+    /// change discarded (it may still commit) ends with Unavailable and its leader hint.
+    #[test]
+    fn only_a_refusal_before_appending_is_sent_again() {
+        use crate::raft::types::{ClientWriteError, ForwardToLeader, NodeAddr as Addr, RaftError};
+        let leader = Addr {
+            peer_addr: "127.0.0.1:1".into(),
+            client_addr: "127.0.0.1:2".into(),
+        };
+        let to_leader = ForwardToLeader::new(2, leader.clone());
+
+        let refused = errors::client_write(&RaftError::APIError(
+            ClientWriteError::ForwardToLeader(to_leader.clone()),
+        ));
+        let reply = ForwardReply::answer(Err(LocalProposeError::NotLeader(refused)));
+        assert!(matches!(reply, ForwardReply::NotLeader { leader: Some(_), .. }));
+        let retry = reply.outcome().expect_err("sent again");
+        assert_eq!(retry.code(), tonic::Code::Unavailable);
+
+        let discarded = errors::client_write(&RaftError::APIError(
+            ClientWriteError::LogEntryDiscarded(to_leader),
+        ));
+        let reply = ForwardReply::answer(Err(LocalProposeError::Other(discarded)));
+        let fin = reply.outcome().expect("final, never sent again");
+        let status = fin.expect_err("a failure");
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert!(status.message().contains("outcome is unknown"), "{status:?}");
+        assert_eq!(
+            status.metadata().get(errors::LEADER_HINT).map(|v| v.to_str().unwrap()),
+            Some("127.0.0.1:2")
+        );
+
+        let refused = Status::failed_precondition("resourceVersion: 3 is not the current 4");
+        let reply = ForwardReply::answer(Err(LocalProposeError::Other(refused)));
+        let status = reply.outcome().expect("final").expect_err("a failure");
+        assert_eq!(status.code(), tonic::Code::FailedPrecondition);
     }
 }

@@ -17,7 +17,7 @@ use crate::raft::types::{
     ServerState, WatchReceiver,
 };
 use crate::server::errors;
-use crate::server::forward::{ForwardReply, Forwarder};
+use crate::server::forward::Forwarder;
 use crate::server::watch::WatchHub;
 use crate::state::{Command, Proposal, Response, State};
 
@@ -152,20 +152,9 @@ impl Node {
                     Ok(r) => return Ok(r),
                 }
             } else {
-                match self.forwarder.forward(&leader_addr, &command).await? {
-                    ForwardReply::Applied(r) => return Ok(*r),
-                    ForwardReply::Failed {
-                        code,
-                        message,
-                        leader,
-                    } => {
-                        let status = Status::new(tonic::Code::from_i32(code), message);
-                        // The node we reached had lost leadership before proposing: try again.
-                        if status.code() != tonic::Code::Unavailable || leader.is_none() {
-                            return Err(status);
-                        }
-                        last_err = errors::unavailable(status.message(), leader.as_ref());
-                    }
+                match self.forwarder.forward(&leader_addr, &command).await?.outcome() {
+                    Ok(result) => return result,
+                    Err(status) => last_err = status,
                 }
             }
             // Let the new leadership settle before the next attempt.

@@ -13,7 +13,7 @@ use crate::proto::raft_v1::{
 use crate::raft::network::{decode, encode, receive_snapshot};
 use crate::raft::types::*;
 use crate::server::forward::{decode_batch, ForwardReply};
-use crate::server::node::{LocalProposeError, Node};
+use crate::server::node::Node;
 
 pub struct PeerService {
     node: Arc<Node>,
@@ -139,23 +139,7 @@ impl RaftPeer for PeerService {
         let answers: Vec<ForwardReply> = futures::future::join_all(proposals)
             .await
             .into_iter()
-            .map(|result| match result {
-                Ok(r) => ForwardReply::Applied(Box::new(r)),
-                Err(LocalProposeError::NotLeader(s)) | Err(LocalProposeError::Other(s)) => {
-                    ForwardReply::Failed {
-                        code: s.code() as i32,
-                        message: s.message().to_string(),
-                        leader: s
-                            .metadata()
-                            .get(crate::server::errors::LEADER_HINT)
-                            .and_then(|v| v.to_str().ok())
-                            .map(|client_addr| NodeAddr {
-                                peer_addr: String::new(),
-                                client_addr: client_addr.to_string(),
-                            }),
-                    }
-                }
-            })
+            .map(ForwardReply::answer)
             .collect();
         reply(&answers)
     }
@@ -182,3 +166,4 @@ impl RaftPeer for PeerService {
         reply(&NodeView::of(&self.node))
     }
 }
+
