@@ -345,7 +345,13 @@ mod tests {
             ClientWriteError::ForwardToLeader(to_leader.clone()),
         ));
         let reply = ForwardReply::answer(Err(LocalProposeError::NotLeader(refused)));
-        assert!(matches!(reply, ForwardReply::NotLeader { leader: Some(_), .. }));
+        assert!(matches!(
+            reply,
+            ForwardReply::NotLeader {
+                leader: Some(_),
+                ..
+            }
+        ));
         let retry = reply.outcome().expect_err("sent again");
         assert_eq!(retry.code(), tonic::Code::Unavailable);
 
@@ -356,9 +362,15 @@ mod tests {
         let fin = reply.outcome().expect("final, never sent again");
         let status = fin.expect_err("a failure");
         assert_eq!(status.code(), tonic::Code::Unavailable);
-        assert!(status.message().contains("outcome is unknown"), "{status:?}");
+        assert!(
+            status.message().contains("outcome is unknown"),
+            "{status:?}"
+        );
         assert_eq!(
-            status.metadata().get(errors::LEADER_HINT).map(|v| v.to_str().unwrap()),
+            status
+                .metadata()
+                .get(errors::LEADER_HINT)
+                .map(|v| v.to_str().unwrap()),
             Some("127.0.0.1:2")
         );
 

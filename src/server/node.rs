@@ -152,7 +152,12 @@ impl Node {
                     Ok(r) => return Ok(r),
                 }
             } else {
-                match self.forwarder.forward(&leader_addr, &command).await?.outcome() {
+                match self
+                    .forwarder
+                    .forward(&leader_addr, &command)
+                    .await?
+                    .outcome()
+                {
                     Ok(result) => return result,
                     Err(status) => last_err = status,
                 }

@@ -166,4 +166,3 @@ impl RaftPeer for PeerService {
         reply(&NodeView::of(&self.node))
     }
 }
-
