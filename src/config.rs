@@ -216,7 +216,7 @@ impl Default for Limits {
             max_watchers: 10_000,
             watch_buffer: 1_024,
             watch_history: 100_000,
-            watch_history_bytes: 32 * 1024 * 1024,
+            watch_history_bytes: 8 * 1024 * 1024,
             bookmark_interval_ms: 5_000,
             max_pending_proposals: 10_000,
         }

@@ -140,9 +140,9 @@ pub fn operation_info(op: &state::Operation) -> OperationInfo {
     OperationInfo {
         id: op.id.to_string(),
         idempotency_key: op.idempotency_key.clone().unwrap_or_default(),
-        kind: op.target.kind.clone(),
-        namespace: op.target.namespace.clone(),
-        name: op.target.name.clone(),
+        kind: op.target.kind.to_string(),
+        namespace: op.target.namespace.to_string(),
+        name: op.target.name.to_string(),
         target_uid: op.target_uid.clone(),
         verb: op.verb.clone(),
         params_json: json_text(&op.params),

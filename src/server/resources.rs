@@ -45,13 +45,13 @@ impl ResourcesService {
 
     pub(crate) fn parse_key(kind: &str, namespace: &str, name: &str) -> Result<ObjectKey, Status> {
         let key = ObjectKey {
-            kind: kind.to_string(),
+            kind: kind.into(),
             namespace: if namespace.is_empty() {
-                "default".to_string()
+                state::DEFAULT_NAMESPACE.into()
             } else {
-                namespace.to_string()
+                namespace.into()
             },
-            name: name.to_string(),
+            name: name.into(),
         };
         state::validate_key(&key).map_err(|r| errors::rejection(&r))?;
         Ok(key)

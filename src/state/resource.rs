@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use compact_str::CompactString;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::command::Rejection;
@@ -22,20 +23,20 @@ pub const DEFAULT_NAMESPACE: &str = "default";
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ObjectKey {
     /// CamelCase kind, e.g. `Director`.
-    pub kind: String,
+    pub kind: CompactString,
     /// DNS-1123 label, e.g. `default`.
-    pub namespace: String,
+    pub namespace: CompactString,
     /// DNS-1123 subdomain, unique within (kind, namespace).
-    pub name: String,
+    pub name: CompactString,
 }
 
 impl ObjectKey {
     /// Builds a key from its three parts (no validation; see `validate_key`).
     pub fn new(kind: &str, namespace: &str, name: &str) -> ObjectKey {
         ObjectKey {
-            kind: kind.to_string(),
-            namespace: namespace.to_string(),
-            name: name.to_string(),
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.into(),
         }
     }
 }
@@ -55,10 +56,10 @@ pub struct Resource {
     /// CamelCase type name; part of the key. Defaulted to `""` on input so that validation, not
     /// the parser, reports it missing.
     #[serde(default)]
-    pub kind: String,
+    pub kind: CompactString,
     /// `version` or `group/version`, e.g. `deployment.servicefabrik.io/v1alpha1`.
     #[serde(default)]
-    pub api_version: String,
+    pub api_version: CompactString,
     /// Identity and server-maintained bookkeeping.
     #[serde(default = "default_meta")]
     pub metadata: ObjectMeta,
@@ -76,13 +77,13 @@ pub struct Resource {
 #[serde(rename_all = "camelCase", default)]
 pub struct ObjectMeta {
     /// DNS-1123 subdomain; part of the key.
-    pub name: String,
+    pub name: CompactString,
     /// DNS-1123 label; part of the key. `""`, null or absent on input becomes `"default"`.
     #[serde(default = "default_namespace", deserialize_with = "de_namespace")]
-    pub namespace: String,
+    pub namespace: CompactString,
     /// Set once at creation from the log position; unique over the life of the store.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub uid: String,
+    #[serde(skip_serializing_if = "CompactString::is_empty")]
+    pub uid: CompactString,
     /// Store revision of the last change to this object; a JSON string on output ("60603"), a
     /// string or a number on input, `""`/absent meaning 0 (not yet stored).
     #[serde(with = "revision_string", skip_serializing_if = "is_zero")]
@@ -91,8 +92,8 @@ pub struct ObjectMeta {
     #[serde(skip_serializing_if = "is_zero")]
     pub generation: u64,
     /// RFC 3339 seconds (`2018-07-25T11:29:01Z`) from the leader time of the creating entry.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub creation_timestamp: String,
+    #[serde(skip_serializing_if = "CompactString::is_empty")]
+    pub creation_timestamp: CompactString,
     /// Selectable key/value pairs.
     #[serde(
         skip_serializing_if = "BTreeMap::is_empty",
@@ -111,11 +112,11 @@ impl Resource {
     /// A bare object with null spec and status, for callers that build objects in code.
     pub fn new(api_version: &str, kind: &str, namespace: &str, name: &str) -> Resource {
         Resource {
-            kind: kind.to_string(),
-            api_version: api_version.to_string(),
+            kind: kind.into(),
+            api_version: api_version.into(),
             metadata: ObjectMeta {
-                name: name.to_string(),
-                namespace: namespace.to_string(),
+                name: name.into(),
+                namespace: namespace.into(),
                 ..ObjectMeta::default()
             },
             spec: RawJson::null(),
@@ -187,8 +188,8 @@ impl Resource {
     }
 }
 
-fn default_namespace() -> String {
-    DEFAULT_NAMESPACE.to_string()
+fn default_namespace() -> CompactString {
+    CompactString::const_new(DEFAULT_NAMESPACE)
 }
 
 fn default_meta() -> ObjectMeta {
@@ -202,13 +203,9 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-fn de_namespace<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    let ns = Option::<String>::deserialize(d)?.unwrap_or_default();
-    Ok(if ns.is_empty() {
-        DEFAULT_NAMESPACE.to_string()
-    } else {
-        ns
-    })
+fn de_namespace<'de, D: Deserializer<'de>>(d: D) -> Result<CompactString, D::Error> {
+    let ns = Option::<CompactString>::deserialize(d)?.unwrap_or_default();
+    Ok(if ns.is_empty() { default_namespace() } else { ns })
 }
 
 fn de_null_default<'de, D, T>(d: D) -> Result<T, D::Error>

@@ -365,7 +365,7 @@ mod tests {
             ("kind", |r| r.kind = "".into()),
             ("kind", |r| r.kind = "director".into()),
             ("kind", |r| r.kind = "Dir_ector".into()),
-            ("kind", |r| r.kind = format!("D{}", "a".repeat(63))),
+            ("kind", |r| r.kind = format!("D{}", "a".repeat(63)).into()),
             ("apiVersion", |r| r.api_version = "".into()),
             ("apiVersion", |r| r.api_version = "V1".into()),
             ("apiVersion", |r| r.api_version = "Example.com/v1".into()),
@@ -375,13 +375,13 @@ mod tests {
             ("metadata.name", |r| r.metadata.name = "Upper".into()),
             ("metadata.name", |r| r.metadata.name = "-lead".into()),
             ("metadata.name", |r| r.metadata.name = "trail.".into()),
-            ("metadata.name", |r| r.metadata.name = "a".repeat(254)),
+            ("metadata.name", |r| r.metadata.name = "a".repeat(254).into()),
             ("metadata.namespace", |r| r.metadata.namespace = "".into()),
             ("metadata.namespace", |r| {
                 r.metadata.namespace = "a.b".into()
             }),
             ("metadata.namespace", |r| {
-                r.metadata.namespace = "a".repeat(64)
+                r.metadata.namespace = "a".repeat(64).into()
             }),
             ("metadata.labels[\"-x\"]", |r| {
                 r.metadata.labels.insert("-x".into(), "v".into());
@@ -422,9 +422,9 @@ mod tests {
     #[test]
     fn limits_are_inclusive() {
         let mut r = obj();
-        r.kind = format!("D{}", "a".repeat(62));
-        r.metadata.name = "a".repeat(253);
-        r.metadata.namespace = "a".repeat(63);
+        r.kind = format!("D{}", "a".repeat(62)).into();
+        r.metadata.name = "a".repeat(253).into();
+        r.metadata.namespace = "a".repeat(63).into();
         let key = format!("{}/{}", "p".repeat(253), "n".repeat(63));
         r.metadata.labels.insert(key, "v".repeat(63));
         r.metadata

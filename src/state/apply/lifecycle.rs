@@ -252,7 +252,7 @@ fn submit(
             // The step's first change, all or nothing; nothing after it can fail.
             let created =
                 apply_op(state, ctx, Op::Create(&object)).map_err(|r| under("create", r))?;
-            op.target_uid = created.object.metadata.uid.clone();
+            op.target_uid = created.object.metadata.uid.to_string();
             emit(&mut out.events, &created);
         }
         None => {
@@ -260,7 +260,7 @@ fn submit(
             let current = current.ok_or_else(|| Rejection::NotFound {
                 key: req.target.clone(),
             })?;
-            op.target_uid = current.metadata.uid.clone();
+            op.target_uid = current.metadata.uid.to_string();
             let write = target::prepare(state, &op, false)?;
             target::write(state, ctx, write, &mut out.events);
         }

@@ -5,6 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
+use compact_str::CompactString;
+
 use super::{ApplyContext, State};
 use crate::state::command::{EventType, Rejection, TxnOp};
 use crate::state::resource::{ObjectKey, ObjectMeta, Resource};
@@ -78,7 +80,7 @@ fn create(state: &mut State, ctx: &ApplyContext, object: &Resource) -> Result<Ch
     stored.metadata.uid = uid(ctx, revision);
     stored.metadata.resource_version = revision;
     stored.metadata.generation = 1;
-    stored.metadata.creation_timestamp = rfc3339_seconds(state.time_ms);
+    stored.metadata.creation_timestamp = rfc3339_seconds(state.time_ms).into();
     Ok(commit(state, key, stored, EventType::Added))
 }
 
@@ -211,8 +213,8 @@ pub(super) fn commit(
 /// A UUID-shaped id from the log position and the revision. Unique because the revision (all 64
 /// bits of it, in the last two groups) is unique per change; the log position makes ids from
 /// different stores unlikely to collide.
-pub(super) fn uid(ctx: &ApplyContext, revision: u64) -> String {
-    format!(
+pub(super) fn uid(ctx: &ApplyContext, revision: u64) -> CompactString {
+    compact_str::format_compact!(
         "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
         ctx.log_index & 0xffff_ffff,
         ctx.term & 0xffff,

@@ -68,7 +68,7 @@ impl Log {
     fn event_summary(&self) -> Vec<(EventType, u64, String)> {
         let summary = self.events.iter();
         summary
-            .map(|e| (e.event_type, e.revision, e.object.metadata.name.clone()))
+            .map(|e| (e.event_type, e.revision, e.object.metadata.name.to_string()))
             .collect()
     }
 }

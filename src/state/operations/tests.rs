@@ -154,7 +154,7 @@ impl Log {
             let label = e.object.metadata.labels.get("state").cloned();
             (
                 e.event_type,
-                e.object.metadata.name.clone(),
+                e.object.metadata.name.to_string(),
                 label.unwrap_or_default(),
             )
         });
