@@ -205,7 +205,11 @@ fn is_zero(n: &u64) -> bool {
 
 fn de_namespace<'de, D: Deserializer<'de>>(d: D) -> Result<CompactString, D::Error> {
     let ns = Option::<CompactString>::deserialize(d)?.unwrap_or_default();
-    Ok(if ns.is_empty() { default_namespace() } else { ns })
+    Ok(if ns.is_empty() {
+        default_namespace()
+    } else {
+        ns
+    })
 }
 
 fn de_null_default<'de, D, T>(d: D) -> Result<T, D::Error>

@@ -375,7 +375,9 @@ mod tests {
             ("metadata.name", |r| r.metadata.name = "Upper".into()),
             ("metadata.name", |r| r.metadata.name = "-lead".into()),
             ("metadata.name", |r| r.metadata.name = "trail.".into()),
-            ("metadata.name", |r| r.metadata.name = "a".repeat(254).into()),
+            ("metadata.name", |r| {
+                r.metadata.name = "a".repeat(254).into()
+            }),
             ("metadata.namespace", |r| r.metadata.namespace = "".into()),
             ("metadata.namespace", |r| {
                 r.metadata.namespace = "a.b".into()
