@@ -396,7 +396,14 @@ pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver
         if !node.is_leader() {
             continue;
         }
-        let names = node.state().locks_due(node.clock.now_ms());
+        let now = node.clock.now_ms();
+        let names = {
+            let state = node.state();
+            if !state.sweep_may_act(now, grace_ms) {
+                continue;
+            }
+            state.locks_due(now)
+        };
         if names.is_empty() {
             continue;
         }

@@ -98,7 +98,14 @@ pub async fn run_op_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Recei
         if !node.is_leader() {
             continue;
         }
-        let due = node.state().ops_due(node.clock.now_ms());
+        let now = node.clock.now_ms();
+        let due = {
+            let state = node.state();
+            if !state.sweep_may_act(now, grace_ms) {
+                continue;
+            }
+            state.ops_due(now)
+        };
         if due.is_empty() {
             continue;
         }

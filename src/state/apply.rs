@@ -219,6 +219,20 @@ impl State {
         self.term_started_ms
     }
 
+    /// Whether a lock or operation sweep proposed at leader time `now_ms` could do anything,
+    /// given the grace of `grace_ms` after a change of leader that apply enforces: yes before the
+    /// term's first time-stamped entry (a sweep may be what starts the term's clock), no while
+    /// the grace lasts, yes after it. The leader's sweepers ask this first, so a new leader
+    /// proposes one sweep at most during its grace instead of one refused sweep per tick.
+    pub fn sweep_may_act(&self, now_ms: u64, grace_ms: u64) -> bool {
+        match self.term_started_ms {
+            None => true,
+            // Apply measures from the state's time, which a fast former leader may have pushed
+            // past this leader's clock.
+            Some(started) => now_ms.max(self.time_ms) >= started.saturating_add(grace_ms),
+        }
+    }
+
     /// Lock names with something for a `LockSweep` to do at `now_ms` (a holder past its expiry,
     /// a waiter past its deadline, or a lock-delay that has ended), earliest first, at most
     /// `LOCK_SWEEP_NAMES_MAX`. For the leader's expiry task; apply re-checks everything.

@@ -50,10 +50,17 @@ fn no_lock_expires_within_the_grace_after_a_leader_change() {
     // The new leader's first stamped entry is a sweep: it expires nothing, whatever its grace,
     // and starts the grace.
     let done = Response::Done { revision: 0 };
+    assert!(
+        log.state.sweep_may_act(5_000, 1_000),
+        "a sweep starts the clock"
+    );
     assert_eq!(log.run(5_000, sweep(&["d"], 0, 0)), done);
     assert_eq!(log.state.term_started_ms(), Some(5_000));
+    // The sweeper skips what apply would refuse, and proposes again once the grace is over.
+    assert!(!log.state.sweep_may_act(5_999, 1_000));
     assert_eq!(log.run(5_999, sweep(&["d"], 1_000, 0)), done);
     assert_eq!(log.holders("d").len(), 1);
+    assert!(log.state.sweep_may_act(6_000, 1_000));
     assert_eq!(log.run(6_000, sweep(&["d"], 1_000, 0)), swept(1, 0, 0));
 
     // A leader whose clock is behind: the grace runs from the state's time, not its stamp.
@@ -61,7 +68,10 @@ fn no_lock_expires_within_the_grace_after_a_leader_change() {
     log.new_term();
     log.run(3_000, acquire("e", "h3", R, None, 0));
     assert_eq!(log.state.term_started_ms(), Some(6_000));
+    // Its clock says 3,500, but apply counts from the state's 6,000.
+    assert!(!log.state.sweep_may_act(3_500, 1_000));
     assert_eq!(log.run(6_999, sweep(&["d"], 1_000, 0)), done);
+    assert!(log.state.sweep_may_act(7_000, 1_000));
     assert_eq!(log.run(7_000, sweep(&["d"], 1_000, 0)), swept(1, 0, 0));
 
     // Entries of an older term (never, in a real log) do not restart the grace.
