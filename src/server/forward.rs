@@ -370,7 +370,7 @@ mod tests {
             status
                 .metadata()
                 .get(errors::LEADER_HINT)
-                .map(|v| v.to_str().unwrap()),
+                .and_then(|v| v.to_str().ok()),
             Some("127.0.0.1:2")
         );
 

@@ -21,7 +21,7 @@ use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::resources::consistency;
 use crate::server::watch::relay;
-use crate::state::{self, Command, LockEvent, LockEventType, LockLimits, Response};
+use crate::state::{self, Command, LockEvent, LockEventType, LockLimits, Response, State};
 
 pub struct LocksService {
     node: Arc<Node>,
@@ -393,16 +393,8 @@ pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver
             _ = tokio::time::sleep(interval) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        if !node.is_leader() {
+        let Some(names) = node.sweep_due(grace_ms, State::locks_due) else {
             continue;
-        }
-        let now = node.clock.now_ms();
-        let names = {
-            let state = node.state();
-            if !state.sweep_may_act(now, grace_ms) {
-                continue;
-            }
-            state.locks_due(now)
         };
         if names.is_empty() {
             continue;

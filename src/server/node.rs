@@ -90,6 +90,18 @@ impl Node {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// What a leader-only sweeper should sweep now: `due(state, now)` at this node's clock, or
+    /// `None` when this node does not lead or when apply would refuse any sweep as falling in
+    /// the grace of `grace_ms` after a change of leader (`State::sweep_may_act`).
+    pub fn sweep_due<T>(&self, grace_ms: u64, due: impl FnOnce(&State, u64) -> T) -> Option<T> {
+        if !self.is_leader() {
+            return None;
+        }
+        let now = self.clock.now_ms();
+        let state = self.state();
+        state.sweep_may_act(now, grace_ms).then(|| due(&state, now))
+    }
+
     /// How long to wait for a leader to appear before answering Unavailable.
     fn leader_wait(&self) -> Duration {
         Duration::from_millis((self.config.raft.election_timeout_max_ms * 5).max(5_000))

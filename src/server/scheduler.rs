@@ -17,7 +17,7 @@ use tracing::Instrument;
 
 use crate::server::node::Node;
 use crate::server::operations::op_limits;
-use crate::state::{Command, LockLimits, Response};
+use crate::state::{Command, LockLimits, Response, State};
 
 fn lock_limits(node: &Node) -> LockLimits {
     let l = &node.config.locks;
@@ -95,16 +95,8 @@ pub async fn run_op_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Recei
             _ = tokio::time::sleep(interval) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        if !node.is_leader() {
+        let Some(due) = node.sweep_due(grace_ms, State::ops_due) else {
             continue;
-        }
-        let now = node.clock.now_ms();
-        let due = {
-            let state = node.state();
-            if !state.sweep_may_act(now, grace_ms) {
-                continue;
-            }
-            state.ops_due(now)
         };
         if due.is_empty() {
             continue;
