@@ -226,7 +226,7 @@ async fn every_workload_runs_without_errors() {
 
 /// Three `etcd` processes (fsyncing, as by default), killed on drop.
 struct Etcd {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     children: Vec<Child>,
     client_addrs: Vec<String>,
 }
@@ -269,18 +269,21 @@ impl Etcd {
             })
             .collect();
         Etcd {
-            _dir: dir,
+            dir,
             children,
             client_addrs,
         }
     }
 
-    /// Waits until every member serves a linearizable read (so a leader is elected).
-    async fn wait_ready(&self) {
+    /// Waits until every member serves a linearizable read (so a leader is elected). `Err` with
+    /// the members' log tails when one exits (a port taken between `free_port` and etcd's bind,
+    /// by a process of the other test running beside this one) or 30 s pass.
+    async fn wait_ready(&mut self) -> Result<(), String> {
         use steward_bench::etcd_proto::etcdserverpb::kv_client::KvClient;
         use steward_bench::etcd_proto::etcdserverpb::RangeRequest;
         let deadline = Instant::now() + Duration::from_secs(30);
-        for addr in &self.client_addrs {
+        for i in 0..self.client_addrs.len() {
+            let addr = self.client_addrs[i].clone();
             loop {
                 let ready = async {
                     let mut kv = KvClient::connect(format!("http://{addr}")).await.ok()?;
@@ -293,10 +296,51 @@ impl Etcd {
                 if ready.await.is_some() {
                     break;
                 }
-                assert!(Instant::now() < deadline, "etcd at {addr} not ready");
+                let exited = self
+                    .children
+                    .iter_mut()
+                    .any(|c| !matches!(c.try_wait(), Ok(None)));
+                if exited || Instant::now() >= deadline {
+                    let why = if exited {
+                        "a member exited"
+                    } else {
+                        "not ready in 30 s"
+                    };
+                    return Err(format!("etcd at {addr}: {why}\n{}", self.log_tails()));
+                }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
+        Ok(())
+    }
+
+    /// The last lines of each member's log.
+    fn log_tails(&self) -> String {
+        (0..self.children.len())
+            .map(|i| {
+                let log = std::fs::read_to_string(self.dir.path().join(format!("e{i}.log")))
+                    .unwrap_or_default();
+                let lines: Vec<&str> = log.lines().collect();
+                format!(
+                    "--- e{i}.log\n{}",
+                    lines[lines.len().saturating_sub(5)..].join("\n")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// A ready cluster, started again on fresh ports (up to 3 times) if a start fails.
+    async fn start_ready(bin: &Path) -> Etcd {
+        let mut failures = Vec::new();
+        for _ in 0..3 {
+            let mut etcd = Etcd::start(bin);
+            match etcd.wait_ready().await {
+                Ok(()) => return etcd,
+                Err(e) => failures.push(e),
+            }
+        }
+        panic!("etcd did not start in 3 tries:\n{}", failures.join("\n"));
     }
 }
 
@@ -324,8 +368,7 @@ async fn every_etcd_workload_runs_without_errors() {
         eprintln!("skipped: no etcd on the PATH (apt-get install etcd-server)");
         return;
     };
-    let etcd = Etcd::start(&bin);
-    etcd.wait_ready().await;
+    let etcd = Etcd::start_ready(&bin).await;
     let endpoints = etcd.client_addrs.join(",");
     for workload in REQUEST_WORKLOADS {
         run_clean("etcd", workload, &endpoints);
