@@ -31,7 +31,8 @@ fn rejection_code(r: &Rejection) -> Code {
         Rejection::OperationNotFound { .. } | Rejection::WorkerNotFound { .. } => Code::NotFound,
         Rejection::OperationState { .. }
         | Rejection::OperationBehind { .. }
-        | Rejection::WorkerUnfit { .. } => Code::FailedPrecondition,
+        | Rejection::WorkerUnfit { .. }
+        | Rejection::ReservationNotDue { .. } => Code::FailedPrecondition,
         // A sequencer (epoch) check failed: the worker lost its assignment and must stop, not
         // retry (gRPC's own example of Aborted).
         Rejection::StaleAssignment { .. } => Code::Aborted,

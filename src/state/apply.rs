@@ -17,6 +17,7 @@ use super::locks::{Fence, Lock, LockContext, LockEvent, LockTable};
 use super::operations::{
     Dispatch, OpEvent, OpFilter, Operation, OperationId, OperationTable, OpsDue, Worker,
 };
+use super::reservation::{ReservationIndex, DECOMMISSION_ITEMS_MAX};
 use super::resource::{ObjectKey, Resource};
 use super::selector::Selector;
 use ops::{apply_op, Change, Op};
@@ -66,6 +67,9 @@ pub struct State {
     locks: LockTable,
     /// Lifecycle operations and the workers that run them.
     ops: OperationTable,
+    /// Reservations waiting for their decommission, and per-node counters; derived from
+    /// `objects` (every change goes through `put_object`/`remove_object`), never snapshotted.
+    reservations: ReservationIndex,
     /// The highest Raft term applied so far (blank and membership entries included).
     term: u64,
     /// State time when the first time-stamped (normal) entry of `term` was applied; `None` until
@@ -315,6 +319,34 @@ impl State {
         }
     }
 
+    /// Stores `object` under `key`, keeping the derived indexes in step; returns the object it
+    /// replaced. The one way (with `remove_object`) objects change.
+    fn put_object(&mut self, key: ObjectKey, object: Arc<Resource>) -> Option<Arc<Resource>> {
+        let previous = self.objects.insert(key, Arc::clone(&object));
+        self.reservations
+            .replace(previous.as_deref(), Some(&*object));
+        previous
+    }
+
+    /// Removes the object under `key`, keeping the derived indexes in step.
+    fn remove_object(&mut self, key: &ObjectKey) -> Option<Arc<Resource>> {
+        let previous = self.objects.remove(key);
+        self.reservations.replace(previous.as_deref(), None);
+        previous
+    }
+
+    /// The reservations whose decommission is due at `now_ms` (marked `toDelete`, or past their
+    /// end) and not yet submitted, earliest first, at most `DECOMMISSION_ITEMS_MAX`. For the
+    /// leader's sweeper; apply re-checks each.
+    pub fn reservations_due(&self, now_ms: u64) -> Vec<ObjectKey> {
+        self.reservations.due(now_ms, DECOMMISSION_ITEMS_MAX)
+    }
+
+    /// Per-node reservation counters and the due index.
+    pub fn reservations(&self) -> &ReservationIndex {
+        &self.reservations
+    }
+
     fn next_revision(&self) -> Result<u64, Rejection> {
         self.revision
             .checked_add(1)
@@ -397,7 +429,8 @@ pub fn apply_effects(
         | Command::OpAssign { .. }
         | Command::OpReport { .. }
         | Command::OpAbort { .. }
-        | Command::OpSweep { .. } => lifecycle::apply_op_command(state, ctx, cmd, out),
+        | Command::OpSweep { .. }
+        | Command::Decommission { .. } => lifecycle::apply_op_command(state, ctx, cmd, out),
     };
     // After the command: a sweep that is itself the term's first stamped entry sees no start,
     // so it expires nothing whatever its grace.
@@ -525,8 +558,8 @@ fn apply_txn(
             Err(cause) => {
                 for (key, previous) in undo.into_iter().rev() {
                     match previous {
-                        Some(object) => state.objects.insert(key, object),
-                        None => state.objects.remove(&key),
+                        Some(object) => state.put_object(key, object),
+                        None => state.remove_object(&key),
                     };
                 }
                 state.revision = revision_before;

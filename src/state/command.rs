@@ -177,6 +177,16 @@ pub enum Command {
         grace_ms: u64,
         limits: OpLimits,
     },
+    /// Proposed by the leader for a key `State::reservations_due` gave it: submit the
+    /// decommission (`verb` under `policy`, idempotency key `decommission/<uid>`) of the
+    /// reservation on `target` and mark the reservation with it, in one step. Apply re-checks
+    /// that it is due at this entry's time and not yet decommissioned.
+    Decommission {
+        target: ObjectKey,
+        verb: String,
+        policy: OpPolicy,
+        limits: OpLimits,
+    },
 }
 
 /// What a worker says about its assignment (`Command::OpReport`).
@@ -348,6 +358,9 @@ impl fmt::Display for Command {
                 workers.len(),
                 operations.len()
             ),
+            Command::Decommission { target, verb, .. } => {
+                write!(f, "decommission {target} by {verb}")
+            }
         }?;
         match self.fence() {
             Some(fence) => write!(f, " fenced by {fence}"),
@@ -485,6 +498,9 @@ pub enum Rejection {
         holder: String,
         operation: OperationId,
     },
+    /// A `Decommission` for a reservation that is not due, or whose decommission was submitted.
+    #[error("reservation on {key}: {reason}")]
+    ReservationNotDue { key: ObjectKey, reason: String },
     #[error("operation {id} not found (never submitted, or ended and no longer retained)")]
     OperationNotFound { id: OperationId },
     #[error(

@@ -17,6 +17,8 @@
 //! - `selector`: label selectors.
 //! - `command`: `Proposal`, `Command`, `TxnOp`, `Response`, `Rejection`, `Event`.
 //! - `locks`: READ/WRITE locks with TTLs, fair queues, lock-delay and fencing tokens.
+//! - `reservation`: resources that reserve units on a node until they expire into a
+//!   decommission operation, and the per-node counters.
 //! - `operations`: lifecycle operations on resources and the workers that run them, assigned
 //!   under the target's lock with the grant's token as epoch.
 //! - `apply`: `State`, `apply_effects` (and its resource-only wrapper `apply`), `apply_blank`,
@@ -27,6 +29,7 @@ pub mod command;
 pub mod locks;
 pub mod operations;
 pub mod raw_json;
+pub mod reservation;
 pub mod resource;
 pub mod selector;
 pub mod validate;
@@ -47,6 +50,10 @@ pub use operations::{
     OP_SWEEP_ITEMS_MAX, OP_VERB_CHARS_MAX, WORKER_ID_CHARS_MAX, WORKER_TTL_MS_MAX,
 };
 pub use raw_json::RawJson;
+pub use reservation::{
+    NodeReservations, Reservation, ReservationIndex, Units, DECOMMISSION_ITEMS_MAX,
+    DECOMMISSION_KEY_PREFIX,
+};
 pub use resource::{ObjectKey, ObjectMeta, Resource, DEFAULT_NAMESPACE};
 pub use selector::{Requirement, Selector};
 pub use validate::{

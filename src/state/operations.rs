@@ -51,6 +51,8 @@ mod assign_tests;
 mod ops;
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod reservation_tests;
 mod rules;
 #[cfg(test)]
 mod submit_tests;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::command::Rejection;
 use super::raw_json::RawJson;
+use super::reservation::Reservation;
 
 /// The namespace an object lands in when its JSON names none (or names `""`).
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -70,6 +71,10 @@ pub struct Resource {
     /// Observed state: a JSON object, or null when absent.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub status: serde_json::Value,
+    /// Capacity this object holds on a node until it is decommissioned (see `reservation`).
+    /// Boxed: most objects have none, and then it costs one pointer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<Box<Reservation>>,
 }
 
 /// Object metadata, Kubernetes style. Unknown input fields (e.g. `selfLink`) are ignored.
@@ -121,6 +126,7 @@ impl Resource {
             },
             spec: RawJson::null(),
             status: serde_json::Value::Null,
+            reservation: None,
         }
     }
 
@@ -166,6 +172,10 @@ impl Resource {
         } else {
             super::validate::json_len(&self.status)
         };
+        let reservation = match &self.reservation {
+            Some(r) => 120 + r.node_id.len(),
+            None => 0,
+        };
         FRAME
             + self.kind.len()
             + self.api_version.len()
@@ -176,6 +186,7 @@ impl Resource {
             + map(&m.annotations)
             + self.spec.len()
             + status
+            + reservation
     }
 
     /// The key this object is stored under.

@@ -24,6 +24,7 @@ use crate::state::operations::{
     check_report, check_target, check_verb, check_worker, check_worker_terms, under, usize_of,
     Handle, OpEvent, OpLimits, OpPolicy, OpResult, OpState, Operation, OperationId, Worker,
 };
+use crate::state::reservation::{format_time_ms, DECOMMISSION_KEY_PREFIX};
 use crate::state::resource::{ObjectKey, Resource};
 use sweep::{apply_sweep, deregister, Sweep};
 
@@ -67,6 +68,7 @@ pub(super) fn apply_op_command(
                 create: create.as_ref(),
                 policy,
                 limits,
+                decommission: false,
             };
             submit(state, ctx, &req, out)
         }
@@ -108,6 +110,12 @@ pub(super) fn apply_op_command(
             };
             apply_sweep(state, ctx, &sweep, out)
         }
+        Command::Decommission {
+            target,
+            verb,
+            policy,
+            limits,
+        } => decommission(state, ctx, target, (verb, policy), limits, out),
         _ => Ok(Response::Done {
             revision: state.revision,
         }),
@@ -197,6 +205,8 @@ struct Submit<'a> {
     create: Option<&'a Resource>,
     policy: &'a OpPolicy,
     limits: &'a OpLimits,
+    /// The target's reservation is marked with this operation (a `Decommission`).
+    decommission: bool,
 }
 
 /// Queues a new operation (id `op-<log index>`) and shows it on its target, which must exist,
@@ -261,7 +271,12 @@ fn submit(
                 key: req.target.clone(),
             })?;
             op.target_uid = current.metadata.uid.to_string();
-            let write = target::prepare(state, &op, false)?;
+            let mut write = target::prepare(state, &op, false)?;
+            if req.decommission {
+                // A new operation always changes the target's `status.operation`.
+                debug_assert!(matches!(write, target::TargetWrite::Put(_)));
+                target::mark_decommission(&mut write, op.id);
+            }
             target::write(state, ctx, write, &mut out.events);
         }
     }
@@ -271,6 +286,64 @@ fn submit(
         operation: stored,
         created: true,
     })
+}
+
+/// Submits the decommission of the reservation on `target` if it is due now and was not
+/// submitted yet, and marks the reservation with it in the same step.
+fn decommission(
+    state: &mut State,
+    ctx: &ApplyContext,
+    target: &ObjectKey,
+    (verb, policy): (&str, &OpPolicy),
+    limits: &OpLimits,
+    out: &mut Effects,
+) -> Result<Response, Rejection> {
+    check_target(target)?;
+    let object = state
+        .objects
+        .get(target)
+        .ok_or_else(|| Rejection::NotFound {
+            key: target.clone(),
+        })?;
+    let not_due = |reason: String| Rejection::ReservationNotDue {
+        key: target.clone(),
+        reason,
+    };
+    let Some(reservation) = object.reservation.as_deref() else {
+        return Err(not_due("the object has no reservation".to_string()));
+    };
+    if let Some(id) = reservation.decommission {
+        return Err(not_due(format!("its decommission {id} was submitted")));
+    }
+    if !reservation.is_due(state.time_ms) {
+        let reason = match reservation.expires_at {
+            Some(at) => format!(
+                "it ends at {}, after this entry's time {}",
+                format_time_ms(at),
+                format_time_ms(state.time_ms)
+            ),
+            None => "it has no end and is not marked toDelete".to_string(),
+        };
+        return Err(not_due(reason));
+    }
+    let key = format!("{DECOMMISSION_KEY_PREFIX}{}", object.metadata.uid);
+    let reason = if reservation.to_delete {
+        "toDelete"
+    } else {
+        "expired"
+    };
+    let params = json!({ "decommission": { "reason": reason } });
+    let req = Submit {
+        target,
+        verb,
+        params: &params,
+        idempotency_key: Some(&key),
+        create: None,
+        policy,
+        limits,
+        decommission: true,
+    };
+    submit(state, ctx, &req, out)
 }
 
 /// A submit whose idempotency key is taken: the first operation if it asked the same, else a

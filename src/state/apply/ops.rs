@@ -9,6 +9,7 @@ use compact_str::CompactString;
 
 use super::{ApplyContext, State};
 use crate::state::command::{EventType, Rejection, TxnOp};
+use crate::state::reservation::{self, Reservation};
 use crate::state::resource::{ObjectKey, ObjectMeta, Resource};
 use crate::state::validate::{validate_key, validate_object, validate_object_size};
 
@@ -76,6 +77,10 @@ fn create(state: &mut State, ctx: &ApplyContext, object: &Resource) -> Result<Ch
     }
     let revision = state.next_revision()?;
     let mut stored = object.clone();
+    if let Some(given) = &object.reservation {
+        let settled = reservation::settle(given, None, state.time_ms)?;
+        stored.reservation = Some(Box::new(settled));
+    }
     // Client-supplied bookkeeping is ignored, as in Kubernetes.
     stored.metadata.uid = uid(ctx, revision);
     stored.metadata.resource_version = revision;
@@ -94,8 +99,10 @@ fn update(
     let current = current(state, &key, expected)?;
     // Both specs are canonical text (`RawJson`), so unequal text means an unequal value.
     let spec_changed = current.spec != object.spec;
+    let reservation = next_reservation(current, object)?;
     let meta = &object.metadata;
     if !spec_changed
+        && current.reservation == reservation
         && current.api_version == object.api_version
         && current.metadata.labels == meta.labels
         && current.metadata.annotations == meta.annotations
@@ -121,6 +128,7 @@ fn update(
         },
         spec: object.spec.clone(),
         status: current.status.clone(),
+        reservation,
     };
     validate_object_size(&next)?;
     Ok(commit(state, key, next, EventType::Modified))
@@ -150,7 +158,7 @@ fn delete(state: &mut State, key: &ObjectKey, expected: Option<u64>) -> Result<C
     validate_key(key)?;
     current(state, key, expected)?;
     let revision = state.next_revision()?;
-    let Some(previous) = state.objects.remove(key) else {
+    let Some(previous) = state.remove_object(key) else {
         return Err(Rejection::NotFound { key: key.clone() });
     };
     state.revision = revision;
@@ -161,6 +169,32 @@ fn delete(state: &mut State, key: &ObjectKey, expected: Option<u64>) -> Result<C
         event_type: Some(EventType::Deleted),
         undo: Some((key.clone(), Some(previous))),
     })
+}
+
+/// The reservation an update stores: the client's, settled against the current one, or the
+/// current one when the update carries none (an update that does not know about reservations
+/// must not drop one; only deleting the object ends a reservation early, or `toDelete`).
+fn next_reservation(
+    current: &Resource,
+    object: &Resource,
+) -> Result<Option<Box<Reservation>>, Rejection> {
+    let Some(given) = &object.reservation else {
+        return Ok(current.reservation.clone());
+    };
+    let created_ms = created_ms(current)?;
+    let settled = reservation::settle(given, current.reservation.as_deref(), created_ms)?;
+    Ok(Some(Box::new(settled)))
+}
+
+/// The object's creation time as its `creationTimestamp` shows it (whole seconds).
+fn created_ms(object: &Resource) -> Result<u64, Rejection> {
+    let text = &object.metadata.creation_timestamp;
+    let time = humantime::parse_rfc3339(text).map_err(|e| Rejection::Invalid {
+        field: "metadata.creationTimestamp".to_string(),
+        rule: format!("stored value {text:?} is not an RFC 3339 time: {e}"),
+    })?;
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    Ok(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The stored object, if it exists and (when `expected` is given) has that resourceVersion.
@@ -202,7 +236,7 @@ pub(super) fn commit(
     debug_assert_eq!(object.metadata.resource_version, state.revision + 1);
     state.revision = object.metadata.resource_version;
     let object = Arc::new(object);
-    let previous = state.objects.insert(key.clone(), Arc::clone(&object));
+    let previous = state.put_object(key.clone(), Arc::clone(&object));
     Change {
         object,
         event_type: Some(event_type),

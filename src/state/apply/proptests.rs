@@ -221,6 +221,7 @@ fn rejection_name(r: &Rejection) -> &'static str {
         Rejection::OperationBehind { .. } => "OperationBehind",
         Rejection::WorkerUnfit { .. } => "WorkerUnfit",
         Rejection::StaleAssignment { .. } => "StaleAssignment",
+        Rejection::ReservationNotDue { .. } => "ReservationNotDue",
     }
 }
 
@@ -280,7 +281,8 @@ fn model_step(model: &mut Model, cmd: &Command) -> Result<(), (Option<usize>, &'
         | Command::OpAssign { .. }
         | Command::OpReport { .. }
         | Command::OpAbort { .. }
-        | Command::OpSweep { .. } => {
+        | Command::OpSweep { .. }
+        | Command::Decommission { .. } => {
             unreachable!("op commands are tested in operations::proptests")
         }
     };

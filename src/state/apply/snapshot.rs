@@ -17,6 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::State;
 use crate::state::locks::{Lock, LockTable};
 use crate::state::operations::{Operation, OperationTable, Worker};
+use crate::state::reservation::ReservationIndex;
 use crate::state::resource::{ObjectKey, Resource};
 
 /// Version of the `write_snapshot` body; bump on any incompatible change.
@@ -208,7 +209,12 @@ impl State {
                 ));
             }
         }
+        let mut reservations = ReservationIndex::default();
+        for object in objects.values() {
+            reservations.replace(None, Some(&**object));
+        }
         Ok(State {
+            reservations,
             revision: body.revision,
             time_ms: body.time_ms,
             objects,

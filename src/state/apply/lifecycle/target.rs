@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::super::ops::{apply_op, commit, Op};
 use super::super::{emit, ApplyContext, State};
 use crate::state::command::{Event, EventType, Rejection};
-use crate::state::operations::{OpResult, OpState, Operation};
+use crate::state::operations::{OpResult, OpState, Operation, OperationId};
 use crate::state::resource::{ObjectKey, Resource};
 use crate::state::validate::validate_object_size;
 
@@ -30,6 +30,16 @@ pub(in crate::state::apply) enum TargetWrite {
     Put(Resource),
     /// A successful operation that deletes its target.
     Delete(ObjectKey),
+}
+
+/// Marks the reservation of the next version with its decommission `id` (a write that puts an
+/// object with a reservation; `Nothing` and `Delete` stay as they are).
+pub(super) fn mark_decommission(write: &mut TargetWrite, id: OperationId) {
+    if let TargetWrite::Put(object) = write {
+        if let Some(reservation) = object.reservation.as_deref_mut() {
+            reservation.decommission = Some(id);
+        }
+    }
 }
 
 /// Sets the lifecycle fields of `object` from `op`.
