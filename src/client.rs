@@ -43,8 +43,8 @@ mod types;
 
 pub use crate::proto::v1::{
     Assignment, AssignmentKind, DeregisterWorkerReply, ListOperationsReply, ListWorkersReply,
-    OperationInfo, OperationPolicy, OperationState, OperationTransition, SubmitOperationReply,
-    WorkerInfo,
+    NodeReservations, OperationInfo, OperationPolicy, OperationState, OperationTransition,
+    ReservationCountersReply, ReservedUnits, SubmitOperationReply, WorkerInfo,
 };
 pub use crate::proto::v1::{
     ClusterStatusReply, Consistency, EventType, Fence, ListLocksReply, LockEventMessage,

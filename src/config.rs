@@ -81,6 +81,10 @@ pub struct OperationsConfig {
     pub read_lock_verbs: Vec<String>,
     /// Verbs whose success deletes the target.
     pub delete_verbs: Vec<String>,
+    /// The verb of the operation that decommissions a reservation when it ends or is marked
+    /// `toDelete` (a worker handling `<Kind>:<verb>` runs it). One of `delete_verbs`, so its
+    /// success deletes the resource.
+    pub decommission_verb: String,
     /// Attempts an operation gets unless the submit asks for another number.
     pub max_attempts: u32,
     /// Time from submit after which an operation is failed or aborted, unless the submit asks
@@ -106,6 +110,7 @@ impl Default for OperationsConfig {
             sweep_interval_ms: 200,
             read_lock_verbs: vec!["backup".to_string()],
             delete_verbs: vec!["delete".to_string()],
+            decommission_verb: "delete".to_string(),
             max_attempts: 3,
             deadline_ms: 24 * 3_600_000,
         }
@@ -428,6 +433,16 @@ impl OperationsConfig {
                 }
             }
         }
+        if !self.delete_verbs.contains(&self.decommission_verb) {
+            return invalid(
+                "operations.decommission_verb",
+                format!(
+                    "must be one of operations.delete_verbs = {:?} (got {:?}), so a \
+                     decommission deletes the reservation",
+                    self.delete_verbs, self.decommission_verb
+                ),
+            );
+        }
         Ok(())
     }
 }
@@ -488,6 +503,10 @@ mod tests {
                 "operations.max_attempts",
             ),
             (|c| c.operations.workers_max = 0, "operations.workers_max"),
+            (
+                |c| c.operations.decommission_verb = "backup".into(),
+                "operations.decommission_verb",
+            ),
         ];
         for (mutate, field) in cases {
             let mut c = base();

@@ -7,6 +7,7 @@
 //! - `lock ...`: locks (lock.rs, printed by lock_render.rs)
 //! - `op ...`, `worker list`: lifecycle operations and workers (op.rs, printed by op_render.rs);
 //!   `worker run`: a worker that runs a program per assignment (worker_run.rs)
+//! - `reservation counters`: what reservations hold per node (reservation.rs)
 //! - `member ...`, `cluster status`: membership (member.rs)
 //! - render.rs: tables, JSON and YAML output shared by all of them.
 
@@ -20,6 +21,7 @@ pub mod node_config;
 mod op;
 mod op_render;
 mod render;
+mod reservation;
 mod resource;
 mod serve;
 mod watch;
@@ -83,6 +85,9 @@ pub enum Command {
     /// Workers that run operations.
     #[command(subcommand)]
     Worker(op::WorkerCommand),
+    /// What reservations hold on each node (reservations are resources with a `reservation`).
+    #[command(subcommand, alias = "reservations")]
+    Reservation(reservation::ReservationCommand),
     /// Cluster membership.
     #[command(subcommand)]
     Member(member::MemberCommand),
@@ -127,6 +132,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Lock(cmd) => lock::run(cmd, global).await,
         Command::Op(cmd) => op::run(cmd, global).await,
         Command::Worker(cmd) => op::run_worker(cmd, global).await,
+        Command::Reservation(cmd) => reservation::run(cmd, global).await,
         Command::Member(cmd) => member::run_member(cmd, global).await,
         Command::Cluster(cmd) => member::run_cluster(cmd, global).await,
     }

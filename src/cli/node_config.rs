@@ -164,6 +164,10 @@ const OPERATIONS_DOCS: &[(&str, &str)] = &[
     ),
     ("delete_verbs", "Verbs whose success deletes the target."),
     (
+        "decommission_verb",
+        "Verb of the operation that decommissions an ended (or toDelete) reservation; one of delete_verbs.",
+    ),
+    (
         "max_attempts",
         "Attempts an operation gets when its submit does not say.",
     ),

@@ -18,6 +18,7 @@ use tonic::{Request, Status};
 use super::{request, Client, Consistency, Retry, MAX_REPLY_BYTES};
 use crate::proto::v1 as pb;
 use crate::proto::v1::operations_client::OperationsClient;
+use crate::proto::v1::reservations_client::ReservationsClient;
 use crate::proto::v1::workers_client::WorkersClient;
 use crate::proto::v1::{
     Assignment, DeregisterWorkerReply, ListOperationsReply, ListWorkersReply, OperationInfo,
@@ -213,6 +214,23 @@ impl Client {
         self.call(Retry::Write, |ch, t| {
             let msg = msg.clone();
             async move { workers(ch).deregister(request(msg, t)).await }
+        })
+        .await
+    }
+
+    /// Workloads and units reserved per node (`node_id` empty: every node).
+    pub async fn reservation_counters(
+        &self,
+        node_id: &str,
+        consistency: Consistency,
+    ) -> Result<pb::ReservationCountersReply, Status> {
+        let msg = pb::ReservationCountersRequest {
+            node_id: node_id.to_string(),
+            consistency: consistency as i32,
+        };
+        self.call(Retry::Read, |ch, t| {
+            let msg = msg.clone();
+            async move { ReservationsClient::new(ch).counters(request(msg, t)).await }
         })
         .await
     }

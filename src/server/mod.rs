@@ -3,7 +3,7 @@
 //! `serve` opens storage, starts Raft, bootstraps a fresh cluster once, and runs the client API
 //! and the peer service on their own listeners until SIGTERM / Ctrl-C, with the leader-only tasks
 //! that propose (the lock sweeper in locks.rs, the operation scheduler and sweeper in
-//! scheduler.rs). Handlers (resources.rs, cluster.rs, locks.rs, operations.rs, workers.rs,
+//! scheduler.rs). Handlers (resources.rs, cluster.rs, locks.rs, operations.rs, workers.rs, reservations.rs,
 //! peer.rs) stay thin: validate, then `Node::propose` or `Node::read_barrier` + read.
 
 pub mod cluster;
@@ -13,6 +13,7 @@ pub mod locks;
 pub mod node;
 pub mod operations;
 pub mod peer;
+pub mod reservations;
 pub mod resources;
 pub mod scheduler;
 pub mod watch;
@@ -32,6 +33,7 @@ use crate::proto::raft_v1::raft_peer_server::RaftPeerServer;
 use crate::proto::v1::cluster_server::ClusterServer;
 use crate::proto::v1::locks_server::LocksServer;
 use crate::proto::v1::operations_server::OperationsServer;
+use crate::proto::v1::reservations_server::ReservationsServer;
 use crate::proto::v1::resources_server::ResourcesServer;
 use crate::proto::v1::workers_server::WorkersServer;
 use crate::raft::log_store::{LogStore, RaftDb};
@@ -183,6 +185,8 @@ async fn serve_client_api(
         .max_decoding_message_size(max_msg);
     let workers = WorkersServer::new(workers::WorkersService::new(node.clone()))
         .max_decoding_message_size(max_msg);
+    let reservations =
+        ReservationsServer::new(reservations::ReservationsService::new(node.clone()));
     let cluster = ClusterServer::new(cluster::ClusterService::new(node));
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let result = tonic::transport::Server::builder()
@@ -190,6 +194,7 @@ async fn serve_client_api(
         .add_service(locks)
         .add_service(operations)
         .add_service(workers)
+        .add_service(reservations)
         .add_service(cluster)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;

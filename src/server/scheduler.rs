@@ -7,7 +7,9 @@
 //! lock or a worker's room) and on a tick of `operations.schedule_interval_ms`, which covers what
 //! makes no operation event (a worker registering or coming back with a heartbeat). The sweeper
 //! passes the grace of one election timeout, as the lock sweeper does, so a new leader whose
-//! clock runs ahead never takes work from a worker that heartbeated to the old one.
+//! clock runs ahead never takes work from a worker that heartbeated to the old one. On the same
+//! tick it proposes the decommission of each reservation that has ended or is marked
+//! `toDelete` (no grace: a reservation's end is a time, not a lapse of heartbeats).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,8 +17,9 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::TryRecvError;
 use tracing::Instrument;
 
+use crate::config::OperationsConfig;
 use crate::server::node::Node;
-use crate::server::operations::op_limits;
+use crate::server::operations::{op_limits, policy};
 use crate::state::{Command, LockLimits, Response, State};
 
 fn lock_limits(node: &Node) -> LockLimits {
@@ -83,6 +86,39 @@ pub async fn run_scheduler(node: Arc<Node>, mut stop: tokio::sync::watch::Receiv
     }
 }
 
+/// Proposes a `Decommission` for each reservation that is due at this leader's clock (one entry
+/// each: an operation's id is its entry's index); returns how many were submitted. Apply
+/// re-checks each, so a reservation marked by an earlier round is refused, never submitted twice.
+async fn decommission_round(node: &Node, config: &OperationsConfig) -> usize {
+    let Some(due) = node.sweep_due(0, State::reservations_due) else {
+        return 0;
+    };
+    let limits = op_limits(config);
+    let verb = &config.decommission_verb;
+    let proposals = due.into_iter().map(|target| {
+        let policy = policy(config, &target, verb, 0, 0);
+        node.propose_local(Command::Decommission {
+            target,
+            verb: verb.clone(),
+            policy,
+            limits,
+        })
+    });
+    let mut submitted = 0;
+    for result in futures::future::join_all(proposals).await {
+        match result {
+            Ok(Response::OpSubmitted { operation, .. }) => {
+                submitted += 1;
+                tracing::info!(id = %operation.id, target = %operation.target, "decommission submitted");
+            }
+            Ok(Response::Rejected(r)) => tracing::debug!(reason = %r, "decommission refused"),
+            Ok(_) => {}
+            Err(_) => tracing::debug!("decommission not applied (leadership changed)"),
+        }
+    }
+    submitted
+}
+
 /// The leader's operation sweeper: every `operations.sweep_interval_ms`, if this node leads,
 /// proposes an `OpSweep` of the dead workers and passed deadlines its clock sees.
 pub async fn run_op_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
@@ -95,6 +131,9 @@ pub async fn run_op_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Recei
             _ = tokio::time::sleep(interval) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
+        decommission_round(&node, config)
+            .instrument(tracing::debug_span!("decommission", node = node.id))
+            .await;
         let Some(due) = node.sweep_due(grace_ms, State::ops_due) else {
             continue;
         };
