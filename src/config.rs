@@ -3,6 +3,7 @@
 //!
 //! Read by `steward serve` (src/main.rs) and `steward dev`; the server takes a validated `Config`.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -90,6 +91,9 @@ pub struct OperationsConfig {
     /// Time from submit after which an operation is failed or aborted, unless the submit asks
     /// for another one, in ms; 0: no deadline.
     pub deadline_ms: u64,
+    /// Deadlines of particular verbs (e.g. `{ backup = 21600000 }`), in ms, in place of
+    /// `deadline_ms`; 0: no deadline. A submit may still ask for its own.
+    pub verb_deadline_ms: BTreeMap<String, u64>,
 }
 
 impl Default for OperationsConfig {
@@ -113,6 +117,7 @@ impl Default for OperationsConfig {
             decommission_verb: "delete".to_string(),
             max_attempts: 3,
             deadline_ms: 24 * 3_600_000,
+            verb_deadline_ms: BTreeMap::new(),
         }
     }
 }
@@ -433,6 +438,22 @@ impl OperationsConfig {
                 }
             }
         }
+        for (verb, &deadline) in &self.verb_deadline_ms {
+            let field = "operations.verb_deadline_ms";
+            if let Err(r) = crate::state::operations::check_verb(field, verb) {
+                return invalid(field, r.to_string());
+            }
+            if deadline > self.deadline_ms_max {
+                return invalid(
+                    field,
+                    format!(
+                        "{verb} = {deadline}: must be 0 (none) or at most \
+                         operations.deadline_ms_max = {}",
+                        self.deadline_ms_max
+                    ),
+                );
+            }
+        }
         if !self.delete_verbs.contains(&self.decommission_verb) {
             return invalid(
                 "operations.decommission_verb",
@@ -507,6 +528,21 @@ mod tests {
                 |c| c.operations.decommission_verb = "backup".into(),
                 "operations.decommission_verb",
             ),
+            (
+                |c| {
+                    let too_long = c.operations.deadline_ms_max + 1;
+                    c.operations
+                        .verb_deadline_ms
+                        .insert("backup".into(), too_long);
+                },
+                "operations.verb_deadline_ms",
+            ),
+            (
+                |c| {
+                    c.operations.verb_deadline_ms.insert("Bad Verb".into(), 1);
+                },
+                "operations.verb_deadline_ms",
+            ),
         ];
         for (mutate, field) in cases {
             let mut c = base();
@@ -521,12 +557,21 @@ mod tests {
         let text = toml::to_string(&base()).expect("serialize");
         let back: Config = toml::from_str(&text).expect("parse");
         assert_eq!(back, base());
-        let bad = format!("{text}\nbogus = 1\n");
+        let bad = format!("bogus = 1\n{text}");
         assert!(toml::from_str::<Config>(&bad).is_err());
         let mut custom = base();
         custom.operations.read_lock_verbs = vec!["backup".into(), "snapshot".into()];
+        custom.operations.verb_deadline_ms = [("backup".to_string(), 21_600_000)].into();
         let text = toml::to_string(&custom).expect("serialize");
         assert!(text.contains("[operations]"), "{text}");
         assert_eq!(toml::from_str::<Config>(&text).expect("parse"), custom);
+        // As an operator writes it in a node config.
+        let inline = "[operations]\nverb_deadline_ms = { backup = 21600000, bind = 0 }\n";
+        let head = "id = 1\nclient_addr = \"a:1\"\npeer_addr = \"a:2\"\ndata_dir = \"d\"\n";
+        let ops: Config = toml::from_str(&format!("{head}{inline}")).expect("inline");
+        assert_eq!(
+            ops.operations.verb_deadline_ms.get("backup"),
+            Some(&21_600_000)
+        );
     }
 }

@@ -175,6 +175,10 @@ const OPERATIONS_DOCS: &[(&str, &str)] = &[
         "deadline_ms",
         "Deadline of an operation from its submit when the submit does not say, in ms; 0: none.",
     ),
+    (
+        "verb_deadline_ms",
+        "Deadlines of particular verbs in place of deadline_ms, in ms (e.g. { backup = 21600000 }); 0: none.",
+    ),
 ];
 
 /// The documented keys of `[operations]`.

@@ -50,7 +50,8 @@ pub fn op_limits(c: &OperationsConfig) -> OpLimits {
 }
 
 /// The server's policy for `verb` on `target`: the target's READ lock for a read-lock verb, its
-/// WRITE lock otherwise; the submit's attempts and deadline, or the configured defaults.
+/// WRITE lock otherwise; the submit's attempts and deadline, or the configured defaults (the
+/// verb's own deadline first).
 pub fn policy(
     c: &OperationsConfig,
     target: &ObjectKey,
@@ -63,7 +64,11 @@ pub fn policy(
         false => StateLockMode::Write,
     };
     let deadline_ms = match deadline_ms {
-        0 => c.deadline_ms,
+        0 => c
+            .verb_deadline_ms
+            .get(verb)
+            .copied()
+            .unwrap_or(c.deadline_ms),
         d => d,
     };
     OpPolicy {
@@ -393,6 +398,19 @@ mod tests {
             policy(&no_deadline, &target, "update", 0, 0).deadline_ms,
             None
         );
+        let per_verb = OperationsConfig {
+            verb_deadline_ms: [("backup".to_string(), 3_600_000), ("bind".to_string(), 0)].into(),
+            ..OperationsConfig::default()
+        };
+        let deadline = |verb, asked| policy(&per_verb, &target, verb, 0, asked).deadline_ms;
+        assert_eq!(deadline("backup", 0), Some(3_600_000));
+        assert_eq!(
+            deadline("backup", 5_000),
+            Some(5_000),
+            "the submit's own wins"
+        );
+        assert_eq!(deadline("bind", 0), None, "0: no deadline for that verb");
+        assert_eq!(deadline("create", 0), Some(per_verb.deadline_ms));
     }
 
     #[test]
