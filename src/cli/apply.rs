@@ -261,6 +261,39 @@ pub fn spec_differs(wanted: &Value, stored: &Value) -> bool {
         || field(wanted, "apiVersion") != field(stored, "apiVersion")
         || map(wanted, "labels") != map(stored, "labels")
         || map(wanted, "annotations") != map(stored, "annotations")
+        || reservation_differs(wanted, stored)
+}
+
+/// Whether the file's reservation asks for something the stored one lacks. Only what the owner
+/// sets counts: steward fills in `expiresAt` (from `durationSeconds`), zero units and
+/// `decommission`. A file without a reservation keeps the stored one, as an update does.
+fn reservation_differs(wanted: &Value, stored: &Value) -> bool {
+    let Some(w) = wanted.get("reservation").filter(|r| !r.is_null()) else {
+        return false;
+    };
+    let s = stored.get("reservation").unwrap_or(&Value::Null);
+    let field = |o: &Value, f: &str| o.get(f).cloned().unwrap_or(Value::Null);
+    let unit = |o: &Value, u: &str| {
+        let units = o.get("units");
+        units
+            .and_then(|m| m.get(u))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    let to_delete = |o: &Value| o.get("toDelete").and_then(Value::as_bool).unwrap_or(false);
+    let end_differs = match w.get("durationSeconds") {
+        Some(_) => field(w, "durationSeconds") != field(s, "durationSeconds"),
+        None => {
+            field(s, "durationSeconds") != Value::Null
+                || field(w, "expiresAt") != field(s, "expiresAt")
+        }
+    };
+    field(w, "nodeId") != field(s, "nodeId")
+        || end_differs
+        || ["cru", "mru", "hru", "sru"]
+            .iter()
+            .any(|u| unit(w, u) != unit(s, u))
+        || to_delete(w) != to_delete(s)
 }
 
 /// The object's resourceVersion as a number (0 when absent or malformed: no precondition).
@@ -354,5 +387,32 @@ items:
         respec["spec"]["n"] = json!(2);
         assert!(spec_differs(&respec, &stored));
         assert_eq!(revision_of(&stored), 5);
+    }
+
+    #[test]
+    fn a_reservation_differs_only_in_what_its_owner_sets() {
+        let wanted = json!({"kind": "X", "metadata": {"name": "a"},
+            "reservation": {"nodeId": "n", "durationSeconds": 60, "units": {"hru": 100}}});
+        let stored = json!({"kind": "X", "metadata": {"name": "a"},
+            "reservation": {"nodeId": "n", "durationSeconds": 60, "expiresAt": "2026-11-22T10:01:00Z",
+                "units": {"cru": 0, "mru": 0, "hru": 100, "sru": 0}}});
+        assert!(!spec_differs(&wanted, &stored));
+        let mut plain = wanted.clone();
+        plain.as_object_mut().unwrap().remove("reservation");
+        assert!(!spec_differs(&plain, &stored), "omitted: kept");
+        for (field, value) in [
+            ("toDelete", json!(true)),
+            ("durationSeconds", json!(120)),
+            ("nodeId", json!("m")),
+            ("units", json!({"hru": 99})),
+        ] {
+            let mut changed = wanted.clone();
+            changed["reservation"][field] = value;
+            assert!(spec_differs(&changed, &stored), "{field}");
+        }
+        let mut absolute = wanted.clone();
+        absolute["reservation"] =
+            json!({"nodeId": "n", "expiresAt": "2026-11-22T10:01:00Z", "units": {"hru": 100}});
+        assert!(spec_differs(&absolute, &stored), "the duration is dropped");
     }
 }

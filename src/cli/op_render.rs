@@ -66,7 +66,7 @@ pub fn op_text(op: &OperationInfo) -> String {
     };
     let changed = last_change_ms(op);
     let mut out = String::new();
-    let mut line = |k: &str, v: String| out.push_str(&format!("{k:<16}{v}\n"));
+    let mut line = |k: &str, v: String| out.push_str(&format!("{k:<17}{v}\n"));
     line("Id:", op.id.clone());
     line("Target:", target(op));
     line("Verb:", op.verb.clone());
@@ -255,10 +255,10 @@ mod tests {
         );
         let text = op_text(&op());
         assert!(
-            text.contains("Lock:           Director/default/d1 (WRITE)\n"),
+            text.contains("Lock:            Director/default/d1 (WRITE)\n"),
             "{text}"
         );
-        assert!(text.contains("Attempt:        1 of 3\n"), "{text}");
+        assert!(text.contains("Attempt:         1 of 3\n"), "{text}");
         let j = op_json(&op());
         assert_eq!(j["params"]["plan"], "small");
         assert_eq!(j["state"], "in_progress");
