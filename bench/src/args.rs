@@ -13,6 +13,8 @@ pub const DEFAULT_ETCD_ENDPOINTS: &str = "127.0.0.1:2379,127.0.0.1:22379,127.0.0
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 /// Clients above this are a typo, not a benchmark (each is a task and a request in flight).
 pub const CLIENTS_MAX: usize = 100_000;
+/// The most `--workers` (steward's default `operations.workers_max`).
+pub const WORKERS_MAX: usize = 10_000;
 /// The largest `--value-size`: steward's default object limit (1 MiB) less room for the envelope.
 pub const VALUE_SIZE_MAX: usize = 1_000_000;
 
@@ -55,6 +57,10 @@ pub struct Cli {
     /// during the run go into the report (Linux /proc).
     #[arg(long, value_delimiter = ',')]
     pub server_pids: Vec<u32>,
+    /// `dispatch`: registered workers that receive the operations (capacity: their share of
+    /// the clients).
+    #[arg(long, default_value_t = 8)]
+    pub workers: usize,
     /// `table` for people, `json` (exactly one object on stdout) for scripts.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -78,6 +84,9 @@ pub enum Workload {
     LockContended,
     /// One writer creates, every client watches: latency from send to each watcher's receipt.
     Watch,
+    /// Every client submits lifecycle operations; `--workers` workers receive them: latency from
+    /// the submit's send to the worker's receipt of the assignment.
+    Dispatch,
 }
 
 impl Workload {
@@ -92,6 +101,7 @@ impl Workload {
             Workload::Lock => "lock",
             Workload::LockContended => "lock-contended",
             Workload::Watch => "watch",
+            Workload::Dispatch => "dispatch",
         }
     }
 }
@@ -142,6 +152,8 @@ pub struct Plan {
     pub value_size: usize,
     pub server_pids: Vec<u32>,
     pub output: Output,
+    /// `dispatch`: workers receiving the operations.
+    pub workers: usize,
 }
 
 impl Plan {
@@ -161,6 +173,12 @@ impl Plan {
 pub fn plan(cli: &Cli) -> Result<Plan, String> {
     if cli.target == Target::Etcd && cli.workload == Workload::Watch {
         return Err("--target etcd: the watch workload is not available for etcd yet".into());
+    }
+    if cli.target == Target::Etcd && cli.workload == Workload::Dispatch {
+        return Err("--target etcd: etcd has no lifecycle operations to dispatch".into());
+    }
+    if cli.workers == 0 || cli.workers > WORKERS_MAX {
+        return Err(format!("--workers: between 1 and {WORKERS_MAX}"));
     }
     let default = match cli.target {
         Target::Steward => DEFAULT_ENDPOINTS,
@@ -209,6 +227,7 @@ pub fn plan(cli: &Cli) -> Result<Plan, String> {
         value_size: cli.value_size,
         server_pids: cli.server_pids.clone(),
         output: cli.output,
+        workers: cli.workers,
     })
 }
 
@@ -267,6 +286,11 @@ mod tests {
         assert_eq!(p.endpoints, ["http://h:1"]);
         let err = plan(&cli(&["watch", "--target", "etcd"])).unwrap_err();
         assert!(err.starts_with("--target"), "{err}");
+        let err = plan(&cli(&["dispatch", "--target", "etcd"])).unwrap_err();
+        assert!(err.starts_with("--target"), "{err}");
+        let err = plan(&cli(&["dispatch", "--workers", "0"])).unwrap_err();
+        assert!(err.starts_with("--workers"), "{err}");
+        assert_eq!(plan(&cli(&["dispatch"])).unwrap().workers, 8);
     }
 
     #[test]

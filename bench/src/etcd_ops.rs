@@ -182,7 +182,7 @@ impl EtcdWorker {
                 name: run.lock_name((plan.workload == Workload::Lock).then_some(client)),
                 lease_id: 0,
             },
-            Workload::Watch => unreachable!("refused by args::plan"),
+            Workload::Watch | Workload::Dispatch => unreachable!("refused by args::plan"),
         }
     }
 }

@@ -12,7 +12,8 @@
 //! - `errors`: count by gRPC code name (`Unavailable`, `Aborted`, ...), plus `WrongResult` (an
 //!   answer that was not what the workload expects) and `Missed` (watch: a write a watcher never
 //!   received); `errors_total` is their sum;
-//! - `writes`: for `watch`, the writes the writer had acknowledged; `null` otherwise;
+//! - `writes`: for `watch`, the writes the writer had acknowledged; for `dispatch`, the
+//!   acknowledged submits; `null` otherwise;
 //! - `servers`: with `--server-pids`, `{pids, cpu_s, cpu_pct, peak_rss_mib, peak_rss_reset}` of
 //!   those processes during the measured interval (see `servers`); `null` otherwise.
 
@@ -210,10 +211,14 @@ impl Report {
             }
         }
         out.push('\n');
-        if let Some(writes) = self.writes {
-            out.push_str(&format!(
+        match (self.writes, self.workload.as_str()) {
+            (Some(writes), "dispatch") => out.push_str(&format!(
+                "submitted: {writes} (each delivered to one worker)\n"
+            )),
+            (Some(writes), _) => out.push_str(&format!(
                 "writes: {writes} (each delivered to every watcher)\n"
-            ));
+            )),
+            (None, _) => {}
         }
         if let Some(s) = &self.servers {
             out.push_str(&format!(

@@ -14,7 +14,7 @@ use crate::args::{Plan, Stop, Target, Workload};
 use crate::names::RunId;
 use crate::report::{Recorder, Report, RunInfo};
 use crate::servers::{Probe, ServerUsage};
-use crate::{etcd_ops, steward_ops, watch};
+use crate::{dispatch, etcd_ops, steward_ops, watch};
 
 /// How long dialling one connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -35,6 +35,9 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Report> {
     let probe = Probe::new(plan.server_pids.clone());
     let measured = match (plan.target, plan.workload) {
         (Target::Steward, Workload::Watch) => watch::run(plan, &run, &channels, &probe).await?,
+        (Target::Steward, Workload::Dispatch) => {
+            dispatch::run(plan, &run, &channels, &probe).await?
+        }
         (Target::Steward, _) => steward_ops::run(plan, &run, &channels, &probe).await?,
         (Target::Etcd, _) => etcd_ops::run(plan, &run, &channels, &probe).await?,
     };

@@ -144,7 +144,7 @@ impl StewardWorker {
                 name: run.lock_name((plan.workload == Workload::Lock).then_some(client)),
                 holder: run.holder(client),
             },
-            Workload::Watch => unreachable!("watch has its own driver"),
+            Workload::Watch | Workload::Dispatch => unreachable!("these have their own driver"),
         }
     }
 }

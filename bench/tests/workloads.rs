@@ -200,7 +200,7 @@ async fn every_workload_runs_without_errors() {
     let cluster = Cluster::start(&bin);
     cluster.wait_leader().await;
     let endpoints = cluster.client_addrs.join(",");
-    for workload in REQUEST_WORKLOADS.iter().chain(&["watch"]) {
+    for workload in REQUEST_WORKLOADS.iter().chain(&["watch", "dispatch"]) {
         let workload = *workload;
         let report = run_clean("steward", workload, &endpoints);
         let stdout = report.to_string();
@@ -209,6 +209,12 @@ async fn every_workload_runs_without_errors() {
             let writes = report["writes"].as_u64().unwrap();
             assert!(writes > 0);
             assert_eq!(report["ops"].as_u64().unwrap(), 4 * writes, "{stdout}");
+        }
+        if workload == "dispatch" {
+            // Every acknowledged submit reached a worker, once.
+            let submitted = report["writes"].as_u64().unwrap();
+            assert!(submitted > 0);
+            assert_eq!(report["ops"].as_u64().unwrap(), submitted, "{stdout}");
         }
     }
 
