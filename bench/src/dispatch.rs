@@ -1,18 +1,18 @@
 //! The `dispatch` workload: lifecycle operations through the leader's scheduler. `--workers`
-//! workers register (kind `Bench`, verb `run`), each with room for its share of the clients'
-//! operations, and open their assignment streams on the connections in turn, so every node
-//! serves some; every client submits one operation after another (on a new `Bench` object,
-//! created in the same step), with its send time in the params. An operation counts once its
-//! worker receives it: its latency is submit sent -> assignment received; the worker then
-//! reports success from a task of its own, which frees the room (and the target's lock).
+//! workers register (kind `Bench`, verb `run`) with room for twice their share of the clients,
+//! and open their assignment streams on the connections in turn, so every node serves some.
+//! Every client submits an operation (on a new `Bench` object, created in the same step) and
+//! waits until a worker has received it, then submits the next: one operation in flight per
+//! client, so the latency is the dispatch path's (submit sent -> assignment received), not a
+//! queue's. The worker reports success from a task of its own, which frees its room and the
+//! target's lock.
 //!
-//! Throughput is deliveries per second of the measured time. When the clients stop, the run
-//! waits until the workers have received every acknowledged submit, or [`DRAIN_TIMEOUT`]; what
-//! never arrived counts as `Missed`. The workers deregister at the end.
+//! Throughput is deliveries per second. A submit whose operation no worker receives within
+//! [`DELIVERY_TIMEOUT`] counts as `Missed`. The workers deregister at the end.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -22,7 +22,7 @@ use steward::proto::v1::{
     AssignmentKind, AssignmentsRequest, DeregisterWorkerRequest, HeartbeatRequest,
     OperationInfo, RegisterWorkerRequest, ReportKind, ReportRequest, SubmitOperationRequest,
 };
-use tokio::sync::{watch, Notify};
+use tokio::sync::{oneshot, watch};
 use tonic::transport::Channel;
 
 use crate::args::Plan;
@@ -31,19 +31,16 @@ use crate::report::{code_name, Recorder};
 use crate::runner::{Measured, Until};
 use crate::servers::Probe;
 
-/// How long workers may take, after the clients stop, to receive what was submitted.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client waits for a worker to receive its operation.
+pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The verb the workers handle.
 pub const VERB: &str = "run";
 /// Worker heartbeat TTL; they heartbeat at a fifth of it.
 const WORKER_TTL: Duration = Duration::from_secs(30);
 
-/// What every worker shares: deliveries so far, and a wake-up for the drain.
-#[derive(Default)]
-struct Deliveries {
-    received: AtomicU64,
-    changed: Notify,
-}
+/// The clients waiting for their operation to reach a worker, by target name: the worker sends
+/// the instant it received the assignment.
+type Waiting = Arc<Mutex<HashMap<String, oneshot::Sender<Instant>>>>;
 
 pub async fn run(
     plan: &Plan,
@@ -52,11 +49,10 @@ pub async fn run(
     probe: &Probe,
 ) -> anyhow::Result<Measured> {
     let ns = run.namespace();
-    let base = Instant::now();
-    let deliveries = Arc::new(Deliveries::default());
+    let waiting = Waiting::default();
     let (stop_tx, stop_rx) = watch::channel(false);
-    // Room for every client's operation in flight, spread over the workers.
-    let capacity = u32::try_from(plan.clients.div_ceil(plan.workers)).unwrap_or(u32::MAX);
+    // Room for every client's operation, and as many whose reports are still on their way.
+    let capacity = u32::try_from(2 * plan.clients.div_ceil(plan.workers)).unwrap_or(u32::MAX);
     let mut workers = Vec::with_capacity(plan.workers);
     for w in 0..plan.workers {
         let id = format!("bench-{}-w{w}", run.namespace());
@@ -78,8 +74,7 @@ pub async fn run(
         let worker = Worker {
             client,
             id,
-            base,
-            deliveries: deliveries.clone(),
+            waiting: waiting.clone(),
         };
         workers.push((
             worker.id.clone(),
@@ -98,7 +93,7 @@ pub async fn run(
                 ns: ns.clone(),
                 client: c,
                 value_size: plan.value_size,
-                base,
+                waiting: waiting.clone(),
             };
             tokio::spawn(s.run(until.clone(), acked.clone()))
         })
@@ -108,16 +103,6 @@ pub async fn run(
         all.merge(&s.await.context("a client task panicked")?);
     }
     let submitted = acked.load(Ordering::Relaxed);
-    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
-        loop {
-            let notified = deliveries.changed.notified();
-            if deliveries.received.load(Ordering::Relaxed) >= submitted {
-                return;
-            }
-            notified.await;
-        }
-    })
-    .await;
     let elapsed = start.elapsed();
     let servers = probe.finish()?;
     stop_tx.send_replace(true);
@@ -125,10 +110,6 @@ pub async fn run(
         all.merge(&task.await.context("a worker task panicked")?);
         let mut client = WorkersClient::new(channels[0].clone());
         let _ = client.deregister(DeregisterWorkerRequest { worker: id }).await;
-    }
-    if drained.is_err() {
-        let received = deliveries.received.load(Ordering::Relaxed);
-        all.errors_n("Missed", submitted.saturating_sub(received));
     }
     Ok(Measured {
         all,
@@ -143,24 +124,24 @@ struct Submitter {
     ns: String,
     client: usize,
     value_size: usize,
-    base: Instant,
+    waiting: Waiting,
 }
 
 impl Submitter {
-    /// Submits until the run stops; records only errors (latencies are the workers').
+    /// Submits, waits for the delivery, records its latency; until the run stops.
     async fn run(mut self, until: Until, acked: Arc<AtomicU64>) -> Recorder {
         let mut rec = Recorder::default();
         let mut seq = 0u64;
         while until.more() {
             seq += 1;
             let name = format!("op-{}-{seq}", self.client);
-            let sent_us = self.base.elapsed().as_micros() as u64;
+            let (tx, rx) = oneshot::channel();
+            lock(&self.waiting).insert(name.clone(), tx);
             let request = SubmitOperationRequest {
                 kind: KIND.into(),
                 namespace: self.ns.clone(),
                 name: name.clone(),
                 verb: VERB.into(),
-                params_json: format!(r#"{{"sent_us":{sent_us}}}"#),
                 create_object_json: names::object_json(
                     &self.ns,
                     &name,
@@ -170,27 +151,38 @@ impl Submitter {
                 ),
                 ..SubmitOperationRequest::default()
             };
-            match self.ops.submit(request).await {
-                Ok(_) => {
-                    acked.fetch_add(1, Ordering::Relaxed);
+            let sent = Instant::now();
+            if let Err(s) = self.ops.submit(request).await {
+                lock(&self.waiting).remove(&name);
+                rec.error(&code_name(&s));
+                continue;
+            }
+            acked.fetch_add(1, Ordering::Relaxed);
+            match tokio::time::timeout(DELIVERY_TIMEOUT, rx).await {
+                Ok(Ok(received)) => rec.ok(received.saturating_duration_since(sent)),
+                _ => {
+                    lock(&self.waiting).remove(&name);
+                    rec.error("Missed");
                 }
-                Err(s) => rec.error(&code_name(&s)),
             }
         }
         rec
     }
 }
 
+fn lock(waiting: &Waiting) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<Instant>>> {
+    waiting.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 struct Worker {
     client: WorkersClient<Channel>,
     id: String,
-    base: Instant,
-    deliveries: Arc<Deliveries>,
+    waiting: Waiting,
 }
 
 impl Worker {
-    /// Records each new assignment's dispatch latency and reports it done, heartbeating, until
-    /// told to stop or the stream ends.
+    /// Tells each new assignment's client that it arrived and reports it done, heartbeating,
+    /// until told to stop or the stream ends. Records only errors.
     async fn run(
         self,
         mut stream: tonic::Streaming<steward::proto::v1::Assignment>,
@@ -205,18 +197,13 @@ impl Worker {
                 msg = stream.message() => match msg {
                     Ok(Some(a)) if a.kind == AssignmentKind::Run as i32 => {
                         let Some(op) = a.operation else { continue };
+                        let received = Instant::now();
                         if !seen.insert(op.id.clone()) {
                             continue;
                         }
-                        match sent_us(&op) {
-                            Some(sent) => {
-                                let now = self.base.elapsed().as_micros() as u64;
-                                rec.ok(Duration::from_micros(now.saturating_sub(sent)));
-                            }
-                            None => rec.error("WrongResult"),
+                        if let Some(client) = lock(&self.waiting).remove(&op.name) {
+                            let _ = client.send(received);
                         }
-                        self.deliveries.received.fetch_add(1, Ordering::Relaxed);
-                        self.deliveries.changed.notify_waiters();
                         self.report(op, report_tx.clone());
                     }
                     Ok(Some(_)) => {}
@@ -261,10 +248,4 @@ impl Worker {
             }
         });
     }
-}
-
-/// The send time the submitter put in the params.
-fn sent_us(op: &OperationInfo) -> Option<u64> {
-    let params: serde_json::Value = serde_json::from_str(&op.params_json).ok()?;
-    params.get("sent_us")?.as_u64()
 }
