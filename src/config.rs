@@ -73,7 +73,7 @@ pub struct OperationsConfig {
     /// How often the leader looks for queued operations to assign even when nothing changed
     /// (a worker's heartbeat makes it alive again, a lock frees up), in ms.
     pub schedule_interval_ms: u64,
-    /// Most assignments the leader proposes in one scheduling round.
+    /// Most assignments the leader has proposed and not yet seen answered.
     pub schedule_batch_max: u32,
     /// How often the leader looks for dead workers and passed deadlines, in ms.
     pub sweep_interval_ms: u64,

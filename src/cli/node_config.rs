@@ -152,7 +152,7 @@ const OPERATIONS_DOCS: &[(&str, &str)] = &[
     ),
     (
         "schedule_batch_max",
-        "Most assignments the leader proposes in one scheduling round.",
+        "Most assignments the leader has in flight (proposed, not yet answered).",
     ),
     (
         "sweep_interval_ms",

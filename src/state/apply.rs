@@ -8,7 +8,7 @@
 //! exactly as they were (the state's time and term tracking may still advance to the entry's,
 //! which is harmless and keeps time monotone across every entry).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -286,7 +286,24 @@ impl State {
     /// (under `holders_max`), to the live worker that handles it with the most room. Apply
     /// re-checks each `OpAssign`.
     pub fn ops_dispatchable(&self, now_ms: u64, holders_max: u32, max: usize) -> Vec<Dispatch> {
-        self.ops.dispatchable(&self.locks, now_ms, holders_max, max)
+        let none = BTreeMap::new();
+        self.ops
+            .dispatchable(&self.locks, now_ms, holders_max, max, &none)
+    }
+
+    /// `ops_dispatchable` for a scheduler with assignments proposed and not yet answered
+    /// (`pending`: operation -> worker): it offers none of those operations again, and counts
+    /// the ones not applied yet against their workers' room, so it can plan the next round
+    /// while earlier ones are still in the log.
+    pub fn ops_dispatchable_besides(
+        &self,
+        now_ms: u64,
+        holders_max: u32,
+        max: usize,
+        pending: &BTreeMap<OperationId, String>,
+    ) -> Vec<Dispatch> {
+        self.ops
+            .dispatchable(&self.locks, now_ms, holders_max, max, pending)
     }
 
     /// Workers past their TTL and operations past their deadline at `now_ms`, for the leader's

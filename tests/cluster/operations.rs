@@ -507,7 +507,7 @@ async fn the_cli_submits_lists_gets_and_aborts() {
     assert!(out.contains("aborted"), "{out}");
     let (ok, out, err) = cli(endpoint.clone(), &["op", "get", &id]).await;
     assert!(ok, "{err}");
-    assert!(out.contains("State:          aborted\n"), "{out}");
+    assert!(out.contains("State:           aborted\n"), "{out}");
 
     Client::connect(&[cluster.endpoint(follower)])
         .expect("client")

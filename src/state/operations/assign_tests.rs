@@ -428,3 +428,31 @@ fn a_response_the_target_cannot_hold_is_refused_but_an_end_never_is() {
     assert_eq!(log.shown("d1").0, "failed");
     log.check();
 }
+
+#[test]
+fn a_plan_besides_pending_assignments_skips_them_and_their_room() {
+    let mut log = Log::new();
+    for name in ["a", "b", "c"] {
+        log.run(1_000, create(name));
+    }
+    log.run(1_000, register("w1", &DIRECTOR_VERBS, 2, 10_000));
+    let ids: Vec<OperationId> = ["a", "b", "c"]
+        .iter()
+        .map(|n| log.submit(1_100, submit(n, "update")))
+        .collect();
+    let planned = |log: &Log, pending: &std::collections::BTreeMap<OperationId, String>| {
+        let plan = log.state.ops_dispatchable_besides(1_200, 4, 10, pending);
+        plan.iter().map(|d| d.id).collect::<Vec<_>>()
+    };
+    let none = Default::default();
+    assert_eq!(planned(&log, &none), [ids[0], ids[1]], "room for 2");
+    // `a` is proposed to w1 and not applied: it is not offered again, and w1 has room for 1.
+    let mut pending = [(ids[0], "w1".to_string())].into();
+    assert_eq!(planned(&log, &pending), [ids[1]]);
+    // Once applied, the state itself counts it: the same answer, not one less.
+    log.op_ok(1_200, assign(ids[0], "w1"));
+    assert_eq!(planned(&log, &pending), [ids[1]]);
+    // Pending on both slots: nothing.
+    pending.insert(ids[1], "w1".to_string());
+    assert_eq!(planned(&log, &pending), Vec::<OperationId>::new());
+}

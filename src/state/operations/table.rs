@@ -122,18 +122,33 @@ impl OperationTable {
         now_ms: u64,
         holders_max: u32,
         max: usize,
+        pending: &BTreeMap<OperationId, String>,
     ) -> Vec<Dispatch> {
+        // Proposed assignments not applied yet: their operations are still queued here, and
+        // they will take room on their workers.
+        let unapplied = |id: &OperationId| self.queued.contains(id);
+        let mut taken: BTreeMap<&str, usize> = BTreeMap::new();
+        for (_, worker) in pending.iter().filter(|(id, _)| unapplied(id)) {
+            *taken.entry(worker.as_str()).or_default() += 1;
+        }
         let mut room: BTreeMap<&str, usize> = self
             .workers
             .values()
-            .filter(|w| w.is_alive(now_ms) && w.room() > 0)
-            .map(|w| (w.id.as_str(), w.room()))
+            .filter(|w| w.is_alive(now_ms))
+            .map(|w| {
+                let taken = taken.get(w.id.as_str()).copied().unwrap_or(0);
+                (w.id.as_str(), w.room().saturating_sub(taken))
+            })
+            .filter(|(_, room)| *room > 0)
             .collect();
         let mut locks_planned = BTreeSet::new();
         let mut plan = Vec::new();
         for &id in &self.queued {
             if plan.len() >= max || room.is_empty() {
                 break;
+            }
+            if pending.contains_key(&id) {
+                continue;
             }
             let Some(op) = self.get(id) else { continue };
             let first = self.active_on(&op.target).next() == Some(id);
