@@ -1,0 +1,994 @@
+//! The operations workload: lifecycle operations submitted by clients and run by workers that
+//! crash, checked for exactly-once effects per epoch and for every operation reaching an end.
+//!
+//! Submitters (`SUBMITTERS` processes, each starting at another node) submit create, update and
+//! delete operations on `TARGETS` targets of kind `JepsenTarget`, each with a fresh idempotency
+//! key; a submit with an unknown outcome is sent again with the same key, some acknowledged ones
+//! are sent again on purpose (the answer must name the same operation), and some are aborted.
+//!
+//! Workers run inside this process through steward's client (`WORKER_SLOTS` slots): each
+//! registers with a `WORKER_TTL` of a few seconds, heartbeats, and streams its assignments from
+//! one node after another (re-opening every `STREAM_MAX_AGE`, so repeats are normal). For each
+//! new (operation, epoch) it reports Started, works a little, performs the *effect* — appending
+//! (operation, attempt, epoch, worker) to the target's `JepsenEffects` log with a
+//! compare-and-set on the log's revision, fenced with the assignment's fence (the target's lock
+//! under the epoch) — and reports Succeeded (or Failed when the submit asked for it). A worker
+//! lives `LIFETIME_MS`, then crashes: it *vanishes* (its tasks dropped mid-way, no report) or it
+//! becomes a *zombie* (no more heartbeats or streams, but its runs go on after `ZOMBIE_STALL`,
+//! past the takeover, so their effects and reports must be refused). A fresh worker takes its
+//! slot. Every delivery, effect write and report is recorded with its outcome.
+//!
+//! After the run and the heal, submitters stop, workers stop crashing and keep working, and the
+//! run waits (up to `SETTLE`, polling a linearizable list) until every operation is final and
+//! every acknowledged submit's operation is listed. Then the effect logs are read and `check`
+//! judges (see `check.rs`): one worker per (operation, epoch); epochs strictly increasing with
+//! attempts; at most one effect per (operation, epoch), none lost or unexplained; per target,
+//! effects in strictly increasing epochs and non-decreasing operation ids (one operation at a
+//! time, in submit order, and no fenced-out write); every success backed by an effect in its
+//! final epoch; no report accepted after its fence was refused; every operation final; one
+//! operation per idempotency key.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use steward::client::{
+    Assignment, AssignmentKind, Client, Consistency, Fence, OpListOptions, OpReport, OperationInfo,
+    OperationState, SubmitOptions,
+};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::Code;
+
+use crate::history::Outcome;
+use crate::outcome::classify;
+use crate::plot::Point;
+use crate::rng::Rng;
+
+mod check;
+pub use check::{check, Anomaly, OpsReport};
+
+pub const TARGET_KIND: &str = "JepsenTarget";
+pub const EFFECTS_KIND: &str = "JepsenEffects";
+/// Targets t0..t5; each has its own effect log of the same name.
+pub const TARGETS: u64 = 6;
+pub const SUBMITTERS: u64 = 4;
+pub const WORKER_SLOTS: u64 = 4;
+/// Operations one worker runs at once.
+const CAPACITY: u32 = 2;
+/// Short, so takeovers happen during the run.
+pub const WORKER_TTL: Duration = Duration::from_secs(3);
+const HEARTBEAT_EVERY: Duration = Duration::from_millis(750);
+/// Deadline of one worker request (a heartbeat must not wait out the TTL).
+const WORKER_TIMEOUT: Duration = Duration::from_secs(2);
+/// A worker drops its assignment stream on purpose after this long and opens one on the next node.
+const STREAM_MAX_AGE: Duration = Duration::from_secs(5);
+/// How long a worker lives before it crashes, in ms.
+const LIFETIME_MS: (u64, u64) = (6_000, 14_000);
+/// A zombie's runs wait this long (past its TTL and a sweep) before going on.
+const ZOMBIE_STALL: Duration = Duration::from_secs(7);
+/// How long one run works before its effect, in ms.
+const WORK_MS: (u64, u64) = (50, 400);
+/// Pause between two submits of one submitter, in ms.
+const SUBMIT_PAUSE_MS: (u64, u64) = (100, 500);
+/// Attempts each operation gets (steward's default is 3; crashes are frequent here).
+const MAX_ATTEMPTS: u32 = 8;
+/// How long the run waits after the heal for every operation to end.
+pub const SETTLE: Duration = Duration::from_secs(60);
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+// ---- what the run saw ----
+
+/// One submit call (an unknown outcome is followed by another call with the same key).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmitEvent {
+    pub process: u64,
+    pub key: String,
+    pub target: String,
+    pub verb: String,
+    pub outcome: Outcome,
+    /// Ok: the operation the server answered.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// Ok: whether this call created it.
+    pub created: bool,
+    /// Sent again on purpose after an acknowledged submit with this key.
+    pub repeat: bool,
+    pub invoke_ns: u64,
+    pub complete_ns: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AbortEvent {
+    pub process: u64,
+    pub id: String,
+    pub outcome: Outcome,
+    pub invoke_ns: u64,
+    pub complete_ns: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+/// One item of a worker's assignment stream.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivery {
+    pub worker: String,
+    pub op: String,
+    pub target: String,
+    pub attempt: u32,
+    pub epoch: u64,
+    /// An abort request (else: run it).
+    pub abort: bool,
+    /// This worker had it already (a re-opened stream repeats current assignments).
+    pub repeat: bool,
+    pub at_ns: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectResult {
+    /// The fenced write was acknowledged.
+    Ok,
+    /// After an unknown write: the log already held this effect.
+    Found,
+    /// FailedPrecondition: the fence no longer held (the assignment was taken back or ended).
+    FenceRefused,
+    Unknown,
+}
+
+/// One effect write (or the read that found an earlier unknown one applied).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EffectEvent {
+    pub worker: String,
+    pub op: String,
+    pub target: String,
+    pub attempt: u32,
+    pub epoch: u64,
+    pub result: EffectResult,
+    pub invoke_ns: u64,
+    pub complete_ns: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportKind {
+    Started,
+    Succeeded,
+    Failed,
+    Aborted,
+}
+
+/// One report call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportEvent {
+    pub worker: String,
+    pub op: String,
+    pub attempt: u32,
+    pub epoch: u64,
+    pub report: ReportKind,
+    pub outcome: Outcome,
+    /// Refused with Aborted: the assignment was no longer this worker's.
+    pub stale: bool,
+    pub invoke_ns: u64,
+    pub complete_ns: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerLife {
+    Started,
+    /// Removed by steward (its heartbeats lapsed) and registered again under the same id.
+    Reregistered,
+    /// Crashed: everything dropped, nothing reported.
+    Vanished,
+    /// Crashed: no heartbeats or streams, but its runs go on late.
+    Zombied,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerEvent {
+    pub worker: String,
+    pub event: WorkerLife,
+    pub at_ns: u64,
+}
+
+/// One line of `history.jsonl`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Record {
+    Submit(SubmitEvent),
+    Abort(AbortEvent),
+    Delivery(Delivery),
+    Effect(EffectEvent),
+    Report(ReportEvent),
+    Worker(WorkerEvent),
+}
+
+/// One entry of a target's effect log (`spec.effects` of its `JepsenEffects` object).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EffectEntry {
+    pub op: String,
+    pub attempt: u32,
+    pub epoch: u64,
+    pub worker: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum FinalState {
+    Succeeded,
+    Failed,
+    Aborted,
+    /// Not final (the proto name).
+    Other(String),
+}
+
+impl FinalState {
+    pub fn is_final(&self) -> bool {
+        !matches!(self, FinalState::Other(_))
+    }
+
+    fn of(state: i32) -> FinalState {
+        match OperationState::try_from(state) {
+            Ok(OperationState::Succeeded) => FinalState::Succeeded,
+            Ok(OperationState::Failed) => FinalState::Failed,
+            Ok(OperationState::Aborted) => FinalState::Aborted,
+            Ok(s) => FinalState::Other(s.as_str_name().to_string()),
+            Err(_) => FinalState::Other(format!("unknown state {state}")),
+        }
+    }
+}
+
+impl fmt::Display for FinalState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FinalState::Other(s) => f.write_str(s),
+            other => fmt::Debug::fmt(other, f),
+        }
+    }
+}
+
+/// An operation as the final list showed it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FinalOp {
+    pub id: String,
+    pub key: String,
+    pub target: String,
+    pub verb: String,
+    pub state: FinalState,
+    pub attempt: u32,
+    pub epoch: u64,
+    pub worker: String,
+}
+
+impl FinalOp {
+    fn of(o: &OperationInfo) -> FinalOp {
+        FinalOp {
+            id: o.id.clone(),
+            key: o.idempotency_key.clone(),
+            target: o.name.clone(),
+            verb: o.verb.clone(),
+            state: FinalState::of(o.state),
+            attempt: o.attempt,
+            epoch: o.epoch,
+            worker: o.worker.clone(),
+        }
+    }
+}
+
+/// Submit latencies, for the plot.
+pub fn points(records: &[Record]) -> Vec<Point> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Submit(s) => Some(Point {
+                invoke_ns: s.invoke_ns,
+                latency_ns: s.complete_ns.saturating_sub(s.invoke_ns),
+                outcome: s.outcome,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+fn effects_object(target: &str, entries: &[EffectEntry]) -> Value {
+    json!({"kind": EFFECTS_KIND, "apiVersion": "jepsen/v1", "metadata": {"name": target},
+           "spec": {"effects": entries}})
+}
+
+fn target_object(target: &str) -> Value {
+    json!({"kind": TARGET_KIND, "apiVersion": "jepsen/v1", "metadata": {"name": target}, "spec": {}})
+}
+
+fn error_text(e: &tonic::Status) -> String {
+    format!("{:?}: {}", e.code(), e.message())
+}
+
+/// Creates the empty effect logs (retried while the fresh cluster settles).
+pub async fn init(client: &Client) -> anyhow::Result<()> {
+    for t in 0..TARGETS {
+        let obj = effects_object(&format!("t{t}"), &[]);
+        let mut tries = 0;
+        loop {
+            match client.create(&obj).await {
+                Ok(_) => break,
+                Err(e) if e.code() == Code::AlreadyExists => break,
+                Err(e) if tries < 20 => {
+                    tries += 1;
+                    tracing::warn!(error = %e, "creating an effect log; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => anyhow::bail!("creating the effect log t{t}: {e}"),
+            }
+        }
+    }
+    Ok(())
+}
+
+// ---- the run ----
+
+struct Shared {
+    endpoints: Vec<String>,
+    seed: u64,
+    start: Instant,
+    /// The run is over: no more submits, no more crashes.
+    stop: Arc<AtomicBool>,
+    /// The wait is over: every worker stops.
+    halt: AtomicBool,
+    records: Mutex<Vec<Record>>,
+    /// Every run task of every worker, so a halt ends them all (zombies' too).
+    runs: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Shared {
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    fn record(&self, r: Record) {
+        self.records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(r);
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn halted(&self) -> bool {
+        self.halt.load(Ordering::Relaxed)
+    }
+
+    /// The endpoints starting at the `i`-th, so processes spread over the nodes.
+    fn rotated(&self, i: u64) -> Vec<String> {
+        let mut e = self.endpoints.clone();
+        let n = e.len();
+        e.rotate_left((i as usize) % n.max(1));
+        e
+    }
+}
+
+/// The submitters and worker slots of a running workload.
+pub struct Run {
+    shared: Arc<Shared>,
+    submitters: Vec<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+/// Starts the submitters and the worker slots; they run until `stop` (submitters) and until
+/// `Run::finish` has what it needs (workers).
+pub fn start(endpoints: &[String], seed: u64, start: Instant, stop: Arc<AtomicBool>) -> Run {
+    let shared = Arc::new(Shared {
+        endpoints: endpoints.to_vec(),
+        seed,
+        start,
+        stop,
+        halt: AtomicBool::new(false),
+        records: Mutex::default(),
+        runs: Mutex::default(),
+    });
+    let submitters = (0..SUBMITTERS)
+        .map(|p| tokio::spawn(submitter(p, shared.clone())))
+        .collect();
+    let workers = (0..WORKER_SLOTS)
+        .map(|s| tokio::spawn(worker_slot(s, shared.clone())))
+        .collect();
+    Run {
+        shared,
+        submitters,
+        workers,
+    }
+}
+
+impl Run {
+    /// After `stop` and the heal: waits for every operation to end (up to `SETTLE`), stops the
+    /// workers, reads the effect logs and checks. Returns every record and the report.
+    pub async fn finish(self, client: &Client) -> anyhow::Result<(Vec<Record>, OpsReport)> {
+        for s in self.submitters {
+            let _ = s.await;
+        }
+        let acked: BTreeSet<String> = {
+            let records = self
+                .shared
+                .records
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            records
+                .iter()
+                .filter_map(|r| match r {
+                    Record::Submit(s) if s.outcome == Outcome::Ok => Some(s.id.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        let final_ops = settle(client, &acked).await;
+        self.shared.halt.store(true, Ordering::Relaxed);
+        for w in self.workers {
+            let _ = w.await;
+        }
+        let runs = std::mem::take(&mut *self.shared.runs.lock().unwrap_or_else(|p| p.into_inner()));
+        for r in runs {
+            r.abort();
+            let _ = r.await;
+        }
+        let final_ops = final_ops?;
+        let mut logs = BTreeMap::new();
+        for t in 0..TARGETS {
+            let name = format!("t{t}");
+            logs.insert(name.clone(), read_log(client, &name).await?);
+        }
+        let records = std::mem::take(
+            &mut *self
+                .shared
+                .records
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        let report = check(&records, &final_ops, &logs);
+        Ok((records, report))
+    }
+}
+
+/// Polls a linearizable list until every operation is final and every acknowledged one is
+/// listed, or `SETTLE` passed; returns the last list.
+async fn settle(client: &Client, acked: &BTreeSet<String>) -> anyhow::Result<Vec<FinalOp>> {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        match list_ops(client).await {
+            Ok(ops) => {
+                let listed: BTreeSet<&str> = ops.iter().map(|o| o.id.as_str()).collect();
+                let done = ops.iter().all(|o| o.state.is_final())
+                    && acked.iter().all(|id| listed.contains(id.as_str()));
+                if done || Instant::now() >= deadline {
+                    return Ok(ops);
+                }
+            }
+            Err(e) if Instant::now() < deadline => {
+                tracing::warn!(error = %e, "listing operations failed; retrying");
+            }
+            Err(e) => anyhow::bail!("final list of operations: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn list_ops(client: &Client) -> Result<Vec<FinalOp>, tonic::Status> {
+    let mut opts = OpListOptions {
+        limit: 1000,
+        consistency: Consistency::Linearizable,
+        ..OpListOptions::default()
+    };
+    let mut out = vec![];
+    loop {
+        let page = client.op_list(&opts).await?;
+        out.extend(page.operations.iter().map(FinalOp::of));
+        if page.continue_token.is_empty() {
+            return Ok(out);
+        }
+        opts.continue_token = page.continue_token;
+    }
+}
+
+/// A target's effect log, read linearizably (retried for up to a minute).
+async fn read_log(client: &Client, target: &str) -> anyhow::Result<Vec<EffectEntry>> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match client
+            .get(EFFECTS_KIND, "default", target, Consistency::Linearizable)
+            .await
+        {
+            Ok(obj) => return Ok(serde_json::from_value(obj["spec"]["effects"].clone())?),
+            Err(e) if Instant::now() < deadline => {
+                tracing::warn!(error = %e, "reading an effect log failed; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => anyhow::bail!("reading the effect log {target}: {e}"),
+        }
+    }
+}
+
+// ---- submitters ----
+
+async fn submitter(p: u64, sh: Arc<Shared>) {
+    let mut rng = Rng::new(sh.seed ^ (p + 1).wrapping_mul(0x5151));
+    let Ok(client) = Client::connect_with_timeout(&sh.rotated(p), Duration::from_secs(5)) else {
+        return;
+    };
+    let mut n = 0u64;
+    while !sh.stopped() {
+        n += 1;
+        let target = format!("t{}", rng.below(TARGETS));
+        let verb = match rng.below(10) {
+            0..=2 => "create",
+            3..=7 => "update",
+            _ => "delete",
+        };
+        let key = format!("s{p}-{n}");
+        let work_ms = WORK_MS.0 + rng.below(WORK_MS.1 - WORK_MS.0);
+        let opts = SubmitOptions {
+            params: Some(json!({"workMs": work_ms, "fail": rng.below(10) == 0})),
+            idempotency_key: Some(key.clone()),
+            create: (verb == "create").then(|| target_object(&target)),
+            max_attempts: Some(MAX_ATTEMPTS),
+            deadline: None,
+        };
+        let submit = |repeat: bool| {
+            let (client, sh, key, target, opts) = (&client, &sh, &key, &target, &opts);
+            async move {
+                let invoke_ns = sh.now_ns();
+                let r = client
+                    .op_submit(TARGET_KIND, "default", target, verb, opts)
+                    .await;
+                let mut ev = SubmitEvent {
+                    process: p,
+                    key: key.clone(),
+                    target: target.clone(),
+                    verb: verb.to_string(),
+                    outcome: Outcome::Ok,
+                    id: String::new(),
+                    created: false,
+                    repeat,
+                    invoke_ns,
+                    complete_ns: sh.now_ns(),
+                    error: String::new(),
+                };
+                match r {
+                    Ok(reply) => {
+                        ev.id = reply.operation.map(|o| o.id).unwrap_or_default();
+                        ev.created = reply.created;
+                    }
+                    Err(e) => {
+                        ev.outcome = classify(&e);
+                        ev.error = error_text(&e);
+                    }
+                }
+                sh.record(Record::Submit(ev.clone()));
+                ev
+            }
+        };
+        // An unknown outcome is sent again with the same key: it must not make a second one.
+        let mut id = None;
+        for _ in 0..3 {
+            let ev = submit(false).await;
+            match ev.outcome {
+                Outcome::Ok => id = Some(ev.id),
+                Outcome::Fail => break,
+                Outcome::Unknown if !sh.stopped() => continue,
+                Outcome::Unknown => break,
+            }
+            break;
+        }
+        if let Some(id) = id {
+            if rng.below(6) == 0 {
+                submit(true).await;
+            }
+            if rng.below(8) == 0 {
+                tokio::time::sleep(Duration::from_millis(rng.below(300))).await;
+                abort(p, &client, &sh, &id).await;
+            }
+        }
+        let pause = SUBMIT_PAUSE_MS.0 + rng.below(SUBMIT_PAUSE_MS.1 - SUBMIT_PAUSE_MS.0);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}
+
+async fn abort(p: u64, client: &Client, sh: &Shared, id: &str) {
+    let invoke_ns = sh.now_ns();
+    let r = client.op_abort(id).await;
+    let (outcome, error) = match &r {
+        Ok(_) => (Outcome::Ok, String::new()),
+        Err(e) => (classify(e), error_text(e)),
+    };
+    sh.record(Record::Abort(AbortEvent {
+        process: p,
+        id: id.to_string(),
+        outcome,
+        invoke_ns,
+        complete_ns: sh.now_ns(),
+        error,
+    }));
+}
+
+// ---- workers ----
+
+/// One slot: a worker lives, crashes, and a fresh one (`w<slot>-<generation>`) takes its place,
+/// until the run is over; then the last one works until the halt.
+async fn worker_slot(slot: u64, sh: Arc<Shared>) {
+    let mut rng = Rng::new(sh.seed ^ (slot + 1).wrapping_mul(0xC0FFEE));
+    for generation in 1.. {
+        let Ok(client) = Client::connect_with_timeout(&sh.rotated(slot), WORKER_TIMEOUT) else {
+            return;
+        };
+        let w = Arc::new(Worker {
+            id: format!("w{slot}-{generation}"),
+            slot,
+            sh: sh.clone(),
+            client,
+            zombie: AtomicBool::new(false),
+            runs: Mutex::default(),
+            aborts: Mutex::default(),
+        });
+        if !w.register().await {
+            return;
+        }
+        sh.record(Record::Worker(WorkerEvent {
+            worker: w.id.clone(),
+            event: WorkerLife::Started,
+            at_ns: sh.now_ns(),
+        }));
+        let heartbeat = tokio::spawn(w.clone().heartbeat());
+        let stream = tokio::spawn(w.clone().stream());
+        let lifetime = LIFETIME_MS.0 + rng.below(LIFETIME_MS.1 - LIFETIME_MS.0);
+        let dies_at = Instant::now() + Duration::from_millis(lifetime);
+        while !sh.halted() && (sh.stopped() || Instant::now() < dies_at) {
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+        heartbeat.abort();
+        stream.abort();
+        if sh.halted() {
+            return;
+        }
+        let event = if rng.below(3) == 0 {
+            w.zombie.store(true, Ordering::Relaxed);
+            WorkerLife::Zombied
+        } else {
+            w.vanish();
+            WorkerLife::Vanished
+        };
+        sh.record(Record::Worker(WorkerEvent {
+            worker: w.id.clone(),
+            event,
+            at_ns: sh.now_ns(),
+        }));
+    }
+}
+
+/// One worker's life.
+struct Worker {
+    id: String,
+    slot: u64,
+    sh: Arc<Shared>,
+    client: Client,
+    /// Crashed but its runs go on, late.
+    zombie: AtomicBool,
+    /// Every (operation, epoch) it got, with the abort signal while its run has not ended, and
+    /// the run's task.
+    runs: Mutex<BTreeMap<(String, u64), Assigned>>,
+    /// (operation, epoch) whose abort it answered without a run.
+    aborts: Mutex<BTreeSet<(String, u64)>>,
+}
+
+/// One run of one assignment.
+struct Assigned {
+    abort: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::AbortHandle>,
+}
+
+impl Worker {
+    /// Registers (again), retrying until it is done or the run halts.
+    async fn register(&self) -> bool {
+        let handles: Vec<String> = ["create", "update", "delete"]
+            .iter()
+            .map(|v| format!("{TARGET_KIND}:{v}"))
+            .collect();
+        let handles: Vec<&str> = handles.iter().map(String::as_str).collect();
+        while !self.sh.halted() {
+            match self
+                .client
+                .worker_register(&self.id, &handles, CAPACITY, WORKER_TTL)
+                .await
+            {
+                Ok(_) => return true,
+                Err(e) => {
+                    tracing::debug!(worker = %self.id, error = %e, "register");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+            }
+        }
+        false
+    }
+
+    async fn heartbeat(self: Arc<Self>) {
+        loop {
+            tokio::time::sleep(HEARTBEAT_EVERY).await;
+            match self.client.worker_heartbeat(&self.id).await {
+                Err(e) if e.code() == Code::NotFound => {
+                    // Steward presumed it dead and took its work back; it lives on.
+                    if self.register().await {
+                        self.sh.record(Record::Worker(WorkerEvent {
+                            worker: self.id.clone(),
+                            event: WorkerLife::Reregistered,
+                            at_ns: self.sh.now_ns(),
+                        }));
+                    }
+                }
+                Err(e) => tracing::debug!(worker = %self.id, error = %e, "heartbeat"),
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Streams assignments from one node after another.
+    async fn stream(self: Arc<Self>) {
+        let nodes = self.sh.endpoints.len();
+        let mut node = self.slot as usize;
+        loop {
+            node = (node + 1) % nodes;
+            let Some(pinned) = self.client.with_endpoint_index(node) else {
+                return;
+            };
+            let opened =
+                tokio::time::timeout(WORKER_TIMEOUT, pinned.worker_assignments(&self.id)).await;
+            let mut stream = match opened {
+                Ok(Ok(s)) => s,
+                // Not registered (the heartbeat task registers it again), or no answer.
+                _ => {
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                    continue;
+                }
+            };
+            let until = tokio::time::Instant::now() + STREAM_MAX_AGE;
+            while let Ok(Some(Ok(a))) = tokio::time::timeout_at(until, stream.next()).await {
+                self.deliver(a);
+            }
+        }
+    }
+
+    fn deliver(self: &Arc<Self>, a: Assignment) {
+        let Some(op) = a.operation else { return };
+        let abort = AssignmentKind::try_from(a.kind) == Ok(AssignmentKind::Abort);
+        let key = (op.id.clone(), op.epoch);
+        let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        let repeat = match abort {
+            true => self
+                .aborts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&key),
+            false => runs.contains_key(&key),
+        };
+        self.sh.record(Record::Delivery(Delivery {
+            worker: self.id.clone(),
+            op: op.id.clone(),
+            target: op.name.clone(),
+            attempt: op.attempt,
+            epoch: op.epoch,
+            abort,
+            repeat,
+            at_ns: self.sh.now_ns(),
+        }));
+        if abort {
+            if let Some(tx) = runs.get_mut(&key).and_then(|r| r.abort.take()) {
+                let _ = tx.send(());
+                return;
+            }
+            if !self
+                .aborts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key)
+            {
+                return;
+            }
+            let w = self.clone();
+            let task = tokio::spawn(async move {
+                w.report(&op, OpReport::Aborted).await;
+            });
+            self.sh
+                .runs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(task);
+            return;
+        }
+        if repeat {
+            return;
+        }
+        let (tx, rx) = oneshot::channel();
+        let w = self.clone();
+        let task = tokio::spawn(async move { w.run(op, rx).await });
+        runs.insert(
+            key,
+            Assigned {
+                abort: Some(tx),
+                task: Some(task.abort_handle()),
+            },
+        );
+        self.sh
+            .runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(task);
+    }
+
+    /// Crashes: every run stops where it is, nothing more is reported.
+    fn vanish(&self) {
+        let runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        for r in runs.values() {
+            if let Some(t) = &r.task {
+                t.abort();
+            }
+        }
+    }
+
+    /// Runs one assignment: Started, work, the effect, the end report.
+    async fn run(self: Arc<Self>, op: OperationInfo, mut abort: oneshot::Receiver<()>) {
+        let params: Value = serde_json::from_str(&op.params_json).unwrap_or(Value::Null);
+        let work = Duration::from_millis(params["workMs"].as_u64().unwrap_or(WORK_MS.0));
+        let fail = params["fail"].as_bool().unwrap_or(false);
+        if !self.report(&op, OpReport::Started).await {
+            return;
+        }
+        let aborted = tokio::select! {
+            _ = tokio::time::sleep(work) => false,
+            r = &mut abort => r.is_ok(),
+        };
+        if aborted {
+            self.report(&op, OpReport::Aborted).await;
+            return;
+        }
+        if self.zombie.load(Ordering::Relaxed) {
+            tokio::time::sleep(ZOMBIE_STALL).await;
+        }
+        if !self.effect(&op).await {
+            return;
+        }
+        let end = match fail {
+            true => OpReport::Failed("the submit asked this operation to fail".to_string()),
+            false => OpReport::Succeeded(json!({"worker": self.id, "epoch": op.epoch})),
+        };
+        self.report(&op, end).await;
+    }
+
+    /// Appends this assignment's effect to the target's log: read, then a compare-and-set on
+    /// the log's revision under the assignment's fence. An unknown outcome is settled by reading
+    /// again (the entry is there or the next write may add it; the revision check lets at most
+    /// one of them through). True once the write is acknowledged, found, or refused by the fence;
+    /// false on halt.
+    async fn effect(&self, op: &OperationInfo) -> bool {
+        let entry = EffectEntry {
+            op: op.id.clone(),
+            attempt: op.attempt,
+            epoch: op.epoch,
+            worker: self.id.clone(),
+        };
+        let fence = op.fence.clone().or_else(|| {
+            op.policy.as_ref().map(|p| Fence {
+                lock: p.lock.clone(),
+                token: op.epoch,
+            })
+        });
+        let record = |result: EffectResult, invoke_ns: u64, error: String| {
+            self.sh.record(Record::Effect(EffectEvent {
+                worker: self.id.clone(),
+                op: op.id.clone(),
+                target: op.name.clone(),
+                attempt: op.attempt,
+                epoch: op.epoch,
+                result,
+                invoke_ns,
+                complete_ns: self.sh.now_ns(),
+                error,
+            }))
+        };
+        while !self.sh.halted() {
+            let invoke_ns = self.sh.now_ns();
+            let obj = match self
+                .client
+                .get(EFFECTS_KIND, "default", &op.name, Consistency::Linearizable)
+                .await
+            {
+                Ok(obj) => obj,
+                Err(_) => {
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                    continue;
+                }
+            };
+            let mut entries: Vec<EffectEntry> =
+                serde_json::from_value(obj["spec"]["effects"].clone()).unwrap_or_default();
+            if entries.contains(&entry) {
+                record(EffectResult::Found, invoke_ns, String::new());
+                return true;
+            }
+            let revision: u64 = obj["metadata"]["resourceVersion"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            entries.push(entry.clone());
+            let next = effects_object(&op.name, &entries);
+            match self
+                .client
+                .update_fenced(&next, revision.max(1), fence.clone())
+                .await
+            {
+                Ok(_) => {
+                    record(EffectResult::Ok, invoke_ns, String::new());
+                    return true;
+                }
+                Err(e) if e.code() == Code::FailedPrecondition => {
+                    record(EffectResult::FenceRefused, invoke_ns, error_text(&e));
+                    return true;
+                }
+                // The log changed since the read (an earlier unknown write of ours): read again.
+                Err(e) if e.code() == Code::Aborted => {}
+                Err(e) => {
+                    record(EffectResult::Unknown, invoke_ns, error_text(&e));
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+            }
+        }
+        false
+    }
+
+    /// Sends a report, again while its outcome is unknown (a repeat is answered like the
+    /// first). False when it was refused (the assignment is lost) or the run halted.
+    async fn report(&self, op: &OperationInfo, report: OpReport) -> bool {
+        let kind = match &report {
+            OpReport::Started => ReportKind::Started,
+            OpReport::Succeeded(_) => ReportKind::Succeeded,
+            OpReport::Failed(_) => ReportKind::Failed,
+            OpReport::Aborted => ReportKind::Aborted,
+        };
+        while !self.sh.halted() {
+            let invoke_ns = self.sh.now_ns();
+            let r = self
+                .client
+                .worker_report(&self.id, op, report.clone())
+                .await;
+            let (outcome, error) = match &r {
+                Ok(_) => (Outcome::Ok, String::new()),
+                Err(e) => (classify(e), error_text(e)),
+            };
+            let stale = matches!(&r, Err(e) if e.code() == Code::Aborted);
+            self.sh.record(Record::Report(ReportEvent {
+                worker: self.id.clone(),
+                op: op.id.clone(),
+                attempt: op.attempt,
+                epoch: op.epoch,
+                report: kind,
+                outcome,
+                stale,
+                invoke_ns,
+                complete_ns: self.sh.now_ns(),
+                error,
+            }));
+            match outcome {
+                Outcome::Ok => return true,
+                Outcome::Fail => return false,
+                Outcome::Unknown => tokio::time::sleep(RETRY_PAUSE).await,
+            }
+        }
+        false
+    }
+}
