@@ -30,7 +30,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -70,6 +70,8 @@ const WORKER_TIMEOUT: Duration = Duration::from_secs(2);
 const STREAM_MAX_AGE: Duration = Duration::from_secs(5);
 /// How long a worker lives before it crashes, in ms.
 const LIFETIME_MS: (u64, u64) = (6_000, 14_000);
+/// Past its lifetime, a worker waits up to this long for a run in progress before it crashes.
+const BUSY_WAIT: Duration = Duration::from_secs(3);
 /// A zombie's runs wait this long (past its TTL and a sweep) before going on.
 const ZOMBIE_STALL: Duration = Duration::from_secs(7);
 /// How long one run works before its effect, in ms.
@@ -636,6 +638,7 @@ async fn worker_slot(slot: u64, sh: Arc<Shared>) {
             sh: sh.clone(),
             client,
             zombie: AtomicBool::new(false),
+            busy: AtomicUsize::new(0),
             runs: Mutex::default(),
             aborts: Mutex::default(),
         });
@@ -651,8 +654,12 @@ async fn worker_slot(slot: u64, sh: Arc<Shared>) {
         let stream = tokio::spawn(w.clone().stream());
         let lifetime = LIFETIME_MS.0 + rng.below(LIFETIME_MS.1 - LIFETIME_MS.0);
         let dies_at = Instant::now() + Duration::from_millis(lifetime);
-        while !sh.halted() && (sh.stopped() || Instant::now() < dies_at) {
-            tokio::time::sleep(RETRY_PAUSE).await;
+        // It dies once its time is up and it is running something (or `BUSY_WAIT` later), so
+        // most crashes leave work behind to take over.
+        let busy_or = dies_at + BUSY_WAIT;
+        let alive = |now: Instant| now < dies_at || (now < busy_or && w.busy() == 0);
+        while !sh.halted() && (sh.stopped() || alive(Instant::now())) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         heartbeat.abort();
         stream.abort();
@@ -682,6 +689,8 @@ struct Worker {
     client: Client,
     /// Crashed but its runs go on, late.
     zombie: AtomicBool,
+    /// Runs between their delivery and their end report.
+    busy: AtomicUsize,
     /// Every (operation, epoch) it got, with the abort signal while its run has not ended, and
     /// the run's task.
     runs: Mutex<BTreeMap<(String, u64), Assigned>>,
@@ -832,6 +841,10 @@ impl Worker {
             .push(task);
     }
 
+    fn busy(&self) -> usize {
+        self.busy.load(Ordering::Relaxed)
+    }
+
     /// Crashes: every run stops where it is, nothing more is reported.
     fn vanish(&self) {
         let runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
@@ -843,7 +856,14 @@ impl Worker {
     }
 
     /// Runs one assignment: Started, work, the effect, the end report.
-    async fn run(self: Arc<Self>, op: OperationInfo, mut abort: oneshot::Receiver<()>) {
+    async fn run(self: Arc<Self>, op: OperationInfo, abort: oneshot::Receiver<()>) {
+        self.busy.fetch_add(1, Ordering::Relaxed);
+        self.run_steps(&op, abort).await;
+        self.busy.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    async fn run_steps(&self, op: &OperationInfo, mut abort: oneshot::Receiver<()>) {
+        let op = op.clone();
         let params: Value = serde_json::from_str(&op.params_json).unwrap_or(Value::Null);
         let work = Duration::from_millis(params["workMs"].as_u64().unwrap_or(WORK_MS.0));
         let fail = params["fail"].as_bool().unwrap_or(false);
