@@ -104,7 +104,7 @@ impl OpsReport {
     pub fn summary(&self) -> String {
         let word = if self.valid() { "VALID" } else { "INVALID" };
         format!(
-            "operations: {} submits ({} ok, {} failed, {} unknown; {} repeats), {} operations \
+            "operations: {} submits ({} ok, {} failed, {} unknown), {} repeats, {} operations \
              ({} succeeded, {} failed, {} aborted; {} with attempts > 1), {} deliveries, {} effects, \
              {} fence refusals, {} stale reports refused, workers {} vanished / {} zombied, \
              anomalies {}: {word}",
