@@ -434,7 +434,9 @@ impl Run {
                 })
                 .collect()
         };
+        let settle_started = Instant::now();
         let final_ops = settle(client, &acked).await;
+        let settle_ms = settle_started.elapsed().as_millis() as u64;
         self.shared.halt.store(true, Ordering::Relaxed);
         for w in self.workers {
             let _ = w.await;
@@ -457,7 +459,8 @@ impl Run {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner()),
         );
-        let report = check(&records, &final_ops, &logs);
+        let mut report = check(&records, &final_ops, &logs);
+        report.settle_ms = settle_ms;
         Ok((records, report))
     }
 }

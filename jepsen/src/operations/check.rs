@@ -92,6 +92,8 @@ pub struct OpsReport {
     pub workers_zombied: usize,
     /// Whether every operation was final when the wait ended.
     pub settled: bool,
+    /// How long the wait after the heal took (set by the run, not by `check`).
+    pub settle_ms: u64,
     pub anomaly_count: usize,
     pub anomalies: Vec<Anomaly>,
 }
