@@ -13,10 +13,11 @@
 //! (operation, attempt, epoch, worker) to the target's `JepsenEffects` log with a
 //! compare-and-set on the log's revision, fenced with the assignment's fence (the target's lock
 //! under the epoch) — and reports Succeeded (or Failed when the submit asked for it). A worker
-//! lives `LIFETIME_MS`, then crashes: it *vanishes* (its tasks dropped mid-way, no report) or it
-//! becomes a *zombie* (no more heartbeats or streams, but its runs go on after `ZOMBIE_STALL`,
-//! past the takeover, so their effects and reports must be refused). A fresh worker takes its
-//! slot. Every delivery, effect write and report is recorded with its outcome.
+//! lives `LIFETIME_MS`, then crashes while it runs something (or `BUSY_WAIT` later): it
+//! *vanishes* (its tasks dropped mid-way, no report) or it becomes a *zombie* (no more heartbeats
+//! or streams, but its runs go on after `ZOMBIE_STALL`, usually past the takeover, so their
+//! effects and reports are refused, and must never land after a successor's; a run already past
+//! its work writes on time). A fresh worker takes its slot. Every delivery, effect write and report is recorded with its outcome.
 //!
 //! After the run and the heal, submitters stop, workers stop crashing and keep working, and the
 //! run waits (up to `SETTLE`, polling a linearizable list) until every operation is final and
