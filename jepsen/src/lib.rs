@@ -5,8 +5,8 @@
 //! - `nemesis`: partitions, kill -9, pause, packet loss, clock, membership, on a seeded schedule;
 //!   `clock` (libfaketime settings) and `membership` (remove a member, add a fresh one) do the
 //!   last two.
-//! - `register`, `set`, `lockrmw`, `watch`: workloads; `history`: what clients saw; `outcome`: ok / fail / unknown.
-//! - `checker`: linearizability (register) ; `set::check`, `watch::check`; `plot`: latency over time with faults.
+//! - `register`, `set`, `lockrmw`, `watch`, `operations`: workloads; `history`: what clients saw; `outcome`: ok / fail / unknown.
+//! - `checker`: linearizability (register) ; `set::check`, `watch::check`, `operations::check`; `plot`: latency over time with faults.
 
 pub mod checker;
 pub mod clock;
@@ -16,6 +16,7 @@ pub mod lockrmw;
 pub mod membership;
 pub mod nemesis;
 pub mod netns;
+pub mod operations;
 pub mod outcome;
 pub mod plot;
 pub mod register;

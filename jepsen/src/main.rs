@@ -16,13 +16,13 @@ use jepsen::cluster::{ClusterSpec, NetCluster};
 use jepsen::history::{Outcome, RegisterEvent};
 use jepsen::nemesis::{self, Nemesis};
 use jepsen::plot::{self, Point};
-use jepsen::{lockrmw, register, set, watch};
+use jepsen::{lockrmw, operations, register, set, watch};
 use steward::client::Client;
 
 #[derive(Parser, Debug)]
 #[command(about = "Fault-injection runs of real steward processes")]
 struct Args {
-    /// register | set | lock | watch
+    /// register | set | lock | watch | operations
     #[arg(long, default_value = "register")]
     workload: String,
     /// Comma-separated: partition, kill, pause, loss, clock, membership; or none. `clock` needs
@@ -37,7 +37,8 @@ struct Args {
     /// 3 or 5.
     #[arg(long, default_value_t = 3)]
     nodes: u64,
-    /// Logical client processes (each bound to one node; watch: the first 3 watch, the rest write).
+    /// Logical client processes (each bound to one node; watch: the first 3 watch, the rest write;
+    /// operations: fixed numbers of submitters and workers, see jepsen/src/operations.rs).
     #[arg(long, default_value_t = 10)]
     concurrency: u64,
     /// Register keys.
@@ -107,8 +108,8 @@ fn steward_bin(arg: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 }
 
 async fn run(args: Args) -> anyhow::Result<i32> {
-    if !["register", "set", "lock", "watch"].contains(&args.workload.as_str()) {
-        anyhow::bail!("--workload: register, set, lock or watch");
+    if !["register", "set", "lock", "watch", "operations"].contains(&args.workload.as_str()) {
+        anyhow::bail!("--workload: register, set, lock, watch or operations");
     }
     if args.workload == "watch" && args.concurrency <= watch::WATCHERS {
         anyhow::bail!(
@@ -176,6 +177,9 @@ async fn run_workload(
     if args.workload == "lock" {
         lockrmw::init(&all).await?;
     }
+    if args.workload == "operations" {
+        operations::init(&all).await?;
+    }
     // watch: every watcher starts right after the revision of a list taken before any write.
     let watch_from = if args.workload == "watch" {
         watch::init(&all).await? + 1
@@ -191,7 +195,14 @@ async fn run_workload(
     let lock_out = Arc::new(Mutex::new(Vec::new()));
     let watch_out = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = vec![];
-    for p in 0..args.concurrency {
+    let ops_run = (args.workload == "operations")
+        .then(|| operations::start(&endpoints, args.seed, start, stop.clone()));
+    let processes = if ops_run.is_some() {
+        0
+    } else {
+        args.concurrency
+    };
+    for p in 0..processes {
         if args.workload == "watch" && p < watch::WATCHERS {
             watchers.push(tokio::spawn(watch::watcher(watch::WatcherSetup {
                 id: p,
@@ -328,6 +339,16 @@ async fn run_workload(
             serde_json::to_string_pretty(&report)?,
             code,
             points,
+        )
+    } else if let Some(ops_run) = ops_run {
+        let (records, report) = ops_run.finish(&all).await?;
+        write_jsonl(&out.join("history.jsonl"), &records)?;
+        let code = if report.valid() { 0 } else { EXIT_INVALID };
+        (
+            report.summary(),
+            serde_json::to_string_pretty(&report)?,
+            code,
+            operations::points(&records),
         )
     } else if args.workload == "watch" {
         let writes = watch_out.lock().unwrap_or_else(|p| p.into_inner()).clone();
