@@ -7,4 +7,5 @@ mod harness;
 mod locks;
 mod membership;
 mod operations;
+mod walkthrough;
 mod watch;
