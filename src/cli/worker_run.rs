@@ -1,10 +1,17 @@
 //! `steward worker run`: a real worker. It registers, heartbeats within its TTL, streams its
 //! assignments (from any node, re-opening the stream elsewhere when a node goes away), and runs
-//! PROGRAM once per assignment with the operation JSON on stdin: exit code 0 is success (JSON
-//! on stdout becomes the response; other text becomes `{"output": text}`), anything else a
-//! failure (stderr, or the exit status, becomes the error). An abort request kills PROGRAM and
+//! PROGRAM once per assignment with the operation JSON on stdin and the id, verb and target in
+//! `STEWARD_OPERATION_ID`, `STEWARD_OPERATION_VERB`, `STEWARD_TARGET_KIND`,
+//! `STEWARD_TARGET_NAMESPACE` and `STEWARD_TARGET_NAME` (so a shell script can route without a
+//! JSON parser): exit code 0 is success (JSON on stdout becomes the response; other text becomes
+//! `{"output": text}`), anything else a failure (stderr, or the exit status, becomes the error).
+//!
+//! PROGRAM runs in a process group of its own, so stopping it stops what it started too (a
+//! shell script's `sleep`, a backup tool). An abort request sends the group SIGTERM, gives it
+//! `ABORT_GRACE` to clean up (the operation shows `aborting` meanwhile), then SIGKILL, and
 //! reports Aborted. A report refused with Aborted means the assignment was lost: the worker
-//! drops it. Ctrl-C deregisters the worker (its running operations go back to the queue).
+//! drops it. Ctrl-C deregisters the worker (its running operations go back to the queue) and
+//! kills the groups of the programs still running.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -24,6 +31,8 @@ use crate::client::{AssignmentKind, Client, OpReport, OperationInfo};
 
 /// Pause before re-opening an assignment stream or retrying a call that found no leader.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// How long an aborted PROGRAM has between SIGTERM and SIGKILL.
+const ABORT_GRACE: Duration = Duration::from_secs(10);
 
 #[derive(Debug, clap::Args)]
 pub struct WorkerRunArgs {
@@ -190,9 +199,13 @@ impl Worker {
         let mut child = match tokio::process::Command::new(&self.args.exec)
             .env("STEWARD_OPERATION_ID", &op.id)
             .env("STEWARD_OPERATION_VERB", &op.verb)
+            .env("STEWARD_TARGET_KIND", &op.kind)
+            .env("STEWARD_TARGET_NAMESPACE", &op.namespace)
+            .env("STEWARD_TARGET_NAME", &op.name)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
         {
@@ -201,12 +214,15 @@ impl Worker {
                 return OpReport::Failed(format!("cannot run {}: {e}", self.args.exec.display()))
             }
         };
+        let mut group = ProcessGroup::of(&child);
         if let Some(mut stdin) = child.stdin.take() {
             let input = op_render::op_json(op).to_string();
             let _ = stdin.write_all(input.as_bytes()).await;
         }
-        tokio::select! {
-            out = child.wait_with_output() => match out {
+        let output = child.wait_with_output();
+        tokio::pin!(output);
+        let report = tokio::select! {
+            out = &mut output => match out {
                 Ok(out) if out.status.success() => {
                     let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
                     OpReport::Succeeded(match text.as_str() {
@@ -220,8 +236,18 @@ impl Worker {
                 }
                 Err(e) => OpReport::Failed(format!("waiting for {}: {e}", self.args.exec.display())),
             },
-            _ = abort => OpReport::Aborted,
-        }
+            _ = abort => {
+                group.signal(libc::SIGTERM);
+                if tokio::time::timeout(ABORT_GRACE, &mut output).await.is_err() {
+                    tracing::warn!(id = %op.id, "the aborted program outlived its grace; killing it");
+                }
+                group.signal(libc::SIGKILL);
+                OpReport::Aborted
+            }
+        };
+        // Whatever PROGRAM left running after it ended on its own is its business.
+        group.disarm();
+        report
     }
 
     /// Sends a report, retrying while no leader answers; a lost assignment is dropped.
@@ -240,5 +266,41 @@ impl Worker {
                 }
             }
         }
+    }
+}
+
+/// The process group of one PROGRAM run (its id is PROGRAM's pid). Dropped while armed (the
+/// worker stops, or the task is cancelled mid-run), it kills the whole group, which
+/// `kill_on_drop` alone would not: that reaches only PROGRAM, not what it started.
+struct ProcessGroup(Option<libc::pid_t>);
+
+impl ProcessGroup {
+    fn of(child: &tokio::process::Child) -> ProcessGroup {
+        ProcessGroup(child.id().and_then(|pid| libc::pid_t::try_from(pid).ok()))
+    }
+
+    /// Sends `signal` to every process of the group.
+    fn signal(&self, signal: libc::c_int) {
+        let Some(pgid) = self.0.filter(|&p| p > 0) else {
+            return;
+        };
+        // SAFETY: kill(2) takes plain integers and touches no memory of ours. The group is the
+        // one PROGRAM was started in (`process_group(0)`); its id is not given to another
+        // process while the group has a member. Once it is empty this is called at most once
+        // more, right away, so a reuse would need the pid counter to wrap in that moment.
+        unsafe {
+            libc::kill(-pgid, signal);
+        }
+    }
+
+    /// Leaves the group alone from now on.
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.signal(libc::SIGKILL);
     }
 }

@@ -8,4 +8,5 @@ mod locks;
 mod membership;
 mod operations;
 mod reservations;
+mod walkthrough;
 mod watch;

@@ -767,12 +767,22 @@ async fn steward_worker_run_executes_a_program_per_assignment_and_honours_abort(
 
     let cluster = start().await;
     let script = cluster.dir.path().join("worker.sh");
+    let pid_file = cluster.dir.path().join("backup.pid");
+    // The backup starts a child (as a real backup tool would) and waits for it: an abort must
+    // stop the child too, not only the shell.
     std::fs::write(
         &script,
-        "#!/bin/sh\n\
-         cat > /dev/null\n\
-         if [ \"$STEWARD_OPERATION_VERB\" = backup ]; then exec sleep 60; fi\n\
-         echo '{\"done\": true}'\n",
+        format!(
+            "#!/bin/sh\n\
+             cat > /dev/null\n\
+             if [ \"$STEWARD_OPERATION_VERB\" = backup ]; then\n\
+               sleep 600 &\n\
+               echo $! > {pid_file}\n\
+               wait $!\n\
+             fi\n\
+             echo \"{{\\\"done\\\": \\\"$STEWARD_TARGET_KIND/$STEWARD_TARGET_NAMESPACE/$STEWARD_TARGET_NAME\\\"}}\"\n",
+            pid_file = pid_file.display()
+        ),
     )
     .expect("script");
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -807,11 +817,33 @@ async fn steward_worker_run_executes_a_program_per_assignment_and_honours_abort(
     let done = wait_state(&api, &op.id, OperationState::Succeeded).await;
     assert_eq!(done.worker, "exec-1");
     let obj = target(&api, "e1").await.expect("e1");
-    assert_eq!(obj["status"]["response"], json!({"done": true}));
+    assert_eq!(
+        obj["status"]["response"],
+        json!({"done": "Director/default/e1"})
+    );
 
     let backup = submit(&api, "e1", "backup", SubmitOptions::default()).await;
     wait_state(&api, &backup.id, OperationState::InProgress).await;
+    let child = wait_for("the backup's child pid", WAIT, || async {
+        let text = std::fs::read_to_string(&pid_file).ok()?;
+        text.trim().parse::<u32>().ok()
+    })
+    .await;
     api.op_abort(&backup.id).await.expect("abort");
     wait_state(&api, &backup.id, OperationState::Aborted).await;
     assert_shows(&api, "e1", "aborted").await;
+    wait_for("the backup's child to be stopped", WAIT, || async {
+        (!is_running(child)).then_some(())
+    })
+    .await;
+}
+
+/// The process exists and is not a zombie (an orphan whose reaper has not got to it yet).
+fn is_running(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // pid (comm) state ...: the state follows the last ')'.
+    let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+    !matches!(state.and_then(|s| s.chars().next()), Some('Z' | 'X') | None)
 }
