@@ -19,8 +19,8 @@ use anyhow::Context;
 use steward::proto::v1::operations_client::OperationsClient;
 use steward::proto::v1::workers_client::WorkersClient;
 use steward::proto::v1::{
-    AssignmentKind, AssignmentsRequest, DeregisterWorkerRequest, HeartbeatRequest,
-    OperationInfo, RegisterWorkerRequest, ReportKind, ReportRequest, SubmitOperationRequest,
+    AssignmentKind, AssignmentsRequest, DeregisterWorkerRequest, HeartbeatRequest, OperationInfo,
+    RegisterWorkerRequest, ReportKind, ReportRequest, SubmitOperationRequest,
 };
 use tokio::sync::{oneshot, watch};
 use tonic::transport::Channel;
@@ -109,7 +109,9 @@ pub async fn run(
     for (id, task) in workers {
         all.merge(&task.await.context("a worker task panicked")?);
         let mut client = WorkersClient::new(channels[0].clone());
-        let _ = client.deregister(DeregisterWorkerRequest { worker: id }).await;
+        let _ = client
+            .deregister(DeregisterWorkerRequest { worker: id })
+            .await;
     }
     Ok(Measured {
         all,
