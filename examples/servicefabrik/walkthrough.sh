@@ -173,19 +173,28 @@ await "$id" succeeded
 show get DirectorBind "$bind" -o yaml
 expect DirectorBind "$bind" "state: succeeded" "username: $bind" "password: "
 
-step "backup: DefaultBackup/$backup in_queue -> in_progress -> succeeded (a READ lock)"
-submit backup "DefaultBackup/$backup" --params "{\"instance_guid\":\"$instance\"}" \
+step "backup: DefaultBackup/$backup in_queue -> in_progress -> succeeded (the Director's READ lock)"
+submit backup "DefaultBackup/$backup" --lock "Director/$instance" --params "{\"instance_guid\":\"$instance\"}" \
     --create "{\"apiVersion\":\"backup.servicefabrik.io/v1alpha1\",\"kind\":\"DefaultBackup\",\"metadata\":{\"name\":\"$backup\",\"labels\":{\"instance_guid\":\"$instance\"}},\"spec\":{\"options\":\"{}\"}}"
 await "$id" succeeded
 show get DefaultBackup "$backup" -o yaml
 expect DefaultBackup "$backup" "state: succeeded" "lastOperation: backup" "snapshot: $backup-"
 
 step "abort: a long backup, aborted while it runs: aborting until BackupManager stops, then aborted"
-submit backup "DefaultBackup/$aborted" --params "{\"instance_guid\":\"$instance\",\"seconds\":\"600\"}" \
+submit backup "DefaultBackup/$aborted" --lock "Director/$instance" --params "{\"instance_guid\":\"$instance\",\"seconds\":\"600\"}" \
     --create "{\"apiVersion\":\"backup.servicefabrik.io/v1alpha1\",\"kind\":\"DefaultBackup\",\"metadata\":{\"name\":\"$aborted\",\"labels\":{\"instance_guid\":\"$instance\"}},\"spec\":{\"options\":\"{}\"}}"
 await "$id" in_progress
-show op abort "$id"
-await "$id" aborted
+backup_id=$id
+# The backup holds the Director's READ lock (the DeploymentLock): an update of the Director
+# waits in the queue until the backup ends.
+show lock get "Director/default/$instance"
+submit update "Director/$instance" --params '{"plan_id":"xlarge"}'
+update_id=$id
+[ "$(op_state "$update_id")" = queued ] || fail "$update_id ran while the backup held the Director's lock"
+show op abort "$backup_id"
+await "$backup_id" aborted
+await "$update_id" succeeded
+id=$backup_id
 show op get "$id"
 expect DefaultBackup "$aborted" "state: aborted" "lastOperation: backup"
 show get DefaultBackup -l "instance_guid=$instance,state=succeeded"

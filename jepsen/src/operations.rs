@@ -347,6 +347,7 @@ async fn submitter(p: u64, sh: Arc<Shared>) {
             create: (verb == "create").then(|| target_object(&target)),
             max_attempts: Some(MAX_ATTEMPTS),
             deadline: None,
+            lock: None,
         };
         let submit = |repeat: bool| {
             let (client, sh, key, target, opts) = (&client, &sh, &key, &target, &opts);

@@ -106,6 +106,10 @@ pub struct SubmitArgs {
     /// Fail or abort the operation this long after submit (default: operations.deadline_ms).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub deadline: Option<Duration>,
+    /// Take this resource's lock, KIND/NAME in the same namespace, instead of the target's
+    /// (a backup locks its deployment).
+    #[arg(long, value_parser = parse_target)]
+    pub lock: Option<TargetArg>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -201,6 +205,7 @@ pub async fn run(cmd: OpCommand, global: &GlobalOpts) -> anyhow::Result<()> {
                 create: args.create,
                 max_attempts: args.max_attempts,
                 deadline: args.deadline,
+                lock: args.lock.map(|l| (l.kind, l.name)),
             };
             let reply = client
                 .op_submit(

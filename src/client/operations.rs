@@ -44,6 +44,9 @@ pub struct SubmitOptions {
     pub max_attempts: Option<u32>,
     /// `None`: the server's default (operations.deadline_ms).
     pub deadline: Option<Duration>,
+    /// (kind, name) of the resource whose lock the operation takes instead of its target's, in
+    /// the target's namespace (a backup locks its deployment).
+    pub lock: Option<(String, String)>,
 }
 
 /// Which operations a list or watch returns (every given filter must match).
@@ -101,6 +104,8 @@ impl Client {
             deadline_ms: opts.deadline.map_or(0, |d| {
                 u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
             }),
+            lock_kind: opts.lock.as_ref().map(|l| l.0.clone()).unwrap_or_default(),
+            lock_name: opts.lock.as_ref().map(|l| l.1.clone()).unwrap_or_default(),
         };
         self.call(Retry::Write, |ch, t| {
             let msg = msg.clone();

@@ -83,6 +83,24 @@ pub fn policy(
     }
 }
 
+/// The resource whose lock a submit asks for instead of its target's (`lock_kind`, `lock_name`,
+/// in the target's namespace), if any; both or neither must be given.
+fn lock_on(req: &SubmitOperationRequest, target: &ObjectKey) -> Result<Option<ObjectKey>, Status> {
+    match (req.lock_kind.is_empty(), req.lock_name.is_empty()) {
+        (true, true) => Ok(None),
+        (false, false) => {
+            let key = ObjectKey::new(&req.lock_kind, &target.namespace, &req.lock_name);
+            state::validate::validate_key(&key).map_err(|r| {
+                Status::invalid_argument(format!("lock_kind/lock_name: {r}"))
+            })?;
+            Ok(Some(key))
+        }
+        _ => Err(Status::invalid_argument(
+            "lock_kind and lock_name: give both (another resource's lock) or neither (the target's)",
+        )),
+    }
+}
+
 pub fn parse_id(field: &str, text: &str) -> Result<OperationId, Status> {
     text.parse()
         .map_err(|e: String| Status::invalid_argument(format!("{field}: {e}")))
@@ -233,13 +251,18 @@ impl Operations for OperationsService {
         let req = request.into_inner();
         let target = ResourcesService::parse_key(&req.kind, &req.namespace, &req.name)?;
         let config = self.node.config.operations();
-        let policy = policy(
+        let mut policy = policy(
             config,
             &target,
             &req.verb,
             req.max_attempts,
             req.deadline_ms,
         );
+        if let Some(lock) = policy.lock.as_mut() {
+            if let Some(key) = lock_on(&req, &target)? {
+                lock.name = key.to_string();
+            }
+        }
         let command = Command::OpSubmit {
             params: json_or_null("params_json", &req.params_json)?,
             idempotency_key: (!req.idempotency_key.is_empty()).then_some(req.idempotency_key),

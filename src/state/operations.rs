@@ -230,7 +230,8 @@ impl FromStr for Handle {
 /// those that only read it (a backup), as the server's configuration says.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpLock {
-    /// Usually the target's `OpLock::target_name`; a backup may lock its deployment instead.
+    /// Usually the target's (`OpLock::on_target`); a submit may name another resource's (a
+    /// backup locks its deployment).
     pub name: String,
     pub mode: LockMode,
 }

@@ -347,6 +347,22 @@ async fn bad_requests_watch_paging_and_read_lock_verbs() {
             .expect_err("no target"),
     );
     assert_eq!(code, Code::NotFound, "{msg}");
+    for (lock, what) in [
+        (("Director", ""), "give both"),
+        (("not a kind", "z"), "lock_kind/lock_name: kind"),
+    ] {
+        let opts = SubmitOptions {
+            lock: Some((lock.0.into(), lock.1.into())),
+            ..SubmitOptions::default()
+        };
+        let (code, msg) = code_and_message(
+            api.op_submit("Director", "", "z", "backup", &opts)
+                .await
+                .expect_err("bad lock"),
+        );
+        assert_eq!(code, Code::InvalidArgument, "{msg}");
+        assert!(msg.contains(what), "{msg}");
+    }
     let (code, msg) = code_and_message(
         api.op_get("bogus", Consistency::Linearizable)
             .await
