@@ -229,22 +229,15 @@ impl BatchSender {
         async move {
             let (payload, replies) = join_encoded(batch);
             let count = replies.len();
-            // Nothing reached the leader: each command may be sent again (to the next leader).
-            let unreached = |why: String| {
-                let message = format!("cannot connect to the leader {}: {why}", leader.peer_addr);
-                let reply = || ForwardReply::NotLeader {
-                    message: message.clone(),
-                    leader: None,
-                };
-                Ok((0..count).map(|_| reply()).collect())
-            };
             let result = match client {
-                Err(e) => unreached(e.to_string()),
+                Err(e) => Err(errors::unavailable(
+                    format!("cannot reach the leader: {e}"),
+                    Some(&leader),
+                )),
                 Ok(mut client) => {
                     let mut req = tonic::Request::new(RaftMessage { data: payload });
                     req.set_timeout(timeout);
                     match client.forward_batch(req).await {
-                        Err(s) if crate::client::never_sent(&s) => unreached(s.message().to_string()),
                         Err(s) => Err(errors::unavailable(
                             format!(
                                 "forwarding to the leader failed; the write's outcome is unknown: {}",

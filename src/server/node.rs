@@ -174,17 +174,11 @@ impl Node {
                     Err(status) => last_err = status,
                 }
             }
-            // Let the new leadership settle before the next attempt: a leader that refused the
-            // command, or that could not be reached, is usually replaced within an election, and
-            // until then this node still names it.
-            let settle = Duration::from_millis(self.config.raft.election_timeout_max_ms * 2);
+            // Let the new leadership settle before the next attempt.
             let _ = self
                 .raft
-                .wait(Some(settle))
-                .metrics(
-                    |m| m.current_leader.is_some_and(|l| l != leader_id),
-                    "another leader",
-                )
+                .wait(Some(self.leader_wait()))
+                .metrics(|m| m.current_leader.is_some(), "leader")
                 .await;
         }
         Err(last_err)
