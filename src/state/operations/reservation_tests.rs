@@ -27,6 +27,14 @@ fn create(object: Resource) -> Command {
     }
 }
 
+fn update(object: Resource) -> Command {
+    Command::Update {
+        object,
+        expected_revision: None,
+        fence: None,
+    }
+}
+
 fn decommission(name: &str) -> Command {
     Command::Decommission {
         target: key(name),
@@ -121,11 +129,7 @@ fn to_delete_makes_it_due_at_once_and_an_update_without_reservation_keeps_it() {
     // An update that knows nothing of reservations keeps it.
     let mut plain = super::tests::director("d1");
     plain.spec = crate::state::RawJson::from_value(&json!({ "options": "{\"a\":1}" }));
-    let cmd = Command::Update {
-        object: plain,
-        expected_revision: None,
-        fence: None,
-    };
+    let cmd = update(plain);
     assert!(matches!(log.run(T0 + 1, cmd), Response::Object { .. }));
     assert_eq!(reservation_of(&log, "d1").expires_at, Some(T0 + 3_600_000));
     assert!(not_due(&mut log, T0 + 2, "d1").contains("ends at"));
@@ -134,11 +138,7 @@ fn to_delete_makes_it_due_at_once_and_an_update_without_reservation_keeps_it() {
         "d1",
         json!({ "nodeId": "n", "durationSeconds": 3600, "toDelete": true }),
     );
-    let cmd = Command::Update {
-        object: marked,
-        expected_revision: None,
-        fence: None,
-    };
+    let cmd = update(marked);
     assert!(matches!(log.run(T0 + 3, cmd), Response::Object { .. }));
     assert_eq!(log.state.reservations_due(T0 + 3), vec![key("d1")]);
     let op = log.submit(T0 + 4, decommission("d1"));
@@ -151,11 +151,7 @@ fn to_delete_makes_it_due_at_once_and_an_update_without_reservation_keeps_it() {
         "d1",
         json!({ "nodeId": "n", "durationSeconds": 7200, "toDelete": true }),
     );
-    let cmd = Command::Update {
-        object: changed,
-        expected_revision: None,
-        fence: None,
-    };
+    let cmd = update(changed);
     let rejection = log.rejection(T0 + 5, cmd);
     assert!(
         matches!(&rejection, Rejection::Invalid { field, rule } if field == "reservation" && rule.contains(&op.to_string())),
@@ -396,27 +392,13 @@ mod model {
                         .and_then(|o| o.reservation.map(|r| r.node_id.to_string()))
                         .unwrap_or_else(|| NODES[0].to_string());
                     let o = object(NAMES[name], &node, cru, seconds, to_delete);
-                    log.run(
-                        now,
-                        Command::Update {
-                            object: o,
-                            expected_revision: None,
-                            fence: None,
-                        },
-                    );
+                    log.run(now, update(o));
                 }
                 Step::Touch { name } => {
                     let before = log.object(NAMES[name]).and_then(|o| o.reservation);
                     let mut o = super::super::tests::director(NAMES[name]);
                     o.metadata.labels.insert("touched".into(), "yes".into());
-                    log.run(
-                        now,
-                        Command::Update {
-                            object: o,
-                            expected_revision: None,
-                            fence: None,
-                        },
-                    );
+                    log.run(now, update(o));
                     let after = log.object(NAMES[name]).and_then(|o| o.reservation);
                     prop_assert_eq!(before, after, "an update without reservation keeps it");
                 }
