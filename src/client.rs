@@ -36,6 +36,7 @@ use crate::proto::v1::cluster_client::ClusterClient;
 use crate::proto::v1::resources_client::ResourcesClient;
 
 mod cluster;
+mod deployments;
 mod failover;
 mod locks;
 mod operations;
@@ -51,6 +52,7 @@ pub use crate::proto::v1::{
     LockEventType, LockGrant, LockHolderInfo, LockInfo, LockMode, LockWaiterInfo, Member,
     MemberListReply, NodeStatus, ReleaseReply,
 };
+pub use deployments::{DeploymentStatus, DeploymentVerb};
 pub use failover::{
     is_retryable_read, leader_hint, never_sent, normalize_endpoint, split_endpoints,
     LEADER_HINT_KEY,

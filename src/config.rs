@@ -42,6 +42,62 @@ pub struct Config {
     pub locks: LocksConfig,
     #[serde(default)]
     pub operations: OperationsConfig,
+    #[serde(default)]
+    pub status: StatusConfig,
+}
+
+/// Deployment status (the `Deployments` API): how much one deployment, one report and one
+/// status answer may hold.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StatusConfig {
+    /// Most resources (AppContext and cluster-only) in one deployment.
+    pub resources_max: u64,
+    /// Largest raw metadata + spec + status of one resource, as JSON bytes.
+    pub resource_bytes_max: u64,
+    /// Most resources (or updates) in one request, hence one replicated command.
+    pub items_max: u64,
+    /// Most resources one `all`, `detail` or `rsync` status answer lists.
+    pub query_resources_max: u64,
+}
+
+impl Default for StatusConfig {
+    fn default() -> Self {
+        let limits = crate::state::deployment::StatusLimits::default();
+        StatusConfig {
+            resources_max: limits.resources_max,
+            resource_bytes_max: limits.resource_bytes_max,
+            items_max: limits.items_max,
+            query_resources_max: 10_000,
+        }
+    }
+}
+
+impl StatusConfig {
+    /// The limits the leader puts into each deployment command.
+    pub fn limits(&self) -> crate::state::deployment::StatusLimits {
+        crate::state::deployment::StatusLimits {
+            resources_max: self.resources_max,
+            resource_bytes_max: self.resource_bytes_max,
+            items_max: self.items_max,
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let positive = [
+            ("status.resources_max", self.resources_max),
+            ("status.resource_bytes_max", self.resource_bytes_max),
+            ("status.items_max", self.items_max),
+            ("status.query_resources_max", self.query_resources_max),
+        ];
+        if let Some((field, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(ConfigError::Invalid {
+                field,
+                rule: "must be >= 1".to_string(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Lifecycle operations and workers: the limits the state machine enforces (each named as in
@@ -379,7 +435,8 @@ impl Config {
                 "bookmark_interval_ms and max_pending_proposals must be >= 1",
             );
         }
-        self.operations().validate()
+        self.operations().validate()?;
+        self.status.validate()
     }
 }
 
@@ -487,6 +544,7 @@ mod tests {
             limits: Limits::default(),
             locks: LocksConfig::default(),
             operations: OperationsConfig::default(),
+            status: StatusConfig::default(),
         }
     }
 

@@ -95,6 +95,7 @@ impl Cluster {
                 limits: Default::default(),
                 locks: Default::default(),
                 operations: Default::default(),
+                status: Default::default(),
             };
             let path = dir.path().join(format!("node{}.toml", m.id));
             std::fs::write(&path, toml::to_string(&config).expect("toml")).expect("write config");

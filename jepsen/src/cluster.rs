@@ -565,6 +565,7 @@ fn write_config(
         limits: Limits::default(),
         locks: spec.locks.clone(),
         operations: Default::default(),
+        status: Default::default(),
     };
     config.validate()?;
     let title = format!(

@@ -81,7 +81,7 @@ pub async fn run(args: ApplyArgs, global: &GlobalOpts) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn read_input(path: &PathBuf) -> anyhow::Result<String> {
+pub(super) fn read_input(path: &PathBuf) -> anyhow::Result<String> {
     if path.as_os_str() == "-" {
         let mut text = String::new();
         std::io::stdin()

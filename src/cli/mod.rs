@@ -8,10 +8,12 @@
 //! - `op ...`, `worker list`: lifecycle operations and workers (op.rs, printed by op_render.rs);
 //!   `worker run`: a worker that runs a program per assignment (worker_run.rs)
 //! - `reservation counters`: what reservations hold per node (reservation.rs)
+//! - `status`, `deployment ...`: deployed applications' status and its reports (deployment.rs)
 //! - `member ...`, `cluster status`: membership (member.rs)
 //! - render.rs: tables, JSON and YAML output shared by all of them.
 
 mod apply;
+mod deployment;
 mod dev;
 mod fence;
 mod lock;
@@ -88,6 +90,11 @@ pub enum Command {
     /// What reservations hold on each node (reservations are resources with a `reservation`).
     #[command(subcommand, alias = "reservations")]
     Reservation(reservation::ReservationCommand),
+    /// Where a deployment stands: states, rsync/cluster/readiness counts, its resources.
+    Status(deployment::StatusArgs),
+    /// Deployments (EMCO deployment intent groups): life cycle and status reports.
+    #[command(subcommand, alias = "deployments")]
+    Deployment(deployment::DeploymentCommand),
     /// Cluster membership.
     #[command(subcommand)]
     Member(member::MemberCommand),
@@ -133,6 +140,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Op(cmd) => op::run(cmd, global).await,
         Command::Worker(cmd) => op::run_worker(cmd, global).await,
         Command::Reservation(cmd) => reservation::run(cmd, global).await,
+        Command::Status(args) => deployment::status(args, global).await,
+        Command::Deployment(cmd) => deployment::run(cmd, global).await,
         Command::Member(cmd) => member::run_member(cmd, global).await,
         Command::Cluster(cmd) => member::run_cluster(cmd, global).await,
     }

@@ -227,6 +227,7 @@ pub fn loopback_config(id: u64, nodes: u64, data_root: &Path) -> Config {
         limits: Limits::default(),
         locks: LocksConfig::default(),
         operations: Default::default(),
+        status: Default::default(),
     }
 }
 

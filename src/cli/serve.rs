@@ -63,6 +63,7 @@ pub fn build_config(args: &ServeArgs) -> anyhow::Result<Config> {
                 limits: Limits::default(),
                 locks: Default::default(),
                 operations: Default::default(),
+                status: Default::default(),
             }
         }
     };

@@ -28,11 +28,14 @@ fn rejection_code(r: &Rejection) -> Code {
         Rejection::LockBusy { .. } | Rejection::LockDelayed { .. } => Code::Aborted,
         Rejection::LockNotHeld { .. } | Rejection::FenceRejected { .. } => Code::FailedPrecondition,
         Rejection::LockOwnedByOperation { .. } => Code::FailedPrecondition,
-        Rejection::OperationNotFound { .. } | Rejection::WorkerNotFound { .. } => Code::NotFound,
+        Rejection::OperationNotFound { .. }
+        | Rejection::WorkerNotFound { .. }
+        | Rejection::DeploymentResourceNotFound { .. } => Code::NotFound,
         Rejection::OperationState { .. }
         | Rejection::OperationBehind { .. }
         | Rejection::WorkerUnfit { .. }
-        | Rejection::ReservationNotDue { .. } => Code::FailedPrecondition,
+        | Rejection::ReservationNotDue { .. }
+        | Rejection::DeploymentState { .. } => Code::FailedPrecondition,
         // A sequencer (epoch) check failed: the worker lost its assignment and must stop, not
         // retry (gRPC's own example of Aborted).
         Rejection::StaleAssignment { .. } => Code::Aborted,

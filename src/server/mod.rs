@@ -7,6 +7,7 @@
 //! peer.rs) stay thin: validate, then `Node::propose` or `Node::read_barrier` + read.
 
 pub mod cluster;
+pub mod deployments;
 pub mod errors;
 pub mod forward;
 pub mod locks;
@@ -31,6 +32,7 @@ use tonic::transport::server::TcpIncoming;
 use crate::config::Config;
 use crate::proto::raft_v1::raft_peer_server::RaftPeerServer;
 use crate::proto::v1::cluster_server::ClusterServer;
+use crate::proto::v1::deployments_server::DeploymentsServer;
 use crate::proto::v1::locks_server::LocksServer;
 use crate::proto::v1::operations_server::OperationsServer;
 use crate::proto::v1::reservations_server::ReservationsServer;
@@ -187,6 +189,9 @@ async fn serve_client_api(
         .max_decoding_message_size(max_msg);
     let reservations =
         ReservationsServer::new(reservations::ReservationsService::new(node.clone()));
+    let deployments = DeploymentsServer::new(deployments::DeploymentsService::new(node.clone()))
+        .max_decoding_message_size(max_msg)
+        .max_encoding_message_size(usize::MAX);
     let cluster = ClusterServer::new(cluster::ClusterService::new(node));
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let result = tonic::transport::Server::builder()
@@ -195,6 +200,7 @@ async fn serve_client_api(
         .add_service(operations)
         .add_service(workers)
         .add_service(reservations)
+        .add_service(deployments)
         .add_service(cluster)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;

@@ -13,6 +13,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::command::{Command, Event, Rejection, Response, TxnOp};
+use super::deployment::{Deployment, DeploymentTable, DEPLOYMENT_KIND};
 use super::locks::{Fence, Lock, LockContext, LockEvent, LockTable};
 use super::operations::{
     Dispatch, OpEvent, OpFilter, Operation, OperationId, OperationTable, OpsDue, Worker,
@@ -22,6 +23,7 @@ use super::resource::{ObjectKey, Resource};
 use super::selector::Selector;
 use ops::{apply_op, Change, Op};
 
+mod deployment;
 mod lifecycle;
 mod ops;
 #[cfg(test)]
@@ -70,6 +72,9 @@ pub struct State {
     /// Reservations waiting for their decommission, and per-node counters; derived from
     /// `objects` (every change goes through `put_object`/`remove_object`), never snapshotted.
     reservations: ReservationIndex,
+    /// Deployments' status (apps -> clusters -> resources, with counts), each mirrored by the
+    /// object of kind `DeploymentIntentGroup` under the same key.
+    deployments: DeploymentTable,
     /// The highest Raft term applied so far (blank and membership entries included).
     term: u64,
     /// State time when the first time-stamped (normal) entry of `term` was applied; `None` until
@@ -364,6 +369,16 @@ impl State {
         &self.reservations
     }
 
+    /// One deployment's status by the key of its mirror object.
+    pub fn deployment(&self, key: &ObjectKey) -> Option<&Deployment> {
+        self.deployments.get(key)
+    }
+
+    /// Number of deployments.
+    pub fn deployment_count(&self) -> usize {
+        self.deployments.len()
+    }
+
     fn next_revision(&self) -> Result<u64, Rejection> {
         self.revision
             .checked_add(1)
@@ -388,6 +403,10 @@ pub fn apply_effects(
     let events_before = out.events.len();
     advance_time(state, ctx);
     observe_term(state, ctx);
+    if let Some(rejection) = mirror_write(cmd) {
+        start_term_clock(state, ctx);
+        return Response::Rejected(rejection);
+    }
     let events = &mut out.events;
     let response = match cmd {
         Command::Create { object, fence } => {
@@ -448,6 +467,11 @@ pub fn apply_effects(
         | Command::OpAbort { .. }
         | Command::OpSweep { .. }
         | Command::Decommission { .. } => lifecycle::apply_op_command(state, ctx, cmd, out),
+        Command::Deployment {
+            key,
+            action,
+            limits,
+        } => deployment::apply_deployment(state, ctx, key, action, limits, events),
     };
     // After the command: a sweep that is itself the term's first stamped entry sees no start,
     // so it expires nothing whatever its grace.
@@ -459,6 +483,28 @@ pub fn apply_effects(
         "one event per revision"
     );
     response
+}
+
+/// The refusal of a resource write (or an operation) aimed at a deployment's mirror object: those
+/// change only with their deployment (`Command::Deployment`), or mirror and table would part.
+fn mirror_write(cmd: &Command) -> Option<Rejection> {
+    let refuse = |key: &ObjectKey| {
+        (key.kind == DEPLOYMENT_KIND).then(|| Rejection::Invalid {
+            field: "kind".to_string(),
+            rule: format!(
+                "{DEPLOYMENT_KIND} objects mirror deployments and change only through the \
+                 Deployments API (steward deployment ...); {key} cannot be written directly"
+            ),
+        })
+    };
+    match cmd {
+        Command::Create { object, .. }
+        | Command::Update { object, .. }
+        | Command::UpdateStatus { object, .. } => refuse(&object.key()),
+        Command::Delete { key, .. } | Command::OpSubmit { target: key, .. } => refuse(key),
+        Command::Txn { ops, .. } => ops.iter().find_map(|op| refuse(&op.key())),
+        _ => None,
+    }
 }
 
 /// `apply_effects` for callers that only care about objects (resource-only tools and tests):

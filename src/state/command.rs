@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::deployment::{DeploymentAction, StatusLimits};
 use super::locks::{Fence, LockHolder, LockLimits, LockMode};
 use super::operations::{
     Handle, OpLimits, OpPolicy, OpState, OpTally, Operation, OperationId, Worker,
@@ -187,6 +188,13 @@ pub enum Command {
         policy: OpPolicy,
         limits: OpLimits,
     },
+    /// A deployment's life cycle step or status report (`deployment`), applied to its status
+    /// table and its mirror object (`key`, of kind `DeploymentIntentGroup`) together.
+    Deployment {
+        key: ObjectKey,
+        action: DeploymentAction,
+        limits: StatusLimits,
+    },
 }
 
 /// What a worker says about its assignment (`Command::OpReport`).
@@ -361,6 +369,9 @@ impl fmt::Display for Command {
             Command::Decommission { target, verb, .. } => {
                 write!(f, "decommission {target} by {verb}")
             }
+            Command::Deployment { key, action, .. } => {
+                write!(f, "deployment-{} {key}", action.verb())
+            }
         }?;
         match self.fence() {
             Some(fence) => write!(f, " fenced by {fence}"),
@@ -501,6 +512,12 @@ pub enum Rejection {
     /// A `Decommission` for a reservation that is not due, or whose decommission was submitted.
     #[error("reservation on {key}: {reason}")]
     ReservationNotDue { key: ObjectKey, reason: String },
+    /// A deployment action its life cycle does not allow now.
+    #[error("deployment {key}: {reason}")]
+    DeploymentState { key: ObjectKey, reason: String },
+    /// A report or update naming an app, cluster or resource the deployment does not have.
+    #[error("deployment {key} has no {what}")]
+    DeploymentResourceNotFound { key: ObjectKey, what: String },
     #[error("operation {id} not found (never submitted, or ended and no longer retained)")]
     OperationNotFound { id: OperationId },
     #[error(

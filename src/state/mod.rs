@@ -26,9 +26,11 @@
 
 pub mod apply;
 pub mod command;
+pub mod deployment;
 pub mod locks;
 pub mod operations;
 pub mod raw_json;
+pub mod readiness;
 pub mod reservation;
 pub mod resource;
 pub mod selector;

@@ -128,6 +128,7 @@ impl TestCluster {
                 limits: limits.clone(),
                 locks: locks.clone(),
                 operations: operations.clone(),
+                status: Default::default(),
             };
             cluster.add_node_config(config);
         }
@@ -168,6 +169,7 @@ impl TestCluster {
             limits,
             locks,
             operations,
+            status: Default::default(),
         };
         let addrs = (config.peer_addr.clone(), config.client_addr.clone());
         self.add_node_config(config);

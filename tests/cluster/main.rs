@@ -2,6 +2,7 @@
 
 mod api;
 mod bad_input;
+mod deployments;
 mod faults;
 mod harness;
 mod locks;

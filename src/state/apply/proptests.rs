@@ -222,6 +222,8 @@ fn rejection_name(r: &Rejection) -> &'static str {
         Rejection::WorkerUnfit { .. } => "WorkerUnfit",
         Rejection::StaleAssignment { .. } => "StaleAssignment",
         Rejection::ReservationNotDue { .. } => "ReservationNotDue",
+        Rejection::DeploymentState { .. } => "DeploymentState",
+        Rejection::DeploymentResourceNotFound { .. } => "DeploymentResourceNotFound",
     }
 }
 
@@ -285,6 +287,7 @@ fn model_step(model: &mut Model, cmd: &Command) -> Result<(), (Option<usize>, &'
         | Command::Decommission { .. } => {
             unreachable!("op commands are tested in operations::proptests")
         }
+        Command::Deployment { .. } => unreachable!("deployments are tested in deployment::tests"),
     };
     model.apply_op(&op).map_err(|e| (None, e))
 }

@@ -15,6 +15,7 @@ use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::State;
+use crate::state::deployment::{DeploymentRecord, DeploymentTable};
 use crate::state::locks::{Lock, LockTable};
 use crate::state::operations::{Operation, OperationTable, Worker};
 use crate::state::reservation::ReservationIndex;
@@ -23,7 +24,11 @@ use crate::state::resource::{ObjectKey, Resource};
 /// Version of the `write_snapshot` body; bump on any incompatible change.
 /// 2: locks, `last_lock_token`, `term`, `term_started_ms`.
 /// 3: `operations`, `workers`.
-pub const SNAPSHOT_FORMAT: u32 = 3;
+/// 4: `deployments`.
+pub const SNAPSHOT_FORMAT: u32 = 4;
+
+/// Format 3 (no deployments) is still read: it restores with no deployments.
+const SNAPSHOT_FORMAT_NO_DEPLOYMENTS: u32 = 3;
 
 /// Format 2 (no operations) is still read: it restores with no operations and no workers, which
 /// is exactly the state such a store had.
@@ -47,6 +52,7 @@ struct SnapshotRef<'a> {
     term_started_ms: Option<u64>,
     operations: Vec<&'a Operation>,
     workers: Vec<&'a Worker>,
+    deployments: Vec<DeploymentRecord>,
 }
 
 type ObjectMap = imbl::OrdMap<ObjectKey, Arc<Resource>>;
@@ -82,6 +88,8 @@ struct SnapshotBody {
     operations: Vec<Operation>,
     #[serde(default)]
     workers: Vec<Worker>,
+    #[serde(default)]
+    deployments: Vec<DeploymentRecord>,
 }
 
 /// The objects as read, each put into the map as it is decoded: a `Vec` of them first would cost
@@ -118,6 +126,10 @@ impl<'de> Deserialize<'de> for ObjectsRead {
     }
 }
 
+fn objects_has(objects: &ObjectsRead, key: &ObjectKey) -> bool {
+    objects.map.contains_key(key)
+}
+
 impl State {
     /// Writes the whole state as versioned JSON (objects as a list in key order) to `out` as it
     /// goes. A node streams its snapshot into a file this way: encoded into memory first, it
@@ -137,6 +149,7 @@ impl State {
             term_started_ms: self.term_started_ms,
             operations,
             workers,
+            deployments: self.deployments.parts(),
         };
         // Only `out` can fail: all map keys are strings and no Serialize impl here errors.
         serde_json::to_writer(out, &body).map_err(io::Error::from)
@@ -166,12 +179,14 @@ impl State {
     fn from_snapshot_body(body: SnapshotBody) -> Result<State, String> {
         let known = [
             SNAPSHOT_FORMAT,
+            SNAPSHOT_FORMAT_NO_DEPLOYMENTS,
             SNAPSHOT_FORMAT_NO_OPERATIONS,
             SNAPSHOT_FORMAT_NO_LOCKS,
         ];
         if !known.contains(&body.format) {
             return Err(format!(
                 "snapshot format {} is not supported (expected {SNAPSHOT_FORMAT}, \
+                 {SNAPSHOT_FORMAT_NO_DEPLOYMENTS} without deployments, \
                  {SNAPSHOT_FORMAT_NO_OPERATIONS} without operations, or \
                  {SNAPSHOT_FORMAT_NO_LOCKS} without locks)",
                 body.format
@@ -188,6 +203,19 @@ impl State {
                 "snapshot format {} cannot hold operations or workers",
                 body.format
             ));
+        }
+        if body.format < SNAPSHOT_FORMAT && !body.deployments.is_empty() {
+            return Err(format!(
+                "snapshot format {} cannot hold deployments",
+                body.format
+            ));
+        }
+        let deployments = DeploymentTable::from_parts(body.deployments)
+            .map_err(|e| format!("snapshot deployments: {e}"))?;
+        for key in deployments.keys() {
+            if !objects_has(&body.objects, key) {
+                return Err(format!("snapshot deployment {key} has no mirror object"));
+            }
         }
         let locks = LockTable::from_parts(body.locks, body.last_lock_token)
             .map_err(|e| format!("snapshot locks: {e}"))?;
@@ -215,6 +243,7 @@ impl State {
         }
         Ok(State {
             reservations,
+            deployments,
             revision: body.revision,
             time_ms: body.time_ms,
             objects,
