@@ -254,7 +254,10 @@ pub fn check_delete(key: &ObjectKey, d: &Deployment) -> Result<(), Rejection> {
         None | Some(ContextState::Terminated | ContextState::TerminateFailed) => Ok(()),
         Some(state) => Err(state_error(
             key,
-            format!("its AppContext is {state}; terminate it first (delete needs no AppContext, Terminated or TerminateFailed)"),
+            format!(
+                "its AppContext is {state}; delete needs it absent (never instantiated), \
+                 Terminated or TerminateFailed: terminate it and wait for rsync"
+            ),
         )),
     }
 }
