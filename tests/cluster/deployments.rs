@@ -425,3 +425,119 @@ async fn status_summary_latency_at_10000_resources_with_reports_streaming() {
         pct(&lat, 50)
     );
 }
+
+/// The README's walkthrough: the files in examples/emco through the CLI, as a user runs them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_readme_walkthrough_with_examples_emco_gives_the_shown_status() {
+    let cluster = TestCluster::start(3).await;
+    cluster.wait_leader().await;
+    let endpoint = cluster.endpoint(cluster.running()[1]);
+    let run = move |args: Vec<&'static str>| {
+        let endpoint = endpoint.clone();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let out = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
+                    .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/emco"))
+                    .arg("--endpoints")
+                    .arg(&endpoint)
+                    .args(&args)
+                    .output()
+                    .expect("run steward");
+                assert!(out.status.success(), "{args:?}: {out:?}");
+                String::from_utf8(out.stdout).expect("utf-8")
+            })
+            .await
+            .expect("join")
+        }
+    };
+    run(vec![
+        "deployment",
+        "create",
+        "vfw-dig",
+        "--project",
+        "p1",
+        "--composite-app",
+        "vfw",
+        "--composite-app-version",
+        "v1",
+        "--composite-profile",
+        "default",
+    ])
+    .await;
+    run(vec![
+        "deployment",
+        "add-resources",
+        "vfw-dig",
+        "-f",
+        "resources.yaml",
+    ])
+    .await;
+    run(vec!["deployment", "approve", "vfw-dig"]).await;
+    let out = run(vec!["deployment", "instantiate", "vfw-dig"]).await;
+    assert_eq!(
+        out,
+        "deployment default/vfw-dig: Instantiated Instantiating\n"
+    );
+    run(vec![
+        "deployment",
+        "report-rsync",
+        "vfw-dig",
+        "-f",
+        "rsync.yaml",
+    ])
+    .await;
+    run(vec![
+        "deployment",
+        "report-cluster",
+        "vfw-dig",
+        "-f",
+        "bundles.yaml",
+    ])
+    .await;
+    let table = run(vec!["status", "vfw-dig"]).await;
+    assert!(
+        table.contains("Applied=3 Retrying=1")
+            && table.contains("Present=3 Unknown=2")
+            && table.contains("Ready=3 Unknown=2"),
+        "{table}"
+    );
+    let rsync: Value = serde_json::from_str(
+        &run(vec![
+            "status",
+            "vfw-dig",
+            "--mode",
+            "rsync",
+            "--cluster",
+            "edge2",
+            "-o",
+            "json",
+        ])
+        .await,
+    )
+    .expect("json");
+    assert_eq!(rsync["rsync-status"], json!({"Retrying": 1}));
+    assert_eq!(
+        rsync["resources"][0]["clusters"][0]["resources"][0],
+        json!({"GVK": {"Group": "apps", "Version": "v1", "Kind": "Deployment"}, "Name": "collectd",
+               "metadata": {"name": "collectd"}, "spec": {"replicas": 1}, "rsync-status": "Retrying"})
+    );
+    let out = run(vec!["deployment", "terminate", "vfw-dig"]).await;
+    assert_eq!(out, "deployment default/vfw-dig: Terminated PreTerminate\n");
+    run(vec![
+        "deployment",
+        "report-context",
+        "vfw-dig",
+        "Terminating",
+    ])
+    .await;
+    let out = run(vec![
+        "deployment",
+        "report-rsync",
+        "vfw-dig",
+        "-f",
+        "terminated.yaml",
+    ])
+    .await;
+    assert_eq!(out, "deployment default/vfw-dig: Terminated Terminated\n");
+    run(vec!["deployment", "delete", "vfw-dig"]).await;
+}
