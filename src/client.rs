@@ -410,6 +410,30 @@ impl Client {
         })
     }
 
+    /// Objects of `kind` (in `namespace`; empty: all) matching `selector`, counted by `by`
+    /// (`label:KEY` or `status:PATH`).
+    pub async fn count(
+        &self,
+        kind: &str,
+        namespace: &str,
+        selector: &str,
+        by: &str,
+        consistency: Consistency,
+    ) -> Result<pb::CountReply, Status> {
+        let msg = pb::CountRequest {
+            kind: kind.to_string(),
+            namespace: namespace.to_string(),
+            label_selector: selector.to_string(),
+            by: by.to_string(),
+            consistency: consistency as i32,
+        };
+        self.call(Retry::Read, |ch, t| {
+            let msg = msg.clone();
+            async move { resources(ch).count(request(msg, t)).await }
+        })
+        .await
+    }
+
     /// Watches objects of `kind` from `start_revision` (0: from now on).
     pub async fn watch(
         &self,

@@ -4,6 +4,7 @@
 //! - `serve`, `dev`: run nodes (serve.rs, dev.rs; dev writes configs with node_config.rs)
 //! - `apply`, `get`, `delete`, `watch`: resources (apply.rs, resource.rs, watch.rs); writes take
 //!   `--fence NAME:TOKEN` (fence.rs)
+//! - `count KIND --by label:KEY|status:PATH`: objects per value (count.rs)
 //! - `lock ...`: locks (lock.rs, printed by lock_render.rs)
 //! - `op ...`, `worker list`: lifecycle operations and workers (op.rs, printed by op_render.rs);
 //!   `worker run`: a worker that runs a program per assignment (worker_run.rs)
@@ -13,6 +14,7 @@
 //! - render.rs: tables, JSON and YAML output shared by all of them.
 
 mod apply;
+mod count;
 mod deployment;
 mod dev;
 mod fence;
@@ -78,6 +80,8 @@ pub enum Command {
     Delete(resource::DeleteArgs),
     /// Print changes to objects of a kind as they happen.
     Watch(watch::WatchArgs),
+    /// Count objects of a kind by a label's or a status field's value.
+    Count(count::CountArgs),
     /// Replicated READ/WRITE locks with TTLs, fair waiting and fencing tokens.
     #[command(subcommand)]
     Lock(lock::LockCommand),
@@ -136,6 +140,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Get(args) => resource::get(args, global).await,
         Command::Delete(args) => resource::delete(args, global).await,
         Command::Watch(args) => watch::run(args, global).await,
+        Command::Count(args) => count::run(args, global).await,
         Command::Lock(cmd) => lock::run(cmd, global).await,
         Command::Op(cmd) => op::run(cmd, global).await,
         Command::Worker(cmd) => op::run_worker(cmd, global).await,

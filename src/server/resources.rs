@@ -351,6 +351,37 @@ impl Resources for ResourcesService {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(kind = %request.get_ref().kind, by = %request.get_ref().by))]
+    async fn count(
+        &self,
+        request: Request<CountRequest>,
+    ) -> Result<GrpcResponse<CountReply>, Status> {
+        let req = request.into_inner();
+        if req.kind.is_empty() {
+            return Err(Status::invalid_argument("kind: required"));
+        }
+        let by = state::count::CountBy::parse(&req.by).map_err(|r| errors::rejection(&r))?;
+        let selector = Selector::parse(&req.label_selector).map_err(|r| errors::rejection(&r))?;
+        let namespace = (!req.namespace.is_empty()).then_some(req.namespace.as_str());
+        self.node
+            .read_barrier(consistency(req.consistency)?)
+            .await?;
+        let state = self.node.state();
+        let counts = state
+            .count(&req.kind, namespace, &selector, &by)
+            .map_err(|r| errors::rejection(&r))?;
+        Ok(GrpcResponse::new(CountReply {
+            buckets: counts
+                .buckets
+                .into_iter()
+                .map(|(value, count)| CountBucket { value, count })
+                .collect(),
+            missing: counts.missing,
+            total: counts.total,
+            revision: state.revision(),
+        }))
+    }
+
     type WatchStream = WatchStream;
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -13,6 +13,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::command::{Command, Event, Rejection, Response, TxnOp};
+use super::count::{CountBy, Counts, LabelCounts};
 use super::deployment::{Deployment, DeploymentTable, DEPLOYMENT_KIND};
 use super::locks::{Fence, Lock, LockContext, LockEvent, LockTable};
 use super::operations::{
@@ -72,6 +73,8 @@ pub struct State {
     /// Reservations waiting for their decommission, and per-node counters; derived from
     /// `objects` (every change goes through `put_object`/`remove_object`), never snapshotted.
     reservations: ReservationIndex,
+    /// Objects per kind, and per label value; derived from `objects` like `reservations`.
+    label_counts: LabelCounts,
     /// Deployments' status (apps -> clusters -> resources, with counts), each mirrored by the
     /// object of kind `DeploymentIntentGroup` under the same key.
     deployments: DeploymentTable,
@@ -186,6 +189,35 @@ impl State {
             page.next = last.cloned();
         }
         page
+    }
+
+    /// Counts objects of `kind` (in `namespace`, or all) matching `selector` by `by`. A count by
+    /// label over all namespaces with no selector is read from the kept counts; the others range
+    /// over the kind's objects only.
+    pub fn count(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+        selector: &Selector,
+        by: &CountBy,
+    ) -> Result<Counts, Rejection> {
+        if let (CountBy::Label(key), None, true) = (by, namespace, selector.is_everything()) {
+            return self.label_counts.by_label(kind, key.as_str());
+        }
+        let start = ObjectKey::new(kind, namespace.unwrap_or(""), "");
+        let mut counts = Counts::default();
+        let in_scope =
+            |key: &ObjectKey| key.kind == kind && namespace.is_none_or(|ns| key.namespace == ns);
+        for (_, object) in self
+            .objects
+            .range(start..)
+            .take_while(|(key, _)| in_scope(key))
+        {
+            if selector.matches(&object.metadata.labels) {
+                counts.add(by.value_of(object))?;
+            }
+        }
+        Ok(counts)
     }
 
     /// Whether `node_id` was retired by `Command::RetireNode`.
@@ -347,6 +379,8 @@ impl State {
         let previous = self.objects.insert(key, Arc::clone(&object));
         self.reservations
             .replace(previous.as_deref(), Some(&*object));
+        self.label_counts
+            .replace(previous.as_deref(), Some(&*object));
         previous
     }
 
@@ -354,6 +388,7 @@ impl State {
     fn remove_object(&mut self, key: &ObjectKey) -> Option<Arc<Resource>> {
         let previous = self.objects.remove(key);
         self.reservations.replace(previous.as_deref(), None);
+        self.label_counts.replace(previous.as_deref(), None);
         previous
     }
 

@@ -26,6 +26,7 @@
 
 pub mod apply;
 pub mod command;
+pub mod count;
 pub mod deployment;
 pub mod locks;
 pub mod operations;

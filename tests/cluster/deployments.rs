@@ -544,6 +544,21 @@ async fn the_readme_walkthrough_with_examples_emco_gives_the_shown_status() {
         json!({"GVK": {"Group": "apps", "Version": "v1", "Kind": "Deployment"}, "Name": "collectd",
                "metadata": {"name": "collectd"}, "spec": {"replicas": 1}, "rsync-status": "Retrying"})
     );
+    // Deployments counted by AppContext state, with the generic count.
+    let count: Value = serde_json::from_str(
+        &run(vec![
+            "count",
+            "DeploymentIntentGroup",
+            "-A",
+            "--by",
+            "status:status",
+            "-o",
+            "json",
+        ])
+        .await,
+    )
+    .expect("json");
+    assert_eq!(count["counts"], json!({"Instantiating": 1}), "{count}");
     let out = run(vec!["deployment", "terminate", "vfw-dig"]).await;
     assert_eq!(out, "deployment default/vfw-dig: Terminated PreTerminate\n");
     run(vec![

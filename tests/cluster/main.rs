@@ -2,6 +2,7 @@
 
 mod api;
 mod bad_input;
+mod count;
 mod deployments;
 mod faults;
 mod harness;

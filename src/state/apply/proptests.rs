@@ -332,6 +332,27 @@ fn as_model(state: &State) -> BTreeMap<ObjectKey, ModelObj> {
 }
 
 /// Every kind, paged two at a time, equals the model's keys of that kind in order.
+/// The kept label counts equal a count over the objects (a namespace filter forces the scan).
+fn check_label_counts(state: &State) {
+    let everything = Selector::everything();
+    for kind in KINDS {
+        for key in ["l1", "l2", "l3"] {
+            let by = crate::state::count::CountBy::Label(key.to_string());
+            let kept = state.count(kind, None, &everything, &by).expect("kept");
+            let mut scanned = crate::state::count::Counts::default();
+            for ns in NAMESPACES {
+                let part = state.count(kind, Some(ns), &everything, &by).expect("scan");
+                scanned.total += part.total;
+                scanned.missing += part.missing;
+                for (v, n) in part.buckets {
+                    *scanned.buckets.entry(v).or_default() += n;
+                }
+            }
+            assert_eq!(kept, scanned, "{kind} by {key}");
+        }
+    }
+}
+
 fn check_pages(state: &State, model: &Model) {
     for kind in KINDS {
         let mut after = None;
@@ -385,6 +406,7 @@ proptest! {
                 prop_assert_eq!(&state.with_clock_of(&before), &before);
             }
             prop_assert_eq!(as_model(&state), model.objects.clone());
+            check_label_counts(&state);
             for n in 0..4 {
                 prop_assert_eq!(state.is_retired(n), model.retired.contains(&n));
             }

@@ -15,6 +15,7 @@ use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::State;
+use crate::state::count::LabelCounts;
 use crate::state::deployment::{DeploymentRecord, DeploymentTable};
 use crate::state::locks::{Lock, LockTable};
 use crate::state::operations::{Operation, OperationTable, Worker};
@@ -238,11 +239,14 @@ impl State {
             }
         }
         let mut reservations = ReservationIndex::default();
+        let mut label_counts = LabelCounts::default();
         for object in objects.values() {
             reservations.replace(None, Some(&**object));
+            label_counts.replace(None, Some(&**object));
         }
         Ok(State {
             reservations,
+            label_counts,
             deployments,
             revision: body.revision,
             time_ms: body.time_ms,
