@@ -582,6 +582,11 @@ mod tests {
                 "operations.max_attempts",
             ),
             (|c| c.operations.workers_max = 0, "operations.workers_max"),
+            (|c| c.status.items_max = 0, "status.items_max"),
+            (
+                |c| c.status.query_resources_max = 0,
+                "status.query_resources_max",
+            ),
             (
                 |c| c.operations.decommission_verb = "backup".into(),
                 "operations.decommission_verb",

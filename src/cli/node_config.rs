@@ -7,7 +7,9 @@
 
 use std::path::Path;
 
-use crate::config::{Config, Limits, LocksConfig, MemberConfig, OperationsConfig, RaftConfig};
+use crate::config::{
+    Config, Limits, LocksConfig, MemberConfig, OperationsConfig, RaftConfig, StatusConfig,
+};
 
 /// Client port of loopback node N is `CLIENT_PORT_BASE + N` (7001, 7002, ...).
 pub const CLIENT_PORT_BASE: u16 = 7000;
@@ -181,6 +183,31 @@ const OPERATIONS_DOCS: &[(&str, &str)] = &[
     ),
 ];
 
+/// `(key, explanation)` for every `[status]` option (deployment status), in file order.
+const STATUS_DOCS: &[(&str, &str)] = &[
+    (
+        "resources_max",
+        "Most resources (AppContext and cluster-only) in one deployment.",
+    ),
+    (
+        "resource_bytes_max",
+        "Largest raw metadata + spec + status of one deployment resource, as JSON bytes.",
+    ),
+    (
+        "items_max",
+        "Most resources or updates in one Deployments request, hence one replicated command.",
+    ),
+    (
+        "query_resources_max",
+        "Most resources one all/detail/rsync status answer lists.",
+    ),
+];
+
+/// The documented keys of `[status]`.
+pub fn documented_status_keys() -> Vec<&'static str> {
+    STATUS_DOCS.iter().map(|d| d.0).collect()
+}
+
 /// The documented keys of `[operations]`.
 pub fn documented_operations_keys() -> Vec<&'static str> {
     OPERATIONS_DOCS.iter().map(|d| d.0).collect()
@@ -239,7 +266,7 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
     for line in title.lines() {
         out.push_str(&format!("# {line}\n"));
     }
-    out.push_str("#\n# Every [raft], [limits], [locks] and [operations] option is listed with its default; uncomment a line to change it.\n\n");
+    out.push_str("#\n# Every [raft], [limits], [locks], [operations] and [status] option is listed with its default; uncomment a line to change it.\n\n");
     out.push_str("# This node's id (>= 1). Never reuse the id of a removed node.\n");
     out.push_str(&format!("id = {}\n", config.id));
     out.push_str(
@@ -299,6 +326,13 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
         &toml::Value::try_from(config.operations())?,
         &toml::Value::try_from(OperationsConfig::default())?,
     )?;
+    section(
+        &mut out,
+        "status",
+        STATUS_DOCS,
+        &toml::Value::try_from(&config.status)?,
+        &toml::Value::try_from(StatusConfig::default())?,
+    )?;
     Ok(out)
 }
 
@@ -354,6 +388,14 @@ mod tests {
                 .map(|k| k.to_string())
                 .collect::<BTreeSet<_>>(),
             want_ops
+        );
+        let want_status = keys(toml::Value::try_from(StatusConfig::default()).expect("status"));
+        assert_eq!(
+            documented_status_keys()
+                .iter()
+                .map(|k| k.to_string())
+                .collect::<BTreeSet<_>>(),
+            want_status
         );
         let want_locks = keys(toml::Value::try_from(LocksConfig::default()).expect("locks"));
         assert_eq!(
