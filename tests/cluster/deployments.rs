@@ -579,3 +579,114 @@ async fn the_readme_walkthrough_with_examples_emco_gives_the_shown_status() {
     assert_eq!(out, "deployment default/vfw-dig: Terminated Terminated\n");
     run(vec!["deployment", "delete", "vfw-dig"]).await;
 }
+
+/// kill -9 of the leader while reporters write through every node: every acknowledged report is
+/// in the status the new leader answers; a follower that was down while snapshots were taken and
+/// the log purged catches up from a snapshot and answers the same status, byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn acknowledged_reports_survive_a_leader_kill_and_a_snapshot_install() {
+    const APPS: usize = 4;
+    const CLUSTERS: usize = 6;
+    const PER: usize = 3;
+    let mut cluster = TestCluster::start_with(3, test_raft(20, 5), Default::default()).await;
+    let leader = cluster.wait_leader().await;
+    let api = client(&cluster, leader);
+    let name = "ha";
+    instantiated(&api, name, APPS, CLUSTERS, PER).await;
+    let endpoints: Vec<String> = cluster
+        .running()
+        .iter()
+        .map(|id| cluster.endpoint(*id))
+        .collect();
+    // One reporter per app, through every node (clients fail over to the next endpoint); each
+    // records the clusters whose rsync report was acknowledged.
+    let mut reporters = Vec::new();
+    for a in 0..APPS {
+        let mut eps = endpoints.clone();
+        let n = eps.len();
+        eps.rotate_left(a % n);
+        let c = Client::connect(&eps).expect("client");
+        reporters.push(tokio::spawn(async move {
+            let mut acked = Vec::new();
+            for cl in 0..CLUSTERS {
+                // Retried until acknowledged: an ambiguous failure may or may not have applied,
+                // and applying the same report twice is harmless.
+                for _ in 0..50 {
+                    if c.deployment_report_rsync(applied(name, a, cl))
+                        .await
+                        .is_ok()
+                    {
+                        acked.push(cl);
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+            acked
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    cluster.kill(leader);
+    let survivors = cluster.running();
+    let new_leader = cluster.wait_leader_among(&survivors).await;
+    let mut acked = Vec::new();
+    for (a, r) in reporters.into_iter().enumerate() {
+        acked.push((a, r.await.expect("reporter")));
+    }
+    let reader = client(&cluster, new_leader);
+    for (a, clusters) in &acked {
+        assert_eq!(
+            clusters.len(),
+            CLUSTERS,
+            "app {a}: every report acknowledged in the end"
+        );
+        for cl in clusters {
+            let s = reader
+                .deployment_status(
+                    query(name, "summary", &[app_name(*a)], &[cluster_name(*cl)]),
+                    Consistency::Linearizable,
+                )
+                .await
+                .expect("status");
+            assert_eq!(
+                s.status["rsync-status"],
+                json!({"Applied": PER}),
+                "app {a} cluster {cl}"
+            );
+        }
+    }
+    let whole = reader
+        .deployment_status(query(name, "summary", &[], &[]), Consistency::Linearizable)
+        .await
+        .expect("status");
+    assert_eq!(whole.status["status"], "Instantiated", "{}", whole.status);
+
+    // Cluster reports while the old leader is down push the log past several snapshots.
+    for a in 0..APPS {
+        for cl in 0..CLUSTERS {
+            reader
+                .deployment_report_cluster(bundle(name, a, cl, PER, (a + cl) % 2 == 0))
+                .await
+                .expect("cluster report");
+        }
+    }
+    cluster.spawn(leader);
+    let target = cluster.applied(new_leader).await.expect("applied");
+    wait_for(
+        "the restarted node to catch up",
+        Duration::from_secs(30),
+        || async { cluster.applied(leader).await.filter(|a| *a >= target) },
+    )
+    .await;
+    let detail = |id: u64| {
+        let c = client(&cluster, id);
+        async move {
+            c.deployment_status(query(name, "detail", &[], &[]), Consistency::Serializable)
+                .await
+                .expect("detail")
+                .text
+        }
+    };
+    assert_eq!(detail(leader).await, detail(new_leader).await);
+}
