@@ -3,7 +3,10 @@
 //! process); `deployment_status` is a read. The request messages are the proto's own: reporters
 //! build them from what they see.
 
+use std::future::Future;
+
 use serde_json::Value;
+use tonic::transport::Channel;
 use tonic::Status;
 
 use super::{parse_object, request, Client, Consistency, Retry};
@@ -21,19 +24,32 @@ pub struct DeploymentStatus {
     pub revision: u64,
 }
 
+/// The Deployments stub on `ch`.
+type Stub = DeploymentsClient<Channel>;
+
 impl Client {
+    /// A Deployments write (`rpc` on a fresh stub with `msg`): answers the mirror object.
+    async fn deployment_write<M, F, Fut>(&self, msg: M, rpc: F) -> Result<Value, Status>
+    where
+        M: Clone,
+        F: Fn(Stub, tonic::Request<M>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<pb::ObjectReply>, Status>>,
+    {
+        let reply = self
+            .call(Retry::Write, |ch, t| {
+                rpc(Stub::new(ch), request(msg.clone(), t))
+            })
+            .await?;
+        parse_object(&reply.object_json)
+    }
+
     /// Creates a deployment (user state Created); answers its mirror object.
     pub async fn deployment_create(
         &self,
         msg: pb::CreateDeploymentRequest,
     ) -> Result<Value, Status> {
-        let reply = self
-            .call(Retry::Write, |ch, t| {
-                let msg = msg.clone();
-                async move { DeploymentsClient::new(ch).create(request(msg, t)).await }
-            })
-            .await?;
-        parse_object(&reply.object_json)
+        self.deployment_write(msg, |mut c, r| async move { c.create(r).await })
+            .await
     }
 
     /// Defines AppContext resources (before instantiating); answers the mirror object.
@@ -41,17 +57,8 @@ impl Client {
         &self,
         msg: pb::AddDeploymentResourcesRequest,
     ) -> Result<Value, Status> {
-        let reply = self
-            .call(Retry::Write, |ch, t| {
-                let msg = msg.clone();
-                async move {
-                    DeploymentsClient::new(ch)
-                        .add_resources(request(msg, t))
-                        .await
-                }
-            })
-            .await?;
-        parse_object(&reply.object_json)
+        self.deployment_write(msg, |mut c, r| async move { c.add_resources(r).await })
+            .await
     }
 
     /// Approve, instantiate, terminate or delete; answers the mirror object (as deleted, for a
@@ -67,13 +74,8 @@ impl Client {
             name: name.to_string(),
             verb: verb as i32,
         };
-        let reply = self
-            .call(Retry::Write, |ch, t| {
-                let msg = msg.clone();
-                async move { DeploymentsClient::new(ch).act(request(msg, t)).await }
-            })
-            .await?;
-        parse_object(&reply.object_json)
+        self.deployment_write(msg, |mut c, r| async move { c.act(r).await })
+            .await
     }
 
     /// rsync-status changes, applied together or not at all.
@@ -81,17 +83,8 @@ impl Client {
         &self,
         msg: pb::RsyncReportRequest,
     ) -> Result<Value, Status> {
-        let reply = self
-            .call(Retry::Write, |ch, t| {
-                let msg = msg.clone();
-                async move {
-                    DeploymentsClient::new(ch)
-                        .report_rsync(request(msg, t))
-                        .await
-                }
-            })
-            .await?;
-        parse_object(&reply.object_json)
+        self.deployment_write(msg, |mut c, r| async move { c.report_rsync(r).await })
+            .await
     }
 
     /// rsync moves the AppContext itself (`state`: an AppContext state name).
@@ -106,17 +99,8 @@ impl Client {
             name: name.to_string(),
             state: state.to_string(),
         };
-        let reply = self
-            .call(Retry::Write, |ch, t| {
-                let msg = msg.clone();
-                async move {
-                    DeploymentsClient::new(ch)
-                        .report_context(request(msg, t))
-                        .await
-                }
-            })
-            .await?;
-        parse_object(&reply.object_json)
+        self.deployment_write(msg, |mut c, r| async move { c.report_context(r).await })
+            .await
     }
 
     /// ResourceBundleStates, applied together or not at all.
@@ -124,17 +108,8 @@ impl Client {
         &self,
         msg: pb::ClusterReportRequest,
     ) -> Result<Value, Status> {
-        let reply = self
-            .call(Retry::Write, |ch, t| {
-                let msg = msg.clone();
-                async move {
-                    DeploymentsClient::new(ch)
-                        .report_cluster(request(msg, t))
-                        .await
-                }
-            })
-            .await?;
-        parse_object(&reply.object_json)
+        self.deployment_write(msg, |mut c, r| async move { c.report_cluster(r).await })
+            .await
     }
 
     /// The status query (`msg.consistency` is set from `consistency`).

@@ -148,26 +148,21 @@ async fn counts_by_label_and_status_from_every_node() {
 
     // The CLI: exact JSON for scripts.
     let endpoint = cluster.endpoint(nodes[1]);
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
-            .args([
-                "--endpoints",
-                &endpoint,
-                "count",
-                "Director",
-                "-A",
-                "--by",
-                "label:state",
-                "-o",
-                "json",
-            ])
-            .output()
-            .expect("run steward")
-    })
-    .await
-    .expect("join");
-    assert!(out.status.success(), "{out:?}");
-    let mut printed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let out = steward_cli(
+        &endpoint,
+        None,
+        &[
+            "count",
+            "Director",
+            "-A",
+            "--by",
+            "label:state",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    let mut printed: Value = serde_json::from_str(&out).expect("JSON");
     assert!(
         printed["revision"].as_u64().is_some_and(|r| r > 0),
         "{printed}"

@@ -305,27 +305,14 @@ async fn concurrent_reporters_and_reads_from_any_node_see_every_acknowledged_rep
 
     // The CLI prints the server's JSON exactly, in the seed's key order.
     let endpoint = cluster.endpoint(nodes[2]);
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
-            .args([
-                "--endpoints",
-                &endpoint,
-                "status",
-                name,
-                "--mode",
-                "all",
-                "--app",
-                "app1",
-                "-o",
-                "json",
-            ])
-            .output()
-            .expect("run steward")
-    })
-    .await
-    .expect("join");
-    assert!(out.status.success(), "{out:?}");
-    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let text = steward_cli(
+        &endpoint,
+        None,
+        &[
+            "status", name, "--mode", "all", "--app", "app1", "-o", "json",
+        ],
+    )
+    .await;
     let printed: Value = serde_json::from_str(&text).expect("JSON");
     let served = api
         .deployment_status(
@@ -455,23 +442,10 @@ async fn the_readme_walkthrough_with_examples_emco_gives_the_shown_status() {
     let cluster = TestCluster::start(3).await;
     cluster.wait_leader().await;
     let endpoint = cluster.endpoint(cluster.running()[1]);
-    let run = move |args: Vec<&'static str>| {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/emco");
+    let run = |args: Vec<&'static str>| {
         let endpoint = endpoint.clone();
-        async move {
-            tokio::task::spawn_blocking(move || {
-                let out = std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
-                    .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/emco"))
-                    .arg("--endpoints")
-                    .arg(&endpoint)
-                    .args(&args)
-                    .output()
-                    .expect("run steward");
-                assert!(out.status.success(), "{args:?}: {out:?}");
-                String::from_utf8(out.stdout).expect("utf-8")
-            })
-            .await
-            .expect("join")
-        }
+        async move { steward_cli(&endpoint, Some(dir), &args).await }
     };
     run(vec![
         "deployment",

@@ -503,3 +503,19 @@ pub fn assert_all_present(acks: &Acks, items: &[serde_json::Value]) {
         &missing[..missing.len().min(10)]
     );
 }
+
+/// Runs the `steward` binary against `endpoint` with `args` (in `dir` when given, off the async
+/// runtime); asserts it succeeded and returns its standard output.
+pub async fn steward_cli(endpoint: &str, dir: Option<&str>, args: &[&str]) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_steward"));
+    cmd.arg("--endpoints").arg(endpoint).args(args);
+    if let Some(dir) = dir {
+        cmd.current_dir(dir);
+    }
+    let what = format!("steward {}", args.join(" "));
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("run steward"))
+        .await
+        .expect("join");
+    assert!(out.status.success(), "{what}: {out:?}");
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}

@@ -221,23 +221,8 @@ async fn reservations_expire_into_one_decommission_and_counters_follow() {
 
     // The CLI prints the same counters, exact JSON for scripts.
     let endpoint = cluster.endpoint(new_leader);
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_steward"))
-            .args([
-                "--endpoints",
-                &endpoint,
-                "reservation",
-                "counters",
-                "-o",
-                "json",
-            ])
-            .output()
-            .expect("run steward")
-    })
-    .await
-    .expect("join");
-    assert!(out.status.success(), "{out:?}");
-    let printed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let out = steward_cli(&endpoint, None, &["reservation", "counters", "-o", "json"]).await;
+    let printed: Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(printed["nodes"][0]["nodeId"], "node-b", "{printed}");
     assert_eq!(
         printed["nodes"][0]["workloadsByKind"],
