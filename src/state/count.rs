@@ -126,24 +126,27 @@ fn too_many() -> Rejection {
 }
 
 /// Per kind: the number of objects, and per label key the number of objects per value.
+/// Persistent maps, so cloning the state for a snapshot shares them instead of copying.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LabelCounts {
-    kinds: BTreeMap<CompactString, KindCounts>,
+    kinds: imbl::OrdMap<CompactString, KindCounts>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
 struct KindCounts {
     objects: u64,
-    labels: BTreeMap<String, BTreeMap<String, u64>>,
+    labels: imbl::OrdMap<String, imbl::OrdMap<String, u64>>,
 }
 
 impl LabelCounts {
     /// Keeps the counts in step with one object change (`before` -> `after`, same key).
     pub fn replace(&mut self, before: Option<&Resource>, after: Option<&Resource>) {
         if let Some(old) = before {
+            let mut empty = false;
             if let Some(k) = self.kinds.get_mut(old.kind.as_str()) {
                 k.objects = k.objects.saturating_sub(1);
                 for (key, value) in &old.metadata.labels {
+                    let mut gone = false;
                     if let Some(values) = k.labels.get_mut(key) {
                         if let Some(n) = values.get_mut(value) {
                             *n = n.saturating_sub(1);
@@ -151,25 +154,33 @@ impl LabelCounts {
                                 values.remove(value);
                             }
                         }
-                        if values.is_empty() {
-                            k.labels.remove(key);
-                        }
+                        gone = values.is_empty();
+                    }
+                    if gone {
+                        k.labels.remove(key);
                     }
                 }
-                if k.objects == 0 {
-                    self.kinds.remove(old.kind.as_str());
-                }
+                empty = k.objects == 0;
+            }
+            if empty {
+                self.kinds.remove(old.kind.as_str());
             }
         }
         if let Some(new) = after {
-            let k = self.kinds.entry(new.kind.clone()).or_default();
-            k.objects += 1;
-            for (key, value) in &new.metadata.labels {
-                *k.labels
-                    .entry(key.clone())
-                    .or_default()
-                    .entry(value.clone())
-                    .or_default() += 1;
+            if !self.kinds.contains_key(new.kind.as_str()) {
+                self.kinds.insert(new.kind.clone(), KindCounts::default());
+            }
+            if let Some(k) = self.kinds.get_mut(new.kind.as_str()) {
+                k.objects += 1;
+                for (key, value) in &new.metadata.labels {
+                    if !k.labels.contains_key(key) {
+                        k.labels.insert(key.clone(), imbl::OrdMap::new());
+                    }
+                    if let Some(values) = k.labels.get_mut(key) {
+                        let n = values.get(value).copied().unwrap_or(0);
+                        values.insert(value.clone(), n + 1);
+                    }
+                }
             }
         }
     }
@@ -179,10 +190,18 @@ impl LabelCounts {
         let Some(k) = self.kinds.get(kind) else {
             return Ok(Counts::default());
         };
-        let buckets = k.labels.get(key).cloned().unwrap_or_default();
-        if buckets.len() > COUNT_BUCKETS_MAX {
+        let Some(values) = k.labels.get(key) else {
+            return Ok(Counts {
+                total: k.objects,
+                missing: k.objects,
+                buckets: BTreeMap::new(),
+            });
+        };
+        if values.len() > COUNT_BUCKETS_MAX {
             return Err(too_many());
         }
+        let buckets: BTreeMap<String, u64> =
+            values.iter().map(|(v, n)| (v.clone(), *n)).collect();
         let labelled: u64 = buckets.values().sum();
         Ok(Counts {
             total: k.objects,
