@@ -30,12 +30,15 @@ fn rejection_code(r: &Rejection) -> Code {
         Rejection::LockOwnedByOperation { .. } => Code::FailedPrecondition,
         Rejection::OperationNotFound { .. }
         | Rejection::WorkerNotFound { .. }
-        | Rejection::DeploymentResourceNotFound { .. } => Code::NotFound,
+        | Rejection::DeploymentResourceNotFound { .. }
+        | Rejection::PoolEmpty { .. } => Code::NotFound,
         Rejection::OperationState { .. }
         | Rejection::OperationBehind { .. }
         | Rejection::WorkerUnfit { .. }
         | Rejection::ReservationNotDue { .. }
-        | Rejection::DeploymentState { .. } => Code::FailedPrecondition,
+        | Rejection::DeploymentState { .. }
+        | Rejection::PoolNotOwner { .. }
+        | Rejection::PoolState { .. } => Code::FailedPrecondition,
         // A sequencer (epoch) check failed: the worker lost its assignment and must stop, not
         // retry (gRPC's own example of Aborted).
         Rejection::StaleAssignment { .. } => Code::Aborted,

@@ -19,6 +19,7 @@ use super::locks::{Fence, Lock, LockContext, LockEvent, LockTable};
 use super::operations::{
     Dispatch, OpEvent, OpFilter, Operation, OperationId, OperationTable, OpsDue, Worker,
 };
+use super::pool::{PoolIndex, POOL_ITEMS_MAX, POOL_KIND};
 use super::reservation::{ReservationIndex, DECOMMISSION_ITEMS_MAX};
 use super::resource::{ObjectKey, Resource};
 use super::selector::Selector;
@@ -27,6 +28,7 @@ use ops::{apply_op, Change, Op};
 mod deployment;
 mod lifecycle;
 mod ops;
+mod pool;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
@@ -75,6 +77,8 @@ pub struct State {
     reservations: ReservationIndex,
     /// Objects per kind, and per label value; derived from `objects` like `reservations`.
     label_counts: LabelCounts,
+    /// Pool resources by (type, state), request id and expiry; derived like `reservations`.
+    pools: PoolIndex,
     /// Deployments' status (apps -> clusters -> resources, with counts), each mirrored by the
     /// object of kind `DeploymentIntentGroup` under the same key.
     deployments: DeploymentTable,
@@ -381,6 +385,7 @@ impl State {
             .replace(previous.as_deref(), Some(&*object));
         self.label_counts
             .replace(previous.as_deref(), Some(&*object));
+        self.pools.replace(previous.as_deref(), Some(&*object));
         previous
     }
 
@@ -389,6 +394,7 @@ impl State {
         let previous = self.objects.remove(key);
         self.reservations.replace(previous.as_deref(), None);
         self.label_counts.replace(previous.as_deref(), None);
+        self.pools.replace(previous.as_deref(), None);
         previous
     }
 
@@ -402,6 +408,17 @@ impl State {
     /// Per-node reservation counters and the due index.
     pub fn reservations(&self) -> &ReservationIndex {
         &self.reservations
+    }
+
+    /// Pool leases whose state's expiry passed at `now_ms`, earliest first, at most
+    /// `POOL_ITEMS_MAX`: what the leader's reaper proposes to reset. Apply re-checks each.
+    pub fn pools_expired(&self, now_ms: u64) -> Vec<String> {
+        self.pools.expired(now_ms, POOL_ITEMS_MAX)
+    }
+
+    /// The pool indexes.
+    pub fn pools(&self) -> &PoolIndex {
+        &self.pools
     }
 
     /// One deployment's status by the key of its mirror object.
@@ -507,6 +524,9 @@ pub fn apply_effects(
             action,
             limits,
         } => deployment::apply_deployment(state, ctx, key, action, limits, events),
+        Command::Pool { action, grace_ms } => {
+            pool::apply_pool(state, ctx, action, *grace_ms, events)
+        }
     };
     // After the command: a sweep that is itself the term's first stamped entry sees no start,
     // so it expires nothing whatever its grace.
@@ -524,11 +544,19 @@ pub fn apply_effects(
 /// change only with their deployment (`Command::Deployment`), or mirror and table would part.
 fn mirror_write(cmd: &Command) -> Option<Rejection> {
     let refuse = |key: &ObjectKey| {
-        (key.kind == DEPLOYMENT_KIND).then(|| Rejection::Invalid {
+        let api = match key.kind.as_str() {
+            DEPLOYMENT_KIND => {
+                "mirror deployments and change only through the Deployments API \
+                                (steward deployment ...)"
+            }
+            POOL_KIND => "are leased and synced only through the Pools API (steward pool ...)",
+            _ => return None,
+        };
+        Some(Rejection::Invalid {
             field: "kind".to_string(),
             rule: format!(
-                "{DEPLOYMENT_KIND} objects mirror deployments and change only through the \
-                 Deployments API (steward deployment ...); {key} cannot be written directly"
+                "{} objects {api}; {key} cannot be written directly",
+                key.kind
             ),
         })
     };

@@ -17,6 +17,7 @@ use super::locks::{Fence, LockHolder, LockLimits, LockMode};
 use super::operations::{
     Handle, OpLimits, OpPolicy, OpState, OpTally, Operation, OperationId, Worker,
 };
+use super::pool::PoolAction;
 use super::resource::{ObjectKey, Resource};
 
 /// The payload of one replicated log entry. The leader stamps `time_ms` when it proposes, so every
@@ -195,6 +196,13 @@ pub enum Command {
         action: DeploymentAction,
         limits: StatusLimits,
     },
+    /// A lease, heartbeat, release, reset or sync of pool resources (`pool`). `grace_ms` is the
+    /// grace after a leader change during which a reset resets nothing (as for lock sweeps).
+    Pool {
+        action: PoolAction,
+        #[serde(default)]
+        grace_ms: u64,
+    },
 }
 
 /// What a worker says about its assignment (`Command::OpReport`).
@@ -372,6 +380,7 @@ impl fmt::Display for Command {
             Command::Deployment { key, action, .. } => {
                 write!(f, "deployment-{} {key}", action.verb())
             }
+            Command::Pool { action, .. } => write!(f, "pool-{}", action.verb()),
         }?;
         match self.fence() {
             Some(fence) => write!(f, " fenced by {fence}"),
@@ -512,6 +521,19 @@ pub enum Rejection {
     /// A `Decommission` for a reservation that is not due, or whose decommission was submitted.
     #[error("reservation on {key}: {reason}")]
     ReservationNotDue { key: ObjectKey, reason: String },
+    /// No unowned pool resource of the type is in the state.
+    #[error("no free resource of type {rtype} in state {state}")]
+    PoolEmpty { rtype: String, state: String },
+    /// A pool update or release by someone who does not hold the lease.
+    #[error("pool resource {name} is not leased by {owner} (owner: {holder:?})")]
+    PoolNotOwner {
+        name: String,
+        owner: String,
+        holder: String,
+    },
+    /// A pool resource not in the state the request needs.
+    #[error("pool resource {name}: {reason}")]
+    PoolState { name: String, reason: String },
     /// A deployment action its life cycle does not allow now.
     #[error("deployment {key}: {reason}")]
     DeploymentState { key: ObjectKey, reason: String },

@@ -200,8 +200,7 @@ impl LabelCounts {
         if values.len() > COUNT_BUCKETS_MAX {
             return Err(too_many());
         }
-        let buckets: BTreeMap<String, u64> =
-            values.iter().map(|(v, n)| (v.clone(), *n)).collect();
+        let buckets: BTreeMap<String, u64> = values.iter().map(|(v, n)| (v.clone(), *n)).collect();
         let labelled: u64 = buckets.values().sum();
         Ok(Counts {
             total: k.objects,

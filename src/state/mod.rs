@@ -30,6 +30,7 @@ pub mod count;
 pub mod deployment;
 pub mod locks;
 pub mod operations;
+pub mod pool;
 pub mod raw_json;
 pub mod readiness;
 pub mod reservation;

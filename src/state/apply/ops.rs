@@ -218,6 +218,25 @@ fn current<'s>(
     }
 }
 
+/// Stores `next` in place of the object under its key, which must exist (for writers that build
+/// the whole object, like pools): one revision, one event; uid and creation time kept,
+/// generation bumped when the spec changed.
+pub(super) fn replace(state: &mut State, mut next: Resource) -> Result<Change, Rejection> {
+    let key = next.key();
+    let current = Arc::clone(current(state, &key, None)?);
+    validate_object(&next)?;
+    let revision = state.next_revision()?;
+    let spec_changed = current.spec != next.spec;
+    next.metadata.uid = current.metadata.uid.clone();
+    next.metadata.creation_timestamp = current.metadata.creation_timestamp.clone();
+    next.metadata.generation = current
+        .metadata
+        .generation
+        .saturating_add(u64::from(spec_changed));
+    next.metadata.resource_version = revision;
+    Ok(commit(state, key, next, EventType::Modified))
+}
+
 fn unchanged(current: &Arc<Resource>) -> Change {
     Change {
         object: Arc::clone(current),

@@ -224,6 +224,9 @@ fn rejection_name(r: &Rejection) -> &'static str {
         Rejection::ReservationNotDue { .. } => "ReservationNotDue",
         Rejection::DeploymentState { .. } => "DeploymentState",
         Rejection::DeploymentResourceNotFound { .. } => "DeploymentResourceNotFound",
+        Rejection::PoolEmpty { .. } => "PoolEmpty",
+        Rejection::PoolNotOwner { .. } => "PoolNotOwner",
+        Rejection::PoolState { .. } => "PoolState",
     }
 }
 
@@ -288,6 +291,7 @@ fn model_step(model: &mut Model, cmd: &Command) -> Result<(), (Option<usize>, &'
             unreachable!("op commands are tested in operations::proptests")
         }
         Command::Deployment { .. } => unreachable!("deployments are tested in deployment::tests"),
+        Command::Pool { .. } => unreachable!("pools are tested in pool::tests"),
     };
     model.apply_op(&op).map_err(|e| (None, e))
 }

@@ -19,6 +19,7 @@ use crate::state::count::LabelCounts;
 use crate::state::deployment::{DeploymentRecord, DeploymentTable};
 use crate::state::locks::{Lock, LockTable};
 use crate::state::operations::{Operation, OperationTable, Worker};
+use crate::state::pool::PoolIndex;
 use crate::state::reservation::ReservationIndex;
 use crate::state::resource::{ObjectKey, Resource};
 
@@ -240,13 +241,16 @@ impl State {
         }
         let mut reservations = ReservationIndex::default();
         let mut label_counts = LabelCounts::default();
+        let mut pools = PoolIndex::default();
         for object in objects.values() {
             reservations.replace(None, Some(&**object));
             label_counts.replace(None, Some(&**object));
+            pools.replace(None, Some(&**object));
         }
         Ok(State {
             reservations,
             label_counts,
+            pools,
             deployments,
             revision: body.revision,
             time_ms: body.time_ms,

@@ -1,0 +1,467 @@
+//! Leased resource pools, as Boskos keeps them (seed 002): resources of a type, each in a state
+//! (free, dirty, busy, cleaning, or any other), leased to one owner at a time, with user data
+//! and the time of their last update. Here the pool lives in the replicated state machine, so a
+//! resource is never leased twice, whatever fails.
+//!
+//! Each pool resource is a store object of kind `PoolResource` (so get, list, watch and count
+//! work on pools): labels `type`, `state` and `owner` (counted incrementally by `count`), spec
+//! `{type, expiry}` and status `{state, owner, userData, lastUpdate, lastUpdateMs, requestId}`.
+//! Only `Command::Pool` writes them (resource writes to the kind are refused), so `PoolView`
+//! can always read them back.
+//!
+//! `PoolIndex` answers without a scan: the unowned resources of each (type, state) oldest-updated
+//! first (what Acquire takes), the lease of each (owner, request id) (what a repeated Acquire
+//! answers), and the leases whose state has an expiry, by when they expire (what the leader's
+//! reaper resets). Derived from the objects alone, kept in step by every object change, rebuilt
+//! on restore, never snapshotted.
+
+use std::collections::BTreeMap;
+
+use compact_str::CompactString;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::command::Rejection;
+use super::resource::Resource;
+
+#[cfg(test)]
+mod tests;
+
+/// The kind of pool resource objects.
+pub const POOL_KIND: &str = "PoolResource";
+/// Their apiVersion.
+pub const POOL_API_VERSION: &str = "steward.io/v1";
+/// Most names in one AcquireByState, and resources in one Reset or Sync.
+pub const POOL_ITEMS_MAX: usize = 1000;
+/// Most user data entries on one resource.
+pub const POOL_USER_DATA_MAX: usize = 64;
+/// Largest user data value, in bytes (Mason keeps a JSON list of leased resources there).
+pub const POOL_USER_DATA_BYTES_MAX: usize = 16 * 1024;
+
+/// A pool resource as its object holds it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolView {
+    pub rtype: String,
+    pub state: String,
+    /// Empty when not leased.
+    pub owner: String,
+    pub user_data: BTreeMap<String, String>,
+    pub last_update_ms: u64,
+    /// The request id of the Acquire that leased it, while leased.
+    pub request_id: String,
+    /// How long a lease may go without an update in a state before the reaper resets it.
+    pub expiry_ms: BTreeMap<String, u64>,
+    /// Removed from the config while leased: deleted on release.
+    pub to_be_deleted: bool,
+}
+
+fn str_field<'a>(v: &'a Value, field: &str) -> &'a str {
+    v.get(field).and_then(Value::as_str).unwrap_or("")
+}
+
+impl PoolView {
+    /// The view of a `PoolResource` object (`None` for any other kind).
+    pub fn of(object: &Resource) -> Option<PoolView> {
+        if object.kind != POOL_KIND {
+            return None;
+        }
+        let spec = object.spec.to_value();
+        let status = &object.status;
+        let map = |v: Option<&Value>| -> BTreeMap<String, String> {
+            v.and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let expiry_ms = spec
+            .get("expiryMs")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.as_u64().map(|ms| (k.clone(), ms)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(PoolView {
+            rtype: str_field(&spec, "type").to_string(),
+            state: str_field(status, "state").to_string(),
+            owner: str_field(status, "owner").to_string(),
+            user_data: map(status.get("userData")),
+            last_update_ms: status
+                .get("lastUpdateMs")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
+            request_id: str_field(status, "requestId").to_string(),
+            expiry_ms,
+            to_be_deleted: status
+                .get("toBeDeleted")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        })
+    }
+
+    /// Writes this view into `object`: labels `type`, `state`, `owner` (only when leased), spec
+    /// and status. Other labels and annotations are kept.
+    pub fn write(&self, object: &mut Resource) {
+        let labels = &mut object.metadata.labels;
+        labels.insert("type".into(), self.rtype.clone());
+        labels.insert("state".into(), self.state.clone());
+        if self.owner.is_empty() {
+            labels.remove("owner");
+        } else {
+            labels.insert("owner".into(), self.owner.clone());
+        }
+        let mut spec = json!({"type": self.rtype});
+        if !self.expiry_ms.is_empty() {
+            spec["expiryMs"] = json!(self.expiry_ms);
+        }
+        object.spec = super::raw_json::RawJson::from_value(&spec);
+        let mut status = json!({
+            "state": self.state,
+            "owner": self.owner,
+            "userData": self.user_data,
+            "lastUpdate": rfc3339_ms(self.last_update_ms),
+            "lastUpdateMs": self.last_update_ms,
+        });
+        if !self.request_id.is_empty() {
+            status["requestId"] = json!(self.request_id);
+        }
+        if self.to_be_deleted {
+            status["toBeDeleted"] = json!(true);
+        }
+        object.status = status;
+    }
+
+    /// When the reaper may reset this lease: leased, in a state with an expiry.
+    pub fn expires_ms(&self) -> Option<u64> {
+        if self.owner.is_empty() {
+            return None;
+        }
+        let expiry = self.expiry_ms.get(&self.state)?;
+        Some(self.last_update_ms.saturating_add(*expiry))
+    }
+}
+
+/// `2026-11-22T10:00:00.123Z`.
+fn rfc3339_ms(ms: u64) -> String {
+    const MS_MAX: u64 = 253_402_300_799_999;
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.min(MS_MAX));
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+/// The pool's indexes (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PoolIndex {
+    /// (type, state) -> (last update, name) of the unowned resources.
+    free: imbl::OrdMap<(CompactString, CompactString), imbl::OrdSet<(u64, CompactString)>>,
+    /// (owner, request id) -> name, for leases taken with a request id.
+    requests: imbl::OrdMap<(CompactString, CompactString), CompactString>,
+    /// (expiry, name) of the leases whose state has an expiry.
+    expiring: imbl::OrdSet<(u64, CompactString)>,
+}
+
+impl PoolIndex {
+    /// Keeps the index in step with one object change.
+    pub fn replace(&mut self, before: Option<&Resource>, after: Option<&Resource>) {
+        if let Some((name, v)) = before.and_then(|o| PoolView::of(o).map(|v| (name_of(o), v))) {
+            if v.owner.is_empty() {
+                let key = (CompactString::from(&v.rtype), CompactString::from(&v.state));
+                let mut empty = false;
+                if let Some(set) = self.free.get_mut(&key) {
+                    set.remove(&(v.last_update_ms, name.clone()));
+                    empty = set.is_empty();
+                }
+                if empty {
+                    self.free.remove(&key);
+                }
+            }
+            if !v.request_id.is_empty() {
+                self.requests.remove(&(
+                    CompactString::from(&v.owner),
+                    CompactString::from(&v.request_id),
+                ));
+            }
+            if let Some(at) = v.expires_ms() {
+                self.expiring.remove(&(at, name));
+            }
+        }
+        if let Some((name, v)) = after.and_then(|o| PoolView::of(o).map(|v| (name_of(o), v))) {
+            if v.owner.is_empty() {
+                let key = (CompactString::from(&v.rtype), CompactString::from(&v.state));
+                if !self.free.contains_key(&key) {
+                    self.free.insert(key.clone(), imbl::OrdSet::new());
+                }
+                if let Some(set) = self.free.get_mut(&key) {
+                    set.insert((v.last_update_ms, name.clone()));
+                }
+            }
+            if !v.request_id.is_empty() {
+                self.requests.insert(
+                    (
+                        CompactString::from(&v.owner),
+                        CompactString::from(&v.request_id),
+                    ),
+                    name.clone(),
+                );
+            }
+            if let Some(at) = v.expires_ms() {
+                self.expiring.insert((at, name));
+            }
+        }
+    }
+
+    /// The oldest-updated unowned resource of `rtype` in `state`.
+    pub fn oldest_free(&self, rtype: &str, state: &str) -> Option<&str> {
+        let key = (CompactString::from(rtype), CompactString::from(state));
+        self.free
+            .get(&key)
+            .and_then(|set| set.get_min())
+            .map(|(_, name)| name.as_str())
+    }
+
+    /// How many unowned resources of `rtype` are in `state`.
+    pub fn free_len(&self, rtype: &str, state: &str) -> usize {
+        let key = (CompactString::from(rtype), CompactString::from(state));
+        self.free.get(&key).map_or(0, |s| s.len())
+    }
+
+    /// The resource `owner` leased with `request_id`, while it holds it.
+    pub fn by_request(&self, owner: &str, request_id: &str) -> Option<&str> {
+        self.requests
+            .get(&(CompactString::from(owner), CompactString::from(request_id)))
+            .map(CompactString::as_str)
+    }
+
+    /// Leases expired at `now_ms`, earliest first, at most `max`.
+    pub fn expired(&self, now_ms: u64, max: usize) -> Vec<String> {
+        self.expiring
+            .iter()
+            .take_while(|(at, _)| *at < now_ms)
+            .take(max)
+            .map(|(_, name)| name.to_string())
+            .collect()
+    }
+}
+
+fn name_of(object: &Resource) -> CompactString {
+    object.metadata.name.clone()
+}
+
+/// One resource of a pool config (Boskos' `resources:` entries, expanded to names).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolEntry {
+    pub name: String,
+    pub rtype: String,
+    /// The state a new resource starts in.
+    pub state: String,
+}
+
+/// What a `Command::Pool` asks. Each is all or nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PoolAction {
+    /// Lease the oldest-updated unowned resource of `rtype` in `state`, moving it to `dest`. A
+    /// repeated `request_id` of the same owner answers the lease it took.
+    Acquire {
+        rtype: String,
+        state: String,
+        dest: String,
+        owner: String,
+        #[serde(default)]
+        request_id: String,
+    },
+    /// Lease every named resource, each unowned and in `state`, or none.
+    AcquireByState {
+        state: String,
+        dest: String,
+        owner: String,
+        names: Vec<String>,
+    },
+    /// The owner's heartbeat: `state` must be the current one; user data merges (an empty value
+    /// removes its key).
+    Update {
+        name: String,
+        owner: String,
+        state: String,
+        user_data: BTreeMap<String, String>,
+    },
+    /// Give a lease back, moving the resource to `dest`.
+    Release {
+        name: String,
+        owner: String,
+        dest: String,
+    },
+    /// The leader's reaper: leases whose state's expiry passed go to `dest`, unowned. Apply
+    /// re-checks each against this entry's time.
+    Reset { names: Vec<String>, dest: String },
+    /// Make the pool hold exactly `entries` (a config): new names are added unowned in their
+    /// state, gone unowned ones removed, gone leased ones marked to be deleted on release; the
+    /// expiries of each type are set.
+    Sync {
+        entries: Vec<PoolEntry>,
+        #[serde(default)]
+        expiry_ms: BTreeMap<String, BTreeMap<String, u64>>,
+    },
+}
+
+impl PoolAction {
+    pub fn verb(&self) -> &'static str {
+        match self {
+            PoolAction::Acquire { .. } => "acquire",
+            PoolAction::AcquireByState { .. } => "acquire-by-state",
+            PoolAction::Update { .. } => "update",
+            PoolAction::Release { .. } => "release",
+            PoolAction::Reset { .. } => "reset",
+            PoolAction::Sync { .. } => "sync",
+        }
+    }
+}
+
+fn invalid(field: &str, rule: impl Into<String>) -> Rejection {
+    Rejection::Invalid {
+        field: field.to_string(),
+        rule: rule.into(),
+    }
+}
+
+/// A type, state or owner: a label value (1-63 characters, alphanumerics, '-', '_', '.',
+/// starting and ending alphanumeric), since each is a label of the resource.
+fn check_word(field: &str, value: &str) -> Result<(), Rejection> {
+    if value.is_empty() {
+        return Err(invalid(field, "required"));
+    }
+    super::validate::validate_label_value(field, value)
+}
+
+fn check_names(field: &str, names: &[String]) -> Result<(), Rejection> {
+    if names.is_empty() {
+        return Err(invalid(field, "at least one name"));
+    }
+    if names.len() > POOL_ITEMS_MAX {
+        return Err(Rejection::TooLarge {
+            field: field.to_string(),
+            rule: format!(
+                "{} names, more than POOL_ITEMS_MAX = {POOL_ITEMS_MAX}",
+                names.len()
+            ),
+        });
+    }
+    for (i, name) in names.iter().enumerate() {
+        let key = super::resource::ObjectKey::new(POOL_KIND, super::DEFAULT_NAMESPACE, name);
+        super::validate::validate_key(&key).map_err(|e| match e {
+            Rejection::Invalid { rule, .. } => invalid(&format!("{field}[{i}]"), rule),
+            other => other,
+        })?;
+    }
+    Ok(())
+}
+
+fn check_user_data(data: &BTreeMap<String, String>) -> Result<(), Rejection> {
+    if data.len() > POOL_USER_DATA_MAX {
+        return Err(Rejection::TooLarge {
+            field: "user_data".to_string(),
+            rule: format!(
+                "{} entries, more than POOL_USER_DATA_MAX = {POOL_USER_DATA_MAX}",
+                data.len()
+            ),
+        });
+    }
+    for (k, v) in data {
+        if k.is_empty() || k.len() > 253 {
+            return Err(invalid("user_data", "keys are 1 to 253 bytes"));
+        }
+        if v.len() > POOL_USER_DATA_BYTES_MAX {
+            return Err(Rejection::TooLarge {
+                field: format!("user_data[{k}]"),
+                rule: format!(
+                    "{} bytes, more than POOL_USER_DATA_BYTES_MAX = {POOL_USER_DATA_BYTES_MAX}",
+                    v.len()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The structural checks of an action: names, words, sizes. Servers run it before proposing;
+/// apply runs it again.
+pub fn check_pool_action(action: &PoolAction) -> Result<(), Rejection> {
+    match action {
+        PoolAction::Acquire {
+            rtype,
+            state,
+            dest,
+            owner,
+            request_id,
+        } => {
+            check_word("type", rtype)?;
+            check_word("state", state)?;
+            check_word("dest", dest)?;
+            check_word("owner", owner)?;
+            if request_id.len() > 253 {
+                return Err(invalid("request_id", "at most 253 bytes"));
+            }
+        }
+        PoolAction::AcquireByState {
+            state,
+            dest,
+            owner,
+            names,
+        } => {
+            check_word("state", state)?;
+            check_word("dest", dest)?;
+            check_word("owner", owner)?;
+            check_names("names", names)?;
+        }
+        PoolAction::Update {
+            name,
+            owner,
+            state,
+            user_data,
+        } => {
+            check_names("name", std::slice::from_ref(name))?;
+            check_word("owner", owner)?;
+            check_word("state", state)?;
+            check_user_data(user_data)?;
+        }
+        PoolAction::Release { name, owner, dest } => {
+            check_names("name", std::slice::from_ref(name))?;
+            check_word("owner", owner)?;
+            check_word("dest", dest)?;
+        }
+        PoolAction::Reset { names, dest } => {
+            check_names("names", names)?;
+            check_word("dest", dest)?;
+        }
+        PoolAction::Sync { entries, expiry_ms } => {
+            if entries.len() > POOL_ITEMS_MAX {
+                return Err(Rejection::TooLarge {
+                    field: "resources".to_string(),
+                    rule: format!(
+                        "{} resources, more than POOL_ITEMS_MAX = {POOL_ITEMS_MAX}",
+                        entries.len()
+                    ),
+                });
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            for (i, e) in entries.iter().enumerate() {
+                let f = format!("resources[{i}]");
+                check_names(&format!("{f}.name"), std::slice::from_ref(&e.name))?;
+                check_word(&format!("{f}.type"), &e.rtype)?;
+                check_word(&format!("{f}.state"), &e.state)?;
+                if !seen.insert(&e.name) {
+                    return Err(invalid(&f, format!("{} is named twice", e.name)));
+                }
+            }
+            for (rtype, states) in expiry_ms {
+                check_word("expiry.type", rtype)?;
+                for state in states.keys() {
+                    check_word("expiry.state", state)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,442 @@
+//! Pools through `apply_effects`: every transition allowed and refused, oldest-updated first,
+//! idempotent request ids, the reaper's reset with its grace, sync from a config; and a
+//! model-based property: whatever the sequence, the kept index equals one rebuilt from the
+//! objects, and no resource has two owners.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::state::command::{Command, Rejection, Response};
+use crate::state::count::CountBy;
+use crate::state::resource::{ObjectKey, DEFAULT_NAMESPACE};
+use crate::state::selector::Selector;
+use crate::state::{apply_blank, apply_effects, ApplyContext, Effects, State};
+
+const T0: u64 = 1_795_341_600_000;
+const GRACE: u64 = 1_000;
+
+struct Log {
+    state: State,
+    effects: Effects,
+    index: u64,
+    term: u64,
+}
+
+impl Log {
+    /// A log whose term's clock started at T0 and whose grace has passed by T0 + GRACE.
+    fn new() -> Log {
+        let mut log = Log {
+            state: State::new(),
+            effects: Effects::default(),
+            index: 0,
+            term: 1,
+        };
+        log.run(
+            T0,
+            sync(&[
+                ("p1", "gce", "free"),
+                ("p2", "gce", "free"),
+                ("p3", "gce", "dirty"),
+            ]),
+        );
+        log
+    }
+
+    fn run(&mut self, time_ms: u64, action: PoolAction) -> Response {
+        self.index += 1;
+        let ctx = ApplyContext {
+            log_index: self.index,
+            term: self.term,
+            time_ms,
+        };
+        let cmd = Command::Pool {
+            action,
+            grace_ms: GRACE,
+        };
+        apply_effects(&mut self.state, &ctx, &cmd, &mut self.effects)
+    }
+
+    fn ok(&mut self, time_ms: u64, action: PoolAction) -> Vec<PoolView> {
+        match self.run(time_ms, action.clone()) {
+            Response::Object { object, .. } => vec![PoolView::of(&object).expect("view")],
+            Response::Txn { objects, .. } => objects
+                .iter()
+                .map(|o| PoolView::of(o).expect("view"))
+                .collect(),
+            other => panic!("{action:?}: {other:?}"),
+        }
+    }
+
+    fn refused(&mut self, time_ms: u64, action: PoolAction) -> Rejection {
+        let before = self.state.clone();
+        match self.run(time_ms, action.clone()) {
+            Response::Rejected(r) => {
+                assert_eq!(self.state.with_clock_of(&before), before, "{action:?}");
+                r
+            }
+            other => panic!("{action:?}: expected a refusal, got {other:?}"),
+        }
+    }
+
+    fn view(&self, name: &str) -> Option<PoolView> {
+        self.state
+            .get(&ObjectKey::new(POOL_KIND, DEFAULT_NAMESPACE, name))
+            .and_then(PoolView::of)
+    }
+
+    fn new_term(&mut self) {
+        self.term += 1;
+        self.index += 1;
+        let ctx = ApplyContext {
+            log_index: self.index,
+            term: self.term,
+            time_ms: self.state.time_ms(),
+        };
+        apply_blank(&mut self.state, &ctx);
+    }
+}
+
+fn sync(entries: &[(&str, &str, &str)]) -> PoolAction {
+    PoolAction::Sync {
+        entries: entries
+            .iter()
+            .map(|(n, t, s)| PoolEntry {
+                name: n.to_string(),
+                rtype: t.to_string(),
+                state: s.to_string(),
+            })
+            .collect(),
+        expiry_ms: [("gce".to_string(), [("busy".to_string(), 10_000)].into())].into(),
+    }
+}
+
+fn acquire(owner: &str, request_id: &str) -> PoolAction {
+    PoolAction::Acquire {
+        rtype: "gce".into(),
+        state: "free".into(),
+        dest: "busy".into(),
+        owner: owner.into(),
+        request_id: request_id.into(),
+    }
+}
+
+fn release(name: &str, owner: &str) -> PoolAction {
+    PoolAction::Release {
+        name: name.into(),
+        owner: owner.into(),
+        dest: "dirty".into(),
+    }
+}
+
+fn heartbeat(name: &str, owner: &str, data: &[(&str, &str)]) -> PoolAction {
+    PoolAction::Update {
+        name: name.into(),
+        owner: owner.into(),
+        state: "busy".into(),
+        user_data: data
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    }
+}
+
+#[test]
+fn acquire_takes_the_oldest_free_one_and_answers_not_found_when_none_is_left() {
+    let mut log = Log::new();
+    // p1 and p2 were added at T0; touching p1 makes p2 the oldest.
+    log.ok(T0 + 10, acquire("job-a", ""));
+    assert_eq!(log.view("p1").expect("p1").owner, "job-a");
+    log.ok(T0 + 20, release("p1", "job-a"));
+    // p1 was released dirty; p2 is the only free one.
+    let got = log.ok(T0 + 30, acquire("job-b", ""));
+    assert_eq!(
+        (got[0].state.as_str(), got[0].owner.as_str()),
+        ("busy", "job-b")
+    );
+    assert_eq!(log.view("p2").expect("p2").owner, "job-b");
+    assert_eq!(got[0].last_update_ms, T0 + 30);
+    match log.refused(T0 + 40, acquire("job-c", "")) {
+        Rejection::PoolEmpty { rtype, state } => {
+            assert_eq!((rtype.as_str(), state.as_str()), ("gce", "free"))
+        }
+        other => panic!("{other:?}"),
+    }
+    // The labels carry type, state and owner, so counts come from the kept counters.
+    let by_state = log
+        .state
+        .count(
+            POOL_KIND,
+            None,
+            &Selector::everything(),
+            &CountBy::Label("state".into()),
+        )
+        .expect("count");
+    assert_eq!(
+        by_state.buckets,
+        [("busy".to_string(), 1), ("dirty".into(), 2)].into()
+    );
+    let by_owner = log
+        .state
+        .count(
+            POOL_KIND,
+            None,
+            &Selector::everything(),
+            &CountBy::Label("owner".into()),
+        )
+        .expect("count");
+    assert_eq!((by_owner.buckets.len(), by_owner.missing), (1, 2));
+}
+
+#[test]
+fn a_repeated_request_id_answers_the_same_lease() {
+    let mut log = Log::new();
+    let first = log.ok(T0 + 10, acquire("job-a", "req-1"));
+    let revision = log.state.revision();
+    let again = log.ok(T0 + 20, acquire("job-a", "req-1"));
+    assert_eq!(first, again);
+    assert_eq!(log.state.revision(), revision, "nothing changed");
+    // Another owner's same id is another request.
+    let other = log.ok(T0 + 30, acquire("job-b", "req-1"));
+    assert_ne!(log.view("p1"), None);
+    assert_eq!(other[0].owner, "job-b");
+    // Released, the id is forgotten: a new acquire with it takes a new lease.
+    let name = ["p1", "p2"]
+        .into_iter()
+        .find(|n| log.view(n).expect("view").owner == "job-a")
+        .expect("job-a's lease");
+    log.ok(T0 + 40, release(name, "job-a"));
+    assert!(matches!(
+        log.refused(T0 + 50, acquire("job-a", "req-1")),
+        Rejection::PoolEmpty { .. }
+    ));
+}
+
+#[test]
+fn updates_and_releases_need_the_owner_and_the_current_state() {
+    let mut log = Log::new();
+    log.ok(T0 + 10, acquire("job-a", ""));
+    assert!(matches!(
+        log.refused(T0 + 20, heartbeat("p1", "job-b", &[])),
+        Rejection::PoolNotOwner { .. }
+    ));
+    let wrong_state = PoolAction::Update {
+        name: "p1".into(),
+        owner: "job-a".into(),
+        state: "free".into(),
+        user_data: BTreeMap::new(),
+    };
+    assert!(matches!(
+        log.refused(T0 + 20, wrong_state),
+        Rejection::PoolState { .. }
+    ));
+    let v = log.ok(
+        T0 + 30,
+        heartbeat("p1", "job-a", &[("project", "x"), ("zone", "a")]),
+    );
+    assert_eq!(v[0].last_update_ms, T0 + 30);
+    let v = log.ok(
+        T0 + 40,
+        heartbeat("p1", "job-a", &[("zone", ""), ("k", "v")]),
+    );
+    assert_eq!(
+        v[0].user_data,
+        [
+            ("k".to_string(), "v".to_string()),
+            ("project".into(), "x".into())
+        ]
+        .into()
+    );
+    assert!(matches!(
+        log.refused(T0 + 50, release("p1", "job-b")),
+        Rejection::PoolNotOwner { .. }
+    ));
+    assert!(matches!(
+        log.refused(T0 + 50, release("nope", "job-a")),
+        Rejection::NotFound { .. }
+    ));
+    let v = log.ok(T0 + 60, release("p1", "job-a"));
+    assert_eq!((v[0].state.as_str(), v[0].owner.as_str()), ("dirty", ""));
+    assert!(matches!(
+        log.refused(T0 + 70, release("p1", "job-a")),
+        Rejection::PoolNotOwner { .. }
+    ));
+    // Bad words name their field.
+    match log.refused(T0 + 80, acquire("Bad Owner", "")) {
+        Rejection::Invalid { field, .. } => assert_eq!(field, "owner"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn acquire_by_state_takes_all_or_none() {
+    let mut log = Log::new();
+    let by_state = |names: &[&str]| PoolAction::AcquireByState {
+        state: "free".into(),
+        dest: "busy".into(),
+        owner: "mason".into(),
+        names: names.iter().map(|n| n.to_string()).collect(),
+    };
+    // p3 is dirty: nothing is taken.
+    assert!(matches!(
+        log.refused(T0 + 10, by_state(&["p1", "p3"])),
+        Rejection::PoolState { .. }
+    ));
+    assert!(matches!(
+        log.refused(T0 + 10, by_state(&["p1", "p1"])),
+        Rejection::Invalid { .. }
+    ));
+    let got = log.ok(T0 + 20, by_state(&["p1", "p2"]));
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|v| v.owner == "mason" && v.state == "busy"));
+}
+
+#[test]
+fn the_reaper_resets_only_expired_leases_and_nothing_in_the_grace() {
+    let mut log = Log::new();
+    log.ok(T0 + 2_000, acquire("job-a", ""));
+    log.ok(T0 + 2_000, acquire("job-b", ""));
+    // job-b heartbeats; job-a does not.
+    log.ok(T0 + 9_000, heartbeat("p2", "job-b", &[]));
+    assert_eq!(log.state.pools_expired(T0 + 12_001), vec!["p1".to_string()]);
+    let reset = |names: &[&str]| PoolAction::Reset {
+        names: names.iter().map(|n| n.to_string()).collect(),
+        dest: "dirty".into(),
+    };
+    // A reset naming both (say, a leader's stale view) resets only the expired one.
+    let got = log.ok(T0 + 12_001, reset(&["p1", "p2"]));
+    assert_eq!(got.len(), 1);
+    assert_eq!(log.view("p1").expect("p1").owner, "");
+    assert_eq!(log.view("p1").expect("p1").state, "dirty");
+    assert_eq!(log.view("p2").expect("p2").owner, "job-b");
+    // After a leader change, nothing is reset until the grace has passed.
+    log.new_term();
+    let t = T0 + 30_000;
+    assert!(
+        log.ok(t, reset(&["p2"])).is_empty(),
+        "first entry of the term"
+    );
+    assert!(
+        log.ok(t + GRACE - 1, reset(&["p2"])).is_empty(),
+        "within the grace"
+    );
+    assert_eq!(log.ok(t + GRACE, reset(&["p2"])).len(), 1);
+    assert!(log.state.pools_expired(t + 100_000).is_empty());
+}
+
+#[test]
+fn sync_adds_removes_and_defers_removing_leased_resources() {
+    let mut log = Log::new();
+    log.ok(T0 + 10, acquire("job-a", ""));
+    // The config drops p1 (leased) and p3 (unowned) and adds p4.
+    log.ok(
+        T0 + 20,
+        sync(&[("p2", "gce", "free"), ("p4", "gke", "dirty")]),
+    );
+    assert!(log.view("p3").is_none());
+    assert!(log.view("p1").expect("p1").to_be_deleted);
+    assert_eq!(log.view("p4").expect("p4").state, "dirty");
+    assert_eq!(log.view("p4").expect("p4").rtype, "gke");
+    // Releasing p1 removes it.
+    log.ok(T0 + 30, release("p1", "job-a"));
+    assert!(log.view("p1").is_none());
+    // The same config again changes nothing.
+    let revision = log.state.revision();
+    assert!(log
+        .ok(
+            T0 + 40,
+            sync(&[("p2", "gce", "free"), ("p4", "gke", "dirty")])
+        )
+        .is_empty());
+    assert_eq!(log.state.revision(), revision);
+    // Resource writes to the kind are refused.
+    let object = log
+        .state
+        .get(&ObjectKey::new(POOL_KIND, DEFAULT_NAMESPACE, "p2"))
+        .cloned()
+        .expect("p2");
+    log.index += 1;
+    let ctx = ApplyContext {
+        log_index: log.index,
+        term: log.term,
+        time_ms: T0 + 50,
+    };
+    let cmd = Command::UpdateStatus {
+        object,
+        expected_revision: None,
+        fence: None,
+    };
+    assert!(matches!(
+        apply_effects(&mut log.state, &ctx, &cmd, &mut log.effects),
+        Response::Rejected(Rejection::Invalid { .. })
+    ));
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Acquire(usize, bool),
+    Release(usize, usize),
+    Heartbeat(usize, usize),
+    Reset(usize),
+    Sync(u8),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (0usize..3, any::<bool>()).prop_map(|(o, r)| Step::Acquire(o, r)),
+        (0usize..5, 0usize..3).prop_map(|(n, o)| Step::Release(n, o)),
+        (0usize..5, 0usize..3).prop_map(|(n, o)| Step::Heartbeat(n, o)),
+        (0usize..5).prop_map(Step::Reset),
+        any::<u8>().prop_map(Step::Sync),
+    ]
+}
+
+const OWNERS: [&str; 3] = ["a", "b", "c"];
+const NAMES: [&str; 5] = ["p1", "p2", "p3", "p4", "p5"];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_index_always_matches_the_objects(steps in prop::collection::vec((1u64..5_000, step()), 1..60)) {
+        let mut log = Log::new();
+        let mut now = T0;
+        for (dt, s) in steps {
+            now += dt;
+            let action = match s {
+                Step::Acquire(o, r) => acquire(OWNERS[o], if r { "r" } else { "" }),
+                Step::Release(n, o) => release(NAMES[n], OWNERS[o]),
+                Step::Heartbeat(n, o) => heartbeat(NAMES[n], OWNERS[o], &[]),
+                Step::Reset(n) => PoolAction::Reset { names: vec![NAMES[n].to_string()], dest: "free".into() },
+                Step::Sync(mask) => {
+                    let entries: Vec<(&str, &str, &str)> = NAMES
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| mask & (1 << i) != 0)
+                        .map(|(_, n)| (*n, "gce", "free"))
+                        .collect();
+                    sync(&entries)
+                }
+            };
+            let before = log.state.clone();
+            if let Response::Rejected(_) = log.run(now, action) {
+                prop_assert_eq!(log.state.with_clock_of(&before), before);
+            }
+            // The kept index equals the one a restore rebuilds from the objects.
+            let restored = State::from_snapshot_bytes(&log.state.to_snapshot_bytes()).expect("restore");
+            prop_assert_eq!(restored.pools(), log.state.pools());
+            // The oldest free one is what a scan finds.
+            let oldest = NAMES
+                .iter()
+                .filter_map(|n| log.view(n).map(|v| (v, *n)))
+                .filter(|(v, _)| v.owner.is_empty() && v.state == "free" && v.rtype == "gce")
+                .map(|(v, n)| (v.last_update_ms, n.to_string()))
+                .min();
+            prop_assert_eq!(
+                log.state.pools().oldest_free("gce", "free").map(str::to_string),
+                oldest.map(|(_, n)| n)
+            );
+        }
+    }
+}
