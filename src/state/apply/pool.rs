@@ -40,22 +40,32 @@ fn owned_by(name: &str, view: &PoolView, owner: &str) -> Result<(), Rejection> {
     Ok(())
 }
 
-/// Stores `view` into a copy of `object`: one revision, one event.
-fn put(
-    state: &mut State,
-    object: &Resource,
-    view: &PoolView,
-    events: &mut Vec<Event>,
-) -> Result<Arc<Resource>, Rejection> {
-    let mut next = object.clone();
-    view.write(&mut next);
-    let change = replace(state, next)?;
-    Ok(record(change, events))
+/// The changes of one command: their events, and how to undo them if a later step is refused
+/// (as a txn does), so a command is applied whole or not at all.
+struct Writes<'e> {
+    events: &'e mut Vec<Event>,
+    undo: Vec<(ObjectKey, Option<Arc<Resource>>)>,
 }
 
-fn record(change: Change, events: &mut Vec<Event>) -> Arc<Resource> {
-    emit(events, &change);
-    change.object
+impl Writes<'_> {
+    fn record(&mut self, change: Change) -> Arc<Resource> {
+        emit(self.events, &change);
+        self.undo.extend(change.undo);
+        change.object
+    }
+
+    /// Stores `view` into a copy of `object`: one revision, one event.
+    fn put(
+        &mut self,
+        state: &mut State,
+        object: &Resource,
+        view: &PoolView,
+    ) -> Result<Arc<Resource>, Rejection> {
+        let mut next = object.clone();
+        view.write(&mut next);
+        let change = replace(state, next)?;
+        Ok(self.record(change))
+    }
 }
 
 fn one(state: &State, object: Arc<Resource>) -> Response {
@@ -79,6 +89,13 @@ pub(super) fn apply_pool(
     grace_ms: u64,
     events: &mut Vec<Event>,
 ) -> Response {
+    let revision_before = state.revision;
+    let events_before = events.len();
+    let mut w = Writes {
+        events,
+        undo: Vec::new(),
+    };
+    let events = &mut w;
     let result = check_pool_action(action).and_then(|()| match action {
         PoolAction::Acquire {
             rtype,
@@ -103,7 +120,20 @@ pub(super) fn apply_pool(
         PoolAction::Reset { names, dest } => reset(state, ctx, names, dest, grace_ms, events),
         PoolAction::Sync { entries, expiry_ms } => sync(state, ctx, entries, expiry_ms, events),
     });
-    result.unwrap_or_else(Response::Rejected)
+    match result {
+        Ok(response) => response,
+        Err(rejection) => {
+            for (key, previous) in w.undo.into_iter().rev() {
+                match previous {
+                    Some(object) => state.put_object(key, object),
+                    None => state.remove_object(&key),
+                };
+            }
+            state.revision = revision_before;
+            w.events.truncate(events_before);
+            Response::Rejected(rejection)
+        }
+    }
 }
 
 fn acquire(
@@ -113,7 +143,7 @@ fn acquire(
     dest: &str,
     owner: &str,
     request_id: &str,
-    events: &mut Vec<Event>,
+    events: &mut Writes<'_>,
 ) -> Result<Response, Rejection> {
     if !request_id.is_empty() {
         if let Some(name) = state.pools.by_request(owner, request_id) {
@@ -132,7 +162,7 @@ fn acquire(
     view.owner = owner.to_string();
     view.request_id = request_id.to_string();
     view.last_update_ms = state.time_ms;
-    let stored = put(state, &object, &view, events)?;
+    let stored = events.put(state, &object, &view)?;
     Ok(one(state, stored))
 }
 
@@ -142,7 +172,7 @@ fn acquire_by_state(
     dest: &str,
     owner: &str,
     names: &[String],
-    events: &mut Vec<Event>,
+    events: &mut Writes<'_>,
 ) -> Result<Response, Rejection> {
     let mut found = Vec::with_capacity(names.len());
     let mut seen = BTreeSet::new();
@@ -176,7 +206,7 @@ fn acquire_by_state(
         view.owner = owner.to_string();
         view.request_id.clear();
         view.last_update_ms = state.time_ms;
-        stored.push(put(state, &object, &view, events)?);
+        stored.push(events.put(state, &object, &view)?);
     }
     Ok(many(state, stored))
 }
@@ -187,7 +217,7 @@ fn update(
     owner: &str,
     current_state: &str,
     user_data: &BTreeMap<String, String>,
-    events: &mut Vec<Event>,
+    events: &mut Writes<'_>,
 ) -> Result<Response, Rejection> {
     let (object, mut view) = current(state, name)?;
     owned_by(name, &view, owner)?;
@@ -218,7 +248,7 @@ fn update(
         });
     }
     view.last_update_ms = state.time_ms;
-    let stored = put(state, &object, &view, events)?;
+    let stored = events.put(state, &object, &view)?;
     Ok(one(state, stored))
 }
 
@@ -228,20 +258,20 @@ fn release(
     name: &str,
     owner: &str,
     dest: &str,
-    events: &mut Vec<Event>,
+    events: &mut Writes<'_>,
 ) -> Result<Response, Rejection> {
     let (object, mut view) = current(state, name)?;
     owned_by(name, &view, owner)?;
     if view.to_be_deleted {
         let change = apply_op(state, ctx, Op::Delete(&key(name), None))?;
-        let deleted = record(change, events);
+        let deleted = events.record(change);
         return Ok(one(state, deleted));
     }
     view.state = dest.to_string();
     view.owner.clear();
     view.request_id.clear();
     view.last_update_ms = state.time_ms;
-    let stored = put(state, &object, &view, events)?;
+    let stored = events.put(state, &object, &view)?;
     Ok(one(state, stored))
 }
 
@@ -253,7 +283,7 @@ fn reset(
     names: &[String],
     dest: &str,
     grace_ms: u64,
-    events: &mut Vec<Event>,
+    events: &mut Writes<'_>,
 ) -> Result<Response, Rejection> {
     let now = state.time_ms;
     let settled = state
@@ -272,14 +302,14 @@ fn reset(
         }
         if view.to_be_deleted {
             let change = apply_op(state, ctx, Op::Delete(&key(name), None))?;
-            stored.push(record(change, events));
+            stored.push(events.record(change));
             continue;
         }
         view.state = dest.to_string();
         view.owner.clear();
         view.request_id.clear();
         view.last_update_ms = now;
-        stored.push(put(state, &object, &view, events)?);
+        stored.push(events.put(state, &object, &view)?);
     }
     Ok(many(state, stored))
 }
@@ -289,7 +319,7 @@ fn sync(
     ctx: &ApplyContext,
     entries: &[PoolEntry],
     expiry_ms: &BTreeMap<String, BTreeMap<String, u64>>,
-    events: &mut Vec<Event>,
+    events: &mut Writes<'_>,
 ) -> Result<Response, Rejection> {
     let wanted: BTreeMap<&str, &PoolEntry> = entries.iter().map(|e| (e.name.as_str(), e)).collect();
     let start = ObjectKey::new(POOL_KIND, "", "");
@@ -310,7 +340,7 @@ fn sync(
         match wanted.get(name.as_str()) {
             None if view.owner.is_empty() => {
                 let change = apply_op(state, ctx, Op::Delete(&object.key(), None))?;
-                stored.push(record(change, events));
+                stored.push(events.record(change));
                 continue;
             }
             None => view.to_be_deleted = true,
@@ -324,7 +354,7 @@ fn sync(
         }
         view.expiry_ms = expiry_ms.get(&view.rtype).cloned().unwrap_or_default();
         if view != before {
-            stored.push(put(state, &object, &view, events)?);
+            stored.push(events.put(state, &object, &view)?);
         }
     }
     for entry in entries {
@@ -341,7 +371,7 @@ fn sync(
         let mut object = Resource::new(POOL_API_VERSION, POOL_KIND, DEFAULT_NAMESPACE, &entry.name);
         view.write(&mut object);
         let change = apply_op(state, ctx, Op::Create(&object))?;
-        stored.push(record(change, events));
+        stored.push(events.record(change));
     }
     Ok(many(state, stored))
 }
