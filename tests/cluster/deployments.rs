@@ -339,8 +339,8 @@ async fn status_summary_latency_at_10000_resources_with_reports_streaming() {
     // two cores: there it checks the flow, not the figures.
     const DEBUG: bool = cfg!(debug_assertions);
     const APPS: usize = 10;
-    const CLUSTERS: usize = if DEBUG { 1 } else { 10 };
-    const PER: usize = 100;
+    const CLUSTERS: usize = if DEBUG { 2 } else { 10 };
+    const PER: usize = if DEBUG { 50 } else { 100 };
     const PACE: Duration = Duration::from_millis(if DEBUG { 20 } else { 0 });
     const READS: usize = if DEBUG { 100 } else { 1_000 };
     let cluster = TestCluster::start(3).await;
@@ -369,7 +369,7 @@ async fn status_summary_latency_at_10000_resources_with_reports_streaming() {
         let mut i = 0usize;
         while !stop_flag.load(std::sync::atomic::Ordering::Relaxed) {
             let (a, c) = (i % APPS, (i / APPS) % CLUSTERS);
-            // 50 Deployments and their 50 Pods: 100 resources per report.
+            // 50 Deployments and their 50 Pods: 100 resources per report (50 in a debug build).
             let report = bundle(name, a, c, PER / 2, i % 3 != 0);
             let t = Instant::now();
             reporter
