@@ -40,6 +40,7 @@ mod deployments;
 mod failover;
 mod locks;
 mod operations;
+mod pools;
 mod types;
 
 pub use crate::proto::v1::{
@@ -59,6 +60,7 @@ pub use failover::{
 };
 pub use locks::LockWatchStream;
 pub use operations::{AssignmentStream, OpListOptions, OpReport, OpWatchStream, SubmitOptions};
+pub use pools::{PoolMetricsReply, PoolResource, PoolResourceReply, PoolResourcesReply};
 pub use types::{ListOptions, ListPage, TxnOp, TxnResult, WatchEvent, WatchOptions, WatchStream};
 
 use failover::{may_retry, Retry};

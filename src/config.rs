@@ -44,6 +44,27 @@ pub struct Config {
     pub operations: OperationsConfig,
     #[serde(default)]
     pub status: StatusConfig,
+    #[serde(default)]
+    pub pools: PoolsConfig,
+}
+
+/// Leased resource pools: the leader's reaper.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PoolsConfig {
+    /// How often the leader looks for leases past their state's expiry.
+    pub reap_interval_ms: u64,
+    /// The state a reaped resource goes to (Boskos' janitor cleans dirty ones).
+    pub reset_state: String,
+}
+
+impl Default for PoolsConfig {
+    fn default() -> Self {
+        PoolsConfig {
+            reap_interval_ms: 1_000,
+            reset_state: "dirty".to_string(),
+        }
+    }
 }
 
 /// Deployment status (the `Deployments` API): how much one deployment, one report and one
@@ -436,7 +457,23 @@ impl Config {
             );
         }
         self.operations().validate()?;
-        self.status.validate()
+        self.status.validate()?;
+        if self.pools.reap_interval_ms == 0 {
+            return invalid("pools.reap_interval_ms", "must be >= 1");
+        }
+        if crate::state::validate::validate_label_value(
+            "pools.reset_state",
+            &self.pools.reset_state,
+        )
+        .is_err()
+            || self.pools.reset_state.is_empty()
+        {
+            return invalid(
+                "pools.reset_state",
+                "must be a label value: 1-63 letters, digits, '-', '_' or '.'",
+            );
+        }
+        Ok(())
     }
 }
 
@@ -545,6 +582,7 @@ mod tests {
             locks: LocksConfig::default(),
             operations: OperationsConfig::default(),
             status: StatusConfig::default(),
+            pools: PoolsConfig::default(),
         }
     }
 

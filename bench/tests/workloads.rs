@@ -96,6 +96,7 @@ impl Cluster {
                 locks: Default::default(),
                 operations: Default::default(),
                 status: Default::default(),
+                pools: Default::default(),
             };
             let path = dir.path().join(format!("node{}.toml", m.id));
             std::fs::write(&path, toml::to_string(&config).expect("toml")).expect("write config");

@@ -566,6 +566,7 @@ fn write_config(
         locks: spec.locks.clone(),
         operations: Default::default(),
         status: Default::default(),
+        pools: Default::default(),
     };
     config.validate()?;
     let title = format!(

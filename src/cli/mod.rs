@@ -9,6 +9,7 @@
 //! - `op ...`, `worker list`: lifecycle operations and workers (op.rs, printed by op_render.rs);
 //!   `worker run`: a worker that runs a program per assignment (worker_run.rs)
 //! - `reservation counters`: what reservations hold per node (reservation.rs)
+//! - `pool ...`: leased resource pools, Boskos' API and config (pool.rs)
 //! - `status`, `deployment ...`: deployed applications' status and its reports (deployment.rs)
 //! - `member ...`, `cluster status`: membership (member.rs)
 //! - render.rs: tables, JSON and YAML output shared by all of them.
@@ -24,6 +25,7 @@ mod member;
 pub mod node_config;
 mod op;
 mod op_render;
+mod pool;
 mod render;
 mod reservation;
 mod resource;
@@ -94,6 +96,9 @@ pub enum Command {
     /// What reservations hold on each node (reservations are resources with a `reservation`).
     #[command(subcommand, alias = "reservations")]
     Reservation(reservation::ReservationCommand),
+    /// Leased resource pools (Boskos): acquire, update, release, list, metrics, sync.
+    #[command(subcommand, alias = "pools")]
+    Pool(pool::PoolCommand),
     /// Where a deployment stands: states, rsync/cluster/readiness counts, its resources.
     Status(deployment::StatusArgs),
     /// Deployments (EMCO deployment intent groups): life cycle and status reports.
@@ -145,6 +150,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Op(cmd) => op::run(cmd, global).await,
         Command::Worker(cmd) => op::run_worker(cmd, global).await,
         Command::Reservation(cmd) => reservation::run(cmd, global).await,
+        Command::Pool(cmd) => pool::run(cmd, global).await,
         Command::Status(args) => deployment::status(args, global).await,
         Command::Deployment(cmd) => deployment::run(cmd, global).await,
         Command::Member(cmd) => member::run_member(cmd, global).await,

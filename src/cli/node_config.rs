@@ -8,7 +8,8 @@
 use std::path::Path;
 
 use crate::config::{
-    Config, Limits, LocksConfig, MemberConfig, OperationsConfig, RaftConfig, StatusConfig,
+    Config, Limits, LocksConfig, MemberConfig, OperationsConfig, PoolsConfig, RaftConfig,
+    StatusConfig,
 };
 
 /// Client port of loopback node N is `CLIENT_PORT_BASE + N` (7001, 7002, ...).
@@ -203,6 +204,23 @@ const STATUS_DOCS: &[(&str, &str)] = &[
     ),
 ];
 
+/// `(key, explanation)` for every `[pools]` option, in file order.
+const POOLS_DOCS: &[(&str, &str)] = &[
+    (
+        "reap_interval_ms",
+        "How often the leader looks for pool leases past their state's expiry, in ms.",
+    ),
+    (
+        "reset_state",
+        "The state a reaped pool resource goes to (a janitor cleans dirty ones).",
+    ),
+];
+
+/// The documented keys of `[pools]`.
+pub fn documented_pools_keys() -> Vec<&'static str> {
+    POOLS_DOCS.iter().map(|d| d.0).collect()
+}
+
 /// The documented keys of `[status]`.
 pub fn documented_status_keys() -> Vec<&'static str> {
     STATUS_DOCS.iter().map(|d| d.0).collect()
@@ -255,6 +273,7 @@ pub fn loopback_config(id: u64, nodes: u64, data_root: &Path) -> Config {
         locks: LocksConfig::default(),
         operations: Default::default(),
         status: Default::default(),
+        pools: Default::default(),
     }
 }
 
@@ -266,7 +285,7 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
     for line in title.lines() {
         out.push_str(&format!("# {line}\n"));
     }
-    out.push_str("#\n# Every [raft], [limits], [locks], [operations] and [status] option is listed with its default; uncomment a line to change it.\n\n");
+    out.push_str("#\n# Every [raft], [limits], [locks], [operations], [status] and [pools] option is listed with its default; uncomment a line to change it.\n\n");
     out.push_str("# This node's id (>= 1). Never reuse the id of a removed node.\n");
     out.push_str(&format!("id = {}\n", config.id));
     out.push_str(
@@ -333,6 +352,13 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
         &toml::Value::try_from(&config.status)?,
         &toml::Value::try_from(StatusConfig::default())?,
     )?;
+    section(
+        &mut out,
+        "pools",
+        POOLS_DOCS,
+        &toml::Value::try_from(&config.pools)?,
+        &toml::Value::try_from(PoolsConfig::default())?,
+    )?;
     Ok(out)
 }
 
@@ -388,6 +414,14 @@ mod tests {
                 .map(|k| k.to_string())
                 .collect::<BTreeSet<_>>(),
             want_ops
+        );
+        let want_pools = keys(toml::Value::try_from(PoolsConfig::default()).expect("pools"));
+        assert_eq!(
+            documented_pools_keys()
+                .iter()
+                .map(|k| k.to_string())
+                .collect::<BTreeSet<_>>(),
+            want_pools
         );
         let want_status = keys(toml::Value::try_from(StatusConfig::default()).expect("status"));
         assert_eq!(

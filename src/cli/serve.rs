@@ -64,6 +64,7 @@ pub fn build_config(args: &ServeArgs) -> anyhow::Result<Config> {
                 locks: Default::default(),
                 operations: Default::default(),
                 status: Default::default(),
+                pools: Default::default(),
             }
         }
     };

@@ -14,6 +14,7 @@ pub mod locks;
 pub mod node;
 pub mod operations;
 pub mod peer;
+pub mod pools;
 pub mod reservations;
 pub mod resources;
 pub mod scheduler;
@@ -35,6 +36,7 @@ use crate::proto::v1::cluster_server::ClusterServer;
 use crate::proto::v1::deployments_server::DeploymentsServer;
 use crate::proto::v1::locks_server::LocksServer;
 use crate::proto::v1::operations_server::OperationsServer;
+use crate::proto::v1::pools_server::PoolsServer;
 use crate::proto::v1::reservations_server::ReservationsServer;
 use crate::proto::v1::resources_server::ResourcesServer;
 use crate::proto::v1::workers_server::WorkersServer;
@@ -131,7 +133,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         tokio::spawn(serve_peer(node.clone(), peer_listener, stop_rx.clone())),
         tokio::spawn(locks::run_sweeper(node.clone(), stop_rx.clone())),
         tokio::spawn(scheduler::run_scheduler(node.clone(), stop_rx.clone())),
-        tokio::spawn(scheduler::run_op_sweeper(node.clone(), stop_rx)),
+        tokio::spawn(scheduler::run_op_sweeper(node.clone(), stop_rx.clone())),
+        tokio::spawn(pools::run_reaper(node.clone(), stop_rx)),
     ];
     bootstrap(&node, &config).await?;
     tracing::info!(id = config.id, %client_addr, %peer_addr, "node started");
@@ -192,6 +195,9 @@ async fn serve_client_api(
     let deployments = DeploymentsServer::new(deployments::DeploymentsService::new(node.clone()))
         .max_decoding_message_size(max_msg)
         .max_encoding_message_size(usize::MAX);
+    let pools = PoolsServer::new(pools::PoolsService::new(node.clone()))
+        .max_decoding_message_size(max_msg)
+        .max_encoding_message_size(usize::MAX);
     let cluster = ClusterServer::new(cluster::ClusterService::new(node));
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let result = tonic::transport::Server::builder()
@@ -201,6 +207,7 @@ async fn serve_client_api(
         .add_service(workers)
         .add_service(reservations)
         .add_service(deployments)
+        .add_service(pools)
         .add_service(cluster)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;

@@ -129,6 +129,7 @@ impl TestCluster {
                 locks: locks.clone(),
                 operations: operations.clone(),
                 status: Default::default(),
+                pools: Default::default(),
             };
             cluster.add_node_config(config);
         }
@@ -170,6 +171,7 @@ impl TestCluster {
             locks,
             operations,
             status: Default::default(),
+            pools: Default::default(),
         };
         let addrs = (config.peer_addr.clone(), config.client_addr.clone());
         self.add_node_config(config);

@@ -9,6 +9,7 @@ mod harness;
 mod locks;
 mod membership;
 mod operations;
+mod pools;
 mod reservations;
 mod walkthrough;
 mod watch;

@@ -1,0 +1,128 @@
+//! The `Pools` service calls of `Client` (Boskos' API). Acquire, acquire-by-state, update,
+//! release and sync are writes (repeated at another node only when the request provably never
+//! left this process: pass a `request_id` to Acquire to make a retry after an ambiguous failure
+//! answer the same lease); list and metrics are reads.
+
+use tonic::Status;
+
+use super::{request, Client, Consistency, Retry};
+use crate::proto::v1 as pb;
+use crate::proto::v1::pools_client::PoolsClient;
+
+pub use crate::proto::v1::{PoolMetricsReply, PoolResource, PoolResourceReply, PoolResourcesReply};
+
+impl Client {
+    /// Leases the oldest-updated unowned resource of `rtype` in `state`, moving it to `dest`.
+    /// NotFound when there is none.
+    pub async fn pool_acquire(
+        &self,
+        rtype: &str,
+        state: &str,
+        dest: &str,
+        owner: &str,
+        request_id: &str,
+    ) -> Result<PoolResourceReply, Status> {
+        let msg = pb::PoolAcquireRequest {
+            r#type: rtype.to_string(),
+            state: state.to_string(),
+            dest: dest.to_string(),
+            owner: owner.to_string(),
+            request_id: request_id.to_string(),
+        };
+        self.call(Retry::Write, |ch, t| {
+            let msg = msg.clone();
+            async move { PoolsClient::new(ch).acquire(request(msg, t)).await }
+        })
+        .await
+    }
+
+    /// Leases every named resource (each unowned, in `state`), or none.
+    pub async fn pool_acquire_by_state(
+        &self,
+        msg: pb::PoolAcquireByStateRequest,
+    ) -> Result<PoolResourcesReply, Status> {
+        self.call(Retry::Write, |ch, t| {
+            let msg = msg.clone();
+            async move { PoolsClient::new(ch).acquire_by_state(request(msg, t)).await }
+        })
+        .await
+    }
+
+    /// The owner's heartbeat (`state`: the current one); user data merges.
+    pub async fn pool_update(
+        &self,
+        msg: pb::PoolUpdateRequest,
+    ) -> Result<PoolResourceReply, Status> {
+        self.call(Retry::Write, |ch, t| {
+            let msg = msg.clone();
+            async move { PoolsClient::new(ch).update(request(msg, t)).await }
+        })
+        .await
+    }
+
+    /// Gives a lease back, moving the resource to `dest`.
+    pub async fn pool_release(
+        &self,
+        name: &str,
+        owner: &str,
+        dest: &str,
+    ) -> Result<PoolResourceReply, Status> {
+        let msg = pb::PoolReleaseRequest {
+            name: name.to_string(),
+            owner: owner.to_string(),
+            dest: dest.to_string(),
+        };
+        self.call(Retry::Write, |ch, t| {
+            let msg = msg.clone();
+            async move { PoolsClient::new(ch).release(request(msg, t)).await }
+        })
+        .await
+    }
+
+    /// Makes the pool hold exactly `msg.resources`.
+    pub async fn pool_sync(&self, msg: pb::PoolSyncRequest) -> Result<PoolResourcesReply, Status> {
+        self.call(Retry::Write, |ch, t| {
+            let msg = msg.clone();
+            async move { PoolsClient::new(ch).sync(request(msg, t)).await }
+        })
+        .await
+    }
+
+    /// Pool resources of a type, state and owner (empty: any), in name order.
+    pub async fn pool_list(
+        &self,
+        rtype: &str,
+        state: &str,
+        owner: &str,
+        consistency: Consistency,
+    ) -> Result<PoolResourcesReply, Status> {
+        let msg = pb::PoolListRequest {
+            r#type: rtype.to_string(),
+            state: state.to_string(),
+            owner: owner.to_string(),
+            consistency: consistency as i32,
+        };
+        self.call(Retry::Read, |ch, t| {
+            let msg = msg.clone();
+            async move { PoolsClient::new(ch).list(request(msg, t)).await }
+        })
+        .await
+    }
+
+    /// Resources by state and leases by owner, of `rtype` (empty: every type).
+    pub async fn pool_metrics(
+        &self,
+        rtype: &str,
+        consistency: Consistency,
+    ) -> Result<PoolMetricsReply, Status> {
+        let msg = pb::PoolMetricsRequest {
+            r#type: rtype.to_string(),
+            consistency: consistency as i32,
+        };
+        self.call(Retry::Read, |ch, t| {
+            let msg = msg.clone();
+            async move { PoolsClient::new(ch).metrics(request(msg, t)).await }
+        })
+        .await
+    }
+}

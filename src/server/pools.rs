@@ -1,0 +1,265 @@
+//! The `Pools` gRPC service (Boskos' API on the replicated pool): writes are structurally checked
+//! and proposed (any node; followers forward), reads come after the barrier asked for. Also the
+//! leader's reaper, which proposes a `Reset` of the leases whose state's expiry passed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tonic::{Request, Response as GrpcResponse, Status};
+use tracing::Instrument;
+
+use crate::proto::v1::pools_server::Pools;
+use crate::proto::v1::*;
+use crate::server::errors;
+use crate::server::node::Node;
+use crate::server::resources::consistency;
+use crate::state::count::CountBy;
+use crate::state::pool::{check_pool_action, PoolAction, PoolEntry, PoolView, POOL_KIND};
+use crate::state::{self, Command, Response, Selector, State};
+
+pub struct PoolsService {
+    node: Arc<Node>,
+}
+
+impl PoolsService {
+    pub fn new(node: Arc<Node>) -> Self {
+        PoolsService { node }
+    }
+
+    async fn propose(&self, action: PoolAction) -> Result<(Vec<PoolResource>, u64), Status> {
+        check_pool_action(&action).map_err(|r| errors::rejection(&r))?;
+        let command = Command::Pool {
+            action,
+            grace_ms: self.node.config.raft.election_timeout_max_ms,
+        };
+        match self.node.propose(command).await? {
+            Response::Object { object, revision } => Ok((vec![info(&object)], revision)),
+            Response::Txn { objects, revision } => {
+                Ok((objects.iter().map(info).collect(), revision))
+            }
+            Response::Rejected(r) => Err(errors::rejection(&r)),
+            other => Err(Status::internal(format!(
+                "unexpected response to a pool command: {other:?}"
+            ))),
+        }
+    }
+
+    async fn propose_one(
+        &self,
+        action: PoolAction,
+    ) -> Result<GrpcResponse<PoolResourceReply>, Status> {
+        let (mut resources, revision) = self.propose(action).await?;
+        Ok(GrpcResponse::new(PoolResourceReply {
+            resource: resources.pop(),
+            revision,
+        }))
+    }
+}
+
+fn info(object: &state::Resource) -> PoolResource {
+    let v = PoolView::of(object).unwrap_or_default();
+    PoolResource {
+        name: object.metadata.name.to_string(),
+        r#type: v.rtype,
+        state: v.state,
+        owner: v.owner,
+        user_data: v.user_data.into_iter().collect(),
+        last_update_ms: v.last_update_ms,
+        request_id: v.request_id,
+        to_be_deleted: v.to_be_deleted,
+        expiry_ms: v.expiry_ms.into_iter().collect(),
+    }
+}
+
+/// `type=T` (and state, owner) as a selector over the labels; empty parts are left out.
+fn selector(rtype: &str, state: &str, owner: &str) -> Result<Selector, Status> {
+    let parts: Vec<String> = [("type", rtype), ("state", state), ("owner", owner)]
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    Selector::parse(&parts.join(",")).map_err(|r| errors::rejection(&r))
+}
+
+#[tonic::async_trait]
+impl Pools for PoolsService {
+    #[tracing::instrument(level = "debug", skip_all, fields(r#type = %request.get_ref().r#type, owner = %request.get_ref().owner))]
+    async fn acquire(
+        &self,
+        request: Request<PoolAcquireRequest>,
+    ) -> Result<GrpcResponse<PoolResourceReply>, Status> {
+        let r = request.into_inner();
+        self.propose_one(PoolAction::Acquire {
+            rtype: r.r#type,
+            state: r.state,
+            dest: r.dest,
+            owner: r.owner,
+            request_id: r.request_id,
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(owner = %request.get_ref().owner, n = request.get_ref().names.len()))]
+    async fn acquire_by_state(
+        &self,
+        request: Request<PoolAcquireByStateRequest>,
+    ) -> Result<GrpcResponse<PoolResourcesReply>, Status> {
+        let r = request.into_inner();
+        let (resources, revision) = self
+            .propose(PoolAction::AcquireByState {
+                state: r.state,
+                dest: r.dest,
+                owner: r.owner,
+                names: r.names,
+            })
+            .await?;
+        Ok(GrpcResponse::new(PoolResourcesReply {
+            resources,
+            revision,
+        }))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(name = %request.get_ref().name, owner = %request.get_ref().owner))]
+    async fn update(
+        &self,
+        request: Request<PoolUpdateRequest>,
+    ) -> Result<GrpcResponse<PoolResourceReply>, Status> {
+        let r = request.into_inner();
+        self.propose_one(PoolAction::Update {
+            name: r.name,
+            owner: r.owner,
+            state: r.state,
+            user_data: r.user_data.into_iter().collect(),
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(name = %request.get_ref().name, owner = %request.get_ref().owner))]
+    async fn release(
+        &self,
+        request: Request<PoolReleaseRequest>,
+    ) -> Result<GrpcResponse<PoolResourceReply>, Status> {
+        let r = request.into_inner();
+        self.propose_one(PoolAction::Release {
+            name: r.name,
+            owner: r.owner,
+            dest: r.dest,
+        })
+        .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(n = request.get_ref().resources.len()))]
+    async fn sync(
+        &self,
+        request: Request<PoolSyncRequest>,
+    ) -> Result<GrpcResponse<PoolResourcesReply>, Status> {
+        let r = request.into_inner();
+        let entries = r
+            .resources
+            .into_iter()
+            .map(|e| PoolEntry {
+                name: e.name,
+                rtype: e.r#type,
+                state: e.state,
+            })
+            .collect();
+        let expiry_ms: BTreeMap<String, BTreeMap<String, u64>> = r
+            .expiry
+            .into_iter()
+            .map(|(t, e)| (t, e.expiry_ms.into_iter().collect()))
+            .collect();
+        let (resources, revision) = self
+            .propose(PoolAction::Sync { entries, expiry_ms })
+            .await?;
+        Ok(GrpcResponse::new(PoolResourcesReply {
+            resources,
+            revision,
+        }))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn list(
+        &self,
+        request: Request<PoolListRequest>,
+    ) -> Result<GrpcResponse<PoolResourcesReply>, Status> {
+        let r = request.into_inner();
+        let selector = selector(&r.r#type, &r.state, &r.owner)?;
+        self.node.read_barrier(consistency(r.consistency)?).await?;
+        let state = self.node.state();
+        let page = state.list(POOL_KIND, None, &selector, None, 0);
+        Ok(GrpcResponse::new(PoolResourcesReply {
+            resources: page.items.iter().map(info).collect(),
+            revision: state.revision(),
+        }))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(r#type = %request.get_ref().r#type))]
+    async fn metrics(
+        &self,
+        request: Request<PoolMetricsRequest>,
+    ) -> Result<GrpcResponse<PoolMetricsReply>, Status> {
+        let r = request.into_inner();
+        let selector = selector(&r.r#type, "", "")?;
+        self.node.read_barrier(consistency(r.consistency)?).await?;
+        let state = self.node.state();
+        let count = |label: &str| {
+            state
+                .count(
+                    POOL_KIND,
+                    None,
+                    &selector,
+                    &CountBy::Label(label.to_string()),
+                )
+                .map_err(|r| errors::rejection(&r))
+        };
+        let by_state = count("state")?;
+        let by_owner = count("owner")?;
+        Ok(GrpcResponse::new(PoolMetricsReply {
+            r#type: r.r#type,
+            current: by_state.buckets.into_iter().collect(),
+            owners: by_owner.buckets.into_iter().collect(),
+            total: by_state.total,
+            revision: state.revision(),
+        }))
+    }
+}
+
+/// The leader's reaper: every `pools.reap_interval_ms`, if this node leads and the grace after
+/// its election has passed, proposes a `Reset` (to `pools.reset_state`) of the leases whose
+/// state's expiry passed at its clock. Apply re-checks each against the entry's time.
+pub async fn run_reaper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let interval = Duration::from_millis(node.config.pools.reap_interval_ms);
+    let grace_ms = node.config.raft.election_timeout_max_ms;
+    let dest = node.config.pools.reset_state.clone();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let Some(names) = node.sweep_due(grace_ms, State::pools_expired) else {
+            continue;
+        };
+        if names.is_empty() {
+            continue;
+        }
+        let command = Command::Pool {
+            action: PoolAction::Reset {
+                names,
+                dest: dest.clone(),
+            },
+            grace_ms,
+        };
+        let span = tracing::debug_span!("pool_reap", node = node.id);
+        match node.propose_local(command).instrument(span).await {
+            Ok(Response::Txn { objects, .. }) => {
+                for o in &objects {
+                    tracing::info!(name = %o.metadata.name, "pool lease expired; reset");
+                }
+            }
+            Ok(Response::Rejected(r)) => tracing::debug!(reason = %r, "pool reset refused"),
+            Ok(_) => {}
+            Err(_) => tracing::debug!("pool reset not applied (leadership changed)"),
+        }
+    }
+}
