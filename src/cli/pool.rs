@@ -44,6 +44,9 @@ pub struct AcquireArgs {
     /// Repeating an acquire with the same id (and owner) answers the same lease.
     #[arg(long, default_value = "")]
     pub request_id: String,
+    /// Wait up to this long (e.g. 30s) in a fair queue when nothing is free; 0: NotFound at once.
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    pub wait: Duration,
 }
 
 #[derive(Debug, clap::Args)]
@@ -107,8 +110,16 @@ pub async fn run(cmd: PoolCommand, global: &GlobalOpts) -> anyhow::Result<()> {
     let client = global.client()?;
     let resources: Vec<PoolResource> = match cmd {
         PoolCommand::Acquire(a) => {
+            // The request must outlive the wait.
+            let client = if a.wait.is_zero() {
+                client
+            } else {
+                let endpoints = crate::client::split_endpoints(&global.endpoints);
+                let timeout = global.timeout.max(a.wait + Duration::from_secs(5));
+                crate::client::Client::connect_with_timeout(&endpoints, timeout)?
+            };
             let reply = client
-                .pool_acquire(&a.rtype, &a.state, &a.dest, &a.owner, &a.request_id)
+                .pool_acquire_wait(&a.rtype, &a.state, &a.dest, &a.owner, &a.request_id, a.wait)
                 .await?;
             reply.resource.into_iter().collect()
         }

@@ -3,6 +3,8 @@
 //! left this process: pass a `request_id` to Acquire to make a retry after an ambiguous failure
 //! answer the same lease); list and metrics are reads.
 
+use std::time::Duration;
+
 use tonic::Status;
 
 use super::{request, Client, Consistency, Retry};
@@ -22,12 +24,28 @@ impl Client {
         owner: &str,
         request_id: &str,
     ) -> Result<PoolResourceReply, Status> {
+        self.pool_acquire_wait(rtype, state, dest, owner, request_id, Duration::ZERO)
+            .await
+    }
+
+    /// `pool_acquire` that waits up to `wait` in a fair queue when nothing is free (NotFound
+    /// after it). The client's request timeout must be longer than `wait`.
+    pub async fn pool_acquire_wait(
+        &self,
+        rtype: &str,
+        state: &str,
+        dest: &str,
+        owner: &str,
+        request_id: &str,
+        wait: Duration,
+    ) -> Result<PoolResourceReply, Status> {
         let msg = pb::PoolAcquireRequest {
             r#type: rtype.to_string(),
             state: state.to_string(),
             dest: dest.to_string(),
             owner: owner.to_string(),
             request_id: request_id.to_string(),
+            wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
         };
         self.call(Retry::Write, |ch, t| {
             let msg = msg.clone();

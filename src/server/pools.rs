@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::broadcast::error::RecvError;
 use tonic::{Request, Response as GrpcResponse, Status};
 use tracing::Instrument;
 
@@ -15,7 +16,9 @@ use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::resources::consistency;
 use crate::state::count::CountBy;
-use crate::state::pool::{check_pool_action, PoolAction, PoolEntry, PoolView, POOL_KIND};
+use crate::state::pool::{
+    check_pool_action, ClaimView, PoolAction, PoolEntry, PoolView, POOL_KIND,
+};
 use crate::state::{self, Command, Response, Selector, State};
 
 pub struct PoolsService {
@@ -82,22 +85,164 @@ fn selector(rtype: &str, state: &str, owner: &str) -> Result<Selector, Status> {
     Selector::parse(&parts.join(",")).map_err(|r| errors::rejection(&r))
 }
 
+/// Proposes the cancel of an abandoned wait (the caller went away) when dropped armed.
+struct CancelOnDrop {
+    node: Arc<Node>,
+    command: Option<Command>,
+}
+
+impl CancelOnDrop {
+    fn disarm(&mut self) -> Option<Command> {
+        self.command.take()
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(command) = self.command.take() {
+            let node = self.node.clone();
+            tokio::spawn(async move {
+                if let Err(e) = node.propose(command).await {
+                    tracing::warn!(error = %e, "could not cancel an abandoned pool wait; the reaper removes it at its deadline");
+                }
+            });
+        }
+    }
+}
+
+fn not_granted(claim: &ClaimView, wait: Duration) -> Status {
+    Status::not_found(format!(
+        "no free resource of type {} in state {} within {}",
+        claim.rtype,
+        claim.state,
+        humantime::format_duration(wait)
+    ))
+}
+
+impl PoolsService {
+    /// Waits up to `wait` for the grant of `name`'s claim; then gives up (the lease, if it was
+    /// granted at the last moment, is answered rather than lost).
+    async fn wait_for_grant(
+        &self,
+        mut events: tokio::sync::broadcast::Receiver<state::pool::PoolEvent>,
+        name: String,
+        claim: ClaimView,
+        wait: Duration,
+    ) -> Result<GrpcResponse<PoolResourceReply>, Status> {
+        let cancel = |release| Command::Pool {
+            action: PoolAction::CancelWait {
+                claim: name.clone(),
+                owner: claim.owner.clone(),
+                request_id: claim.request_id.clone(),
+                state: claim.state.clone(),
+                release,
+            },
+            grace_ms: 0,
+        };
+        let mut guard = CancelOnDrop {
+            node: self.node.clone(),
+            command: Some(cancel(true)),
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            tokio::select! {
+                ev = events.recv() => match ev {
+                    Ok(e) if e.claim == name => {
+                        guard.disarm();
+                        return match e.resource {
+                            Some(_) => self.lease_of(&claim),
+                            None => Err(not_granted(&claim, wait)),
+                        };
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => {
+                        // Missed events: ask the state where this wait stands.
+                        let state = self.node.state();
+                        if state.pools().claim_by_request(&claim.owner, &claim.request_id).is_none() {
+                            drop(state);
+                            guard.disarm();
+                            return self.lease_of(&claim).map_err(|_| not_granted(&claim, wait));
+                        }
+                    }
+                    Err(RecvError::Closed) => return Err(Status::unavailable("this node is shutting down")),
+                },
+                _ = tokio::time::sleep_until(deadline) => {
+                    guard.disarm();
+                    return match self.node.propose(cancel(false)).await? {
+                        Response::Txn { objects, .. } => match objects.iter().find(|o| o.kind == POOL_KIND) {
+                            Some(o) => Ok(GrpcResponse::new(PoolResourceReply { resource: Some(info(o)), revision: self.node.state().revision() })),
+                            None => Err(not_granted(&claim, wait)),
+                        },
+                        Response::Rejected(r) => Err(errors::rejection(&r)),
+                        _ => Err(not_granted(&claim, wait)),
+                    };
+                }
+            }
+        }
+    }
+
+    /// The lease `claim`'s waiter holds now, from this node's state.
+    fn lease_of(&self, claim: &ClaimView) -> Result<GrpcResponse<PoolResourceReply>, Status> {
+        let state = self.node.state();
+        let name = state
+            .pools()
+            .by_request(&claim.owner, &claim.request_id)
+            .ok_or_else(|| not_granted(claim, Duration::ZERO))?;
+        let key = state::ObjectKey::new(POOL_KIND, state::DEFAULT_NAMESPACE, name);
+        let object = state
+            .get(&key)
+            .ok_or_else(|| not_granted(claim, Duration::ZERO))?;
+        Ok(GrpcResponse::new(PoolResourceReply {
+            resource: Some(info(object)),
+            revision: state.revision(),
+        }))
+    }
+}
+
 #[tonic::async_trait]
 impl Pools for PoolsService {
-    #[tracing::instrument(level = "debug", skip_all, fields(r#type = %request.get_ref().r#type, owner = %request.get_ref().owner))]
+    #[tracing::instrument(level = "debug", skip_all, fields(r#type = %request.get_ref().r#type, owner = %request.get_ref().owner, wait_ms = request.get_ref().wait_ms))]
     async fn acquire(
         &self,
         request: Request<PoolAcquireRequest>,
     ) -> Result<GrpcResponse<PoolResourceReply>, Status> {
         let r = request.into_inner();
-        self.propose_one(PoolAction::Acquire {
-            rtype: r.r#type,
-            state: r.state,
+        let action = PoolAction::Acquire {
+            rtype: r.r#type.clone(),
+            state: r.state.clone(),
             dest: r.dest,
-            owner: r.owner,
+            owner: r.owner.clone(),
             request_id: r.request_id,
-        })
-        .await
+            wait_ms: r.wait_ms,
+        };
+        if r.wait_ms == 0 {
+            return self.propose_one(action).await;
+        }
+        check_pool_action(&action).map_err(|r| errors::rejection(&r))?;
+        // Subscribed before proposing, so the grant cannot be missed.
+        let events = self.node.hub.subscribe_pools();
+        let command = Command::Pool {
+            action,
+            grace_ms: self.node.config.raft.election_timeout_max_ms,
+        };
+        let (object, revision) = match self.node.propose(command).await? {
+            Response::Object { object, revision } => (object, revision),
+            Response::Rejected(r) => return Err(errors::rejection(&r)),
+            other => {
+                return Err(Status::internal(format!(
+                    "unexpected response to an acquire: {other:?}"
+                )))
+            }
+        };
+        let Some(claim) = ClaimView::of(&object) else {
+            return Ok(GrpcResponse::new(PoolResourceReply {
+                resource: Some(info(&object)),
+                revision,
+            }));
+        };
+        let wait = Duration::from_millis(r.wait_ms);
+        self.wait_for_grant(events, object.metadata.name.to_string(), claim, wait)
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(owner = %request.get_ref().owner, n = request.get_ref().names.len()))]
@@ -236,6 +381,17 @@ pub async fn run_reaper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = stop.wait_for(|s| *s) => return,
+        }
+        if let Some(claims) = node.sweep_due(0, State::pool_claims_expired) {
+            if !claims.is_empty() {
+                let command = Command::Pool {
+                    action: PoolAction::ExpireClaims { claims },
+                    grace_ms,
+                };
+                if node.propose_local(command).await.is_err() {
+                    tracing::debug!("claim expiry not applied (leadership changed)");
+                }
+            }
         }
         let Some(names) = node.sweep_due(grace_ms, State::pools_expired) else {
             continue;

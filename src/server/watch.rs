@@ -76,6 +76,7 @@ pub struct WatchHub {
     /// Operation changes, live only: worker assignment streams, op watchers and the leader's
     /// scheduler subscribe here.
     ops: tokio::sync::broadcast::Sender<OpEvent>,
+    pools: tokio::sync::broadcast::Sender<crate::state::pool::PoolEvent>,
     history_max: usize,
     history_bytes_max: usize,
     buffer: usize,
@@ -102,6 +103,7 @@ impl WatchHub {
             }),
             locks: tokio::sync::broadcast::channel(limits.watch_buffer.max(1024)).0,
             ops: tokio::sync::broadcast::channel(limits.watch_buffer.max(1024)).0,
+            pools: tokio::sync::broadcast::channel(limits.watch_buffer.max(1024)).0,
             history_max: limits.watch_history,
             history_bytes_max: limits.watch_history_bytes,
             buffer: limits.watch_buffer,
@@ -121,6 +123,13 @@ impl WatchHub {
     /// A receiver of every operation change applied on this node from now on.
     pub fn subscribe_ops(&self) -> tokio::sync::broadcast::Receiver<OpEvent> {
         self.ops.subscribe()
+    }
+
+    /// A receiver of what becomes of waiting pool acquires applied on this node from now on.
+    pub fn subscribe_pools(
+        &self,
+    ) -> tokio::sync::broadcast::Receiver<crate::state::pool::PoolEvent> {
+        self.pools.subscribe()
     }
 
     /// The revision up to which every event has been handed to watchers.
@@ -234,6 +243,9 @@ impl ApplyObserver for WatchHub {
         }
         for e in &effects.op_events {
             let _ = self.ops.send(e.clone());
+        }
+        for e in &effects.pool_events {
+            let _ = self.pools.send(e.clone());
         }
         let events = &effects.events;
         let mut inner = self.lock();

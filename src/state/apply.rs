@@ -101,12 +101,17 @@ pub struct Effects {
     pub lock_events: Vec<LockEvent>,
     /// One per operation change, in the order they happened.
     pub op_events: Vec<OpEvent>,
+    /// One per waiting pool acquire granted or removed.
+    pub pool_events: Vec<super::pool::PoolEvent>,
 }
 
 impl Effects {
     /// True when nothing happened.
     pub fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.lock_events.is_empty() && self.op_events.is_empty()
+        self.events.is_empty()
+            && self.lock_events.is_empty()
+            && self.op_events.is_empty()
+            && self.pool_events.is_empty()
     }
 }
 
@@ -416,6 +421,12 @@ impl State {
         self.pools.expired(now_ms, POOL_ITEMS_MAX)
     }
 
+    /// Waiting pool acquires past their deadline at `now_ms`, earliest first, at most
+    /// `POOL_ITEMS_MAX`: what the leader's reaper proposes to expire.
+    pub fn pool_claims_expired(&self, now_ms: u64) -> Vec<String> {
+        self.pools.claims_expired(now_ms, POOL_ITEMS_MAX)
+    }
+
     /// The pool indexes.
     pub fn pools(&self) -> &PoolIndex {
         &self.pools
@@ -525,7 +536,7 @@ pub fn apply_effects(
             limits,
         } => deployment::apply_deployment(state, ctx, key, action, limits, events),
         Command::Pool { action, grace_ms } => {
-            pool::apply_pool(state, ctx, action, *grace_ms, events)
+            pool::apply_pool(state, ctx, action, *grace_ms, events, &mut out.pool_events)
         }
     };
     // After the command: a sweep that is itself the term's first stamped entry sees no start,
@@ -549,7 +560,9 @@ fn mirror_write(cmd: &Command) -> Option<Rejection> {
                 "mirror deployments and change only through the Deployments API \
                                 (steward deployment ...)"
             }
-            POOL_KIND => "are leased and synced only through the Pools API (steward pool ...)",
+            POOL_KIND | super::pool::POOL_CLAIM_KIND => {
+                "are leased and synced only through the Pools API (steward pool ...)"
+            }
             _ => return None,
         };
         Some(Rejection::Invalid {

@@ -31,6 +31,12 @@ mod tests;
 pub const POOL_KIND: &str = "PoolResource";
 /// Their apiVersion.
 pub const POOL_API_VERSION: &str = "steward.io/v1";
+/// The kind of the objects that hold waiting acquires (claims), one per waiter.
+pub const POOL_CLAIM_KIND: &str = "PoolClaim";
+/// Longest an acquire may wait in the queue: one hour.
+pub const POOL_WAIT_MS_MAX: u64 = 3_600_000;
+/// Most acquires waiting for one (type, state).
+pub const POOL_WAITERS_MAX: usize = 1000;
 /// Most names in one AcquireByState, and resources in one Reset or Sync.
 pub const POOL_ITEMS_MAX: usize = 1000;
 /// Most user data entries on one resource.
@@ -145,6 +151,70 @@ impl PoolView {
     }
 }
 
+/// A waiting acquire, as its `PoolClaim` object holds it: queued for (type, state) in order of
+/// `seq` (the log index of its Acquire), until `deadline_ms`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClaimView {
+    pub rtype: String,
+    pub state: String,
+    pub dest: String,
+    pub owner: String,
+    /// The request id the lease will carry (the caller's, or `claim-<seq>`).
+    pub request_id: String,
+    pub seq: u64,
+    pub deadline_ms: u64,
+}
+
+impl ClaimView {
+    /// The view of a `PoolClaim` object (`None` for any other kind).
+    pub fn of(object: &Resource) -> Option<ClaimView> {
+        if object.kind != POOL_CLAIM_KIND {
+            return None;
+        }
+        let st = &object.status;
+        let num = |f: &str| st.get(f).and_then(Value::as_u64).unwrap_or(0);
+        Some(ClaimView {
+            rtype: str_field(st, "type").to_string(),
+            state: str_field(st, "state").to_string(),
+            dest: str_field(st, "dest").to_string(),
+            owner: str_field(st, "owner").to_string(),
+            request_id: str_field(st, "requestId").to_string(),
+            seq: num("seq"),
+            deadline_ms: num("deadlineMs"),
+        })
+    }
+
+    /// A new claim object named `claim-<seq>`.
+    pub fn object(&self) -> Resource {
+        let mut o = Resource::new(
+            POOL_API_VERSION,
+            POOL_CLAIM_KIND,
+            super::DEFAULT_NAMESPACE,
+            &claim_name(self.seq),
+        );
+        let labels = &mut o.metadata.labels;
+        labels.insert("type".into(), self.rtype.clone());
+        labels.insert("state".into(), self.state.clone());
+        labels.insert("owner".into(), self.owner.clone());
+        o.status = json!({
+            "type": self.rtype,
+            "state": self.state,
+            "dest": self.dest,
+            "owner": self.owner,
+            "requestId": self.request_id,
+            "seq": self.seq,
+            "deadlineMs": self.deadline_ms,
+            "deadline": rfc3339_ms(self.deadline_ms),
+        });
+        o
+    }
+}
+
+/// The name of the claim of the acquire at log index `seq`.
+pub fn claim_name(seq: u64) -> String {
+    format!("claim-{seq}")
+}
+
 /// `2026-11-22T10:00:00.123Z`.
 fn rfc3339_ms(ms: u64) -> String {
     const MS_MAX: u64 = 253_402_300_799_999;
@@ -161,11 +231,18 @@ pub struct PoolIndex {
     requests: imbl::OrdMap<(CompactString, CompactString), CompactString>,
     /// (expiry, name) of the leases whose state has an expiry.
     expiring: imbl::OrdSet<(u64, CompactString)>,
+    /// (type, state) -> (seq, claim name) of the waiting acquires, in arrival order.
+    claims: imbl::OrdMap<(CompactString, CompactString), imbl::OrdSet<(u64, CompactString)>>,
+    /// (owner, request id) -> claim name.
+    claim_requests: imbl::OrdMap<(CompactString, CompactString), CompactString>,
+    /// (deadline, claim name).
+    claim_deadlines: imbl::OrdSet<(u64, CompactString)>,
 }
 
 impl PoolIndex {
     /// Keeps the index in step with one object change.
     pub fn replace(&mut self, before: Option<&Resource>, after: Option<&Resource>) {
+        self.replace_claim(before, after);
         if let Some((name, v)) = before.and_then(|o| PoolView::of(o).map(|v| (name_of(o), v))) {
             if v.owner.is_empty() {
                 let key = (CompactString::from(&v.rtype), CompactString::from(&v.state));
@@ -211,6 +288,82 @@ impl PoolIndex {
                 self.expiring.insert((at, name));
             }
         }
+    }
+
+    fn replace_claim(&mut self, before: Option<&Resource>, after: Option<&Resource>) {
+        if let Some((name, c)) = before.and_then(|o| ClaimView::of(o).map(|c| (name_of(o), c))) {
+            let key = (CompactString::from(&c.rtype), CompactString::from(&c.state));
+            let mut empty = false;
+            if let Some(q) = self.claims.get_mut(&key) {
+                q.remove(&(c.seq, name.clone()));
+                empty = q.is_empty();
+            }
+            if empty {
+                self.claims.remove(&key);
+            }
+            self.claim_requests.remove(&(
+                CompactString::from(&c.owner),
+                CompactString::from(&c.request_id),
+            ));
+            self.claim_deadlines.remove(&(c.deadline_ms, name));
+        }
+        if let Some((name, c)) = after.and_then(|o| ClaimView::of(o).map(|c| (name_of(o), c))) {
+            let key = (CompactString::from(&c.rtype), CompactString::from(&c.state));
+            if !self.claims.contains_key(&key) {
+                self.claims.insert(key.clone(), imbl::OrdSet::new());
+            }
+            if let Some(q) = self.claims.get_mut(&key) {
+                q.insert((c.seq, name.clone()));
+            }
+            self.claim_requests.insert(
+                (
+                    CompactString::from(&c.owner),
+                    CompactString::from(&c.request_id),
+                ),
+                name.clone(),
+            );
+            self.claim_deadlines.insert((c.deadline_ms, name));
+        }
+    }
+
+    /// The first waiting acquire for (`rtype`, `state`).
+    pub fn first_claim(&self, rtype: &str, state: &str) -> Option<&str> {
+        let key = (CompactString::from(rtype), CompactString::from(state));
+        self.claims
+            .get(&key)
+            .and_then(|q| q.get_min())
+            .map(|(_, name)| name.as_str())
+    }
+
+    /// How many acquires wait for (`rtype`, `state`).
+    pub fn claims_len(&self, rtype: &str, state: &str) -> usize {
+        let key = (CompactString::from(rtype), CompactString::from(state));
+        self.claims.get(&key).map_or(0, |q| q.len())
+    }
+
+    /// Every (type, state) some acquire waits for.
+    pub fn claimed(&self) -> Vec<(String, String)> {
+        self.claims
+            .keys()
+            .map(|(t, s)| (t.to_string(), s.to_string()))
+            .collect()
+    }
+
+    /// The claim `owner` queued with `request_id`, while it waits.
+    pub fn claim_by_request(&self, owner: &str, request_id: &str) -> Option<&str> {
+        self.claim_requests
+            .get(&(CompactString::from(owner), CompactString::from(request_id)))
+            .map(CompactString::as_str)
+    }
+
+    /// Claims past their deadline at `now_ms`, earliest first, at most `max`.
+    pub fn claims_expired(&self, now_ms: u64, max: usize) -> Vec<String> {
+        self.claim_deadlines
+            .iter()
+            .take_while(|(at, _)| *at < now_ms)
+            .take(max)
+            .map(|(_, name)| name.to_string())
+            .collect()
     }
 
     /// The oldest-updated unowned resource of `rtype` in `state`.
@@ -259,6 +412,14 @@ pub struct PoolEntry {
     pub state: String,
 }
 
+/// What became of a waiting acquire, for the node that waits on it: granted `resource`, or
+/// (`None`) removed without a grant (cancelled, or past its deadline).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolEvent {
+    pub claim: String,
+    pub resource: Option<String>,
+}
+
 /// What a `Command::Pool` asks. Each is all or nothing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PoolAction {
@@ -271,7 +432,26 @@ pub enum PoolAction {
         owner: String,
         #[serde(default)]
         request_id: String,
+        /// 0: answer at once. Else, when nothing is free (or others wait first), queue behind
+        /// the earlier waiters for at most this long.
+        #[serde(default)]
+        wait_ms: u64,
     },
+    /// The waiter of `claim` (`owner`'s) gives up: its claim is removed. If it was granted
+    /// meanwhile and `release` is set (nobody is left to take the lease), the lease goes back to
+    /// the state it was acquired from; else it stays (the caller answers it).
+    CancelWait {
+        claim: String,
+        owner: String,
+        /// The request id and state of the acquire, to find a lease granted meanwhile.
+        request_id: String,
+        state: String,
+        #[serde(default)]
+        release: bool,
+    },
+    /// The leader's reaper: claims past their deadline are removed (their waiters are gone or
+    /// about to give up).
+    ExpireClaims { claims: Vec<String> },
     /// Lease every named resource, each unowned and in `state`, or none.
     AcquireByState {
         state: String,
@@ -310,6 +490,8 @@ impl PoolAction {
     pub fn verb(&self) -> &'static str {
         match self {
             PoolAction::Acquire { .. } => "acquire",
+            PoolAction::CancelWait { .. } => "cancel-wait",
+            PoolAction::ExpireClaims { .. } => "expire-claims",
             PoolAction::AcquireByState { .. } => "acquire-by-state",
             PoolAction::Update { .. } => "update",
             PoolAction::Release { .. } => "release",
@@ -395,6 +577,7 @@ pub fn check_pool_action(action: &PoolAction) -> Result<(), Rejection> {
             dest,
             owner,
             request_id,
+            wait_ms,
         } => {
             check_word("type", rtype)?;
             check_word("state", state)?;
@@ -403,7 +586,24 @@ pub fn check_pool_action(action: &PoolAction) -> Result<(), Rejection> {
             if request_id.len() > 253 {
                 return Err(invalid("request_id", "at most 253 bytes"));
             }
+            if *wait_ms > POOL_WAIT_MS_MAX {
+                return Err(invalid(
+                    "wait_ms",
+                    format!("{wait_ms} is more than POOL_WAIT_MS_MAX = {POOL_WAIT_MS_MAX}"),
+                ));
+            }
         }
+        PoolAction::CancelWait {
+            claim,
+            owner,
+            state,
+            ..
+        } => {
+            check_names("claim", std::slice::from_ref(claim))?;
+            check_word("owner", owner)?;
+            check_word("state", state)?;
+        }
+        PoolAction::ExpireClaims { claims } => check_names("claims", claims)?,
         PoolAction::AcquireByState {
             state,
             dest,

@@ -358,3 +358,82 @@ async fn pool_acquire_latency_with_64_clients_and_100_resources() {
         pct(99)
     );
 }
+
+/// Acquires that wait: queued in arrival order, served as leases are given back, through any
+/// node; a wait that ends before anything frees up answers NotFound and leaves no claim behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waiting_acquires_are_served_as_resources_free_up_and_time_out_cleanly() {
+    let cluster = TestCluster::start(3).await;
+    cluster.wait_leader().await;
+    let nodes = cluster.running();
+    let api = client(&cluster, nodes[0]);
+    let names = vec!["w-1".to_string(), "w-2".to_string()];
+    api.pool_sync(sync_msg(&names, "wide", None))
+        .await
+        .expect("sync");
+    let held: Arc<Mutex<BTreeMap<String, Vec<Held>>>> = Arc::default();
+    let mut tasks = Vec::new();
+    for c in 0..6 {
+        let api = client(&cluster, nodes[c % nodes.len()]);
+        let held = held.clone();
+        tasks.push(tokio::spawn(async move {
+            let owner = format!("waiter-{c}");
+            let reply = api
+                .pool_acquire_wait("wide", "free", "busy", &owner, "", Duration::from_secs(8))
+                .await
+                .unwrap_or_else(|s| panic!("{owner}: {s:?}"));
+            let from = Instant::now();
+            let r = reply.resource.expect("a lease");
+            assert_eq!(r.owner, owner);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let to = Instant::now();
+            api.pool_release(&r.name, &owner, "free")
+                .await
+                .expect("release");
+            held.lock()
+                .expect("held")
+                .entry(r.name)
+                .or_default()
+                .push(Held { owner, from, to });
+        }));
+    }
+    for t in tasks {
+        t.await.expect("waiter");
+    }
+    let held = Arc::try_unwrap(held)
+        .expect("held")
+        .into_inner()
+        .expect("held");
+    assert_eq!(
+        held.values().map(Vec::len).sum::<usize>(),
+        6,
+        "every waiter was served"
+    );
+    assert_never_held_twice(&held);
+
+    // Both held; a short wait ends with NotFound, and its claim is gone.
+    let long = client(&cluster, nodes[1]);
+    for owner in ["x", "y"] {
+        long.pool_acquire("wide", "free", "busy", owner, "")
+            .await
+            .expect("acquire");
+    }
+    let started = Instant::now();
+    let e = long
+        .pool_acquire_wait("wide", "free", "busy", "z", "", Duration::from_millis(600))
+        .await
+        .expect_err("nothing frees up");
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    assert!(started.elapsed() >= Duration::from_millis(600));
+    let claims = long
+        .count(
+            "PoolClaim",
+            "",
+            "",
+            "label:owner",
+            Consistency::Linearizable,
+        )
+        .await
+        .expect("count");
+    assert_eq!(claims.total, 0, "no claim left behind");
+}

@@ -9,7 +9,8 @@ use super::ops::{apply_op, replace, Change, Op};
 use super::{emit, ApplyContext, State};
 use crate::state::command::{Event, Rejection, Response};
 use crate::state::pool::{
-    check_pool_action, PoolAction, PoolEntry, PoolView, POOL_API_VERSION, POOL_KIND,
+    check_pool_action, claim_name, ClaimView, PoolAction, PoolEntry, PoolEvent, PoolView,
+    POOL_API_VERSION, POOL_CLAIM_KIND, POOL_KIND, POOL_WAITERS_MAX,
 };
 use crate::state::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
 
@@ -45,6 +46,8 @@ fn owned_by(name: &str, view: &PoolView, owner: &str) -> Result<(), Rejection> {
 struct Writes<'e> {
     events: &'e mut Vec<Event>,
     undo: Vec<(ObjectKey, Option<Arc<Resource>>)>,
+    /// What became of waiting acquires; handed out only if the command is applied.
+    pool_events: Vec<PoolEvent>,
 }
 
 impl Writes<'_> {
@@ -88,12 +91,14 @@ pub(super) fn apply_pool(
     action: &PoolAction,
     grace_ms: u64,
     events: &mut Vec<Event>,
+    pool_events: &mut Vec<PoolEvent>,
 ) -> Response {
     let revision_before = state.revision;
     let events_before = events.len();
     let mut w = Writes {
         events,
         undo: Vec::new(),
+        pool_events: Vec::new(),
     };
     let events = &mut w;
     let result = check_pool_action(action).and_then(|()| match action {
@@ -103,7 +108,26 @@ pub(super) fn apply_pool(
             dest,
             owner,
             request_id,
-        } => acquire(state, rtype, from, dest, owner, request_id, events),
+            wait_ms,
+        } => {
+            let ask = Ask {
+                rtype,
+                from,
+                dest,
+                owner,
+                request_id,
+                wait_ms: *wait_ms,
+            };
+            acquire(state, ctx, &ask, events)
+        }
+        PoolAction::CancelWait {
+            claim,
+            owner,
+            request_id,
+            state: from,
+            release,
+        } => cancel_wait(state, ctx, claim, owner, request_id, from, *release, events),
+        PoolAction::ExpireClaims { claims } => expire_claims(state, ctx, claims, events),
         PoolAction::AcquireByState {
             state: from,
             dest,
@@ -120,8 +144,16 @@ pub(super) fn apply_pool(
         PoolAction::Reset { names, dest } => reset(state, ctx, names, dest, grace_ms, events),
         PoolAction::Sync { entries, expiry_ms } => sync(state, ctx, entries, expiry_ms, events),
     });
+    // Whatever freed a resource serves the waiters first, in arrival order.
+    let result = result.and_then(|response| {
+        grant_waiting(state, ctx, events)?;
+        Ok(response)
+    });
     match result {
-        Ok(response) => response,
+        Ok(response) => {
+            pool_events.append(&mut w.pool_events);
+            response
+        }
         Err(rejection) => {
             for (key, previous) in w.undo.into_iter().rev() {
                 match previous {
@@ -136,34 +168,198 @@ pub(super) fn apply_pool(
     }
 }
 
+/// An Acquire's parameters.
+struct Ask<'a> {
+    rtype: &'a str,
+    from: &'a str,
+    dest: &'a str,
+    owner: &'a str,
+    request_id: &'a str,
+    wait_ms: u64,
+}
+
 fn acquire(
     state: &mut State,
-    rtype: &str,
-    from: &str,
-    dest: &str,
-    owner: &str,
-    request_id: &str,
+    ctx: &ApplyContext,
+    ask: &Ask<'_>,
     events: &mut Writes<'_>,
 ) -> Result<Response, Rejection> {
-    if !request_id.is_empty() {
-        if let Some(name) = state.pools.by_request(owner, request_id) {
+    if !ask.request_id.is_empty() {
+        if let Some(name) = state.pools.by_request(ask.owner, ask.request_id) {
             let (object, _) = current(state, name)?;
             return Ok(one(state, object));
         }
+        if let Some(claim) = state.pools.claim_by_request(ask.owner, ask.request_id) {
+            let k = ObjectKey::new(POOL_CLAIM_KIND, DEFAULT_NAMESPACE, claim);
+            if let Some(object) = state.objects.get(&k).cloned() {
+                return Ok(one(state, object));
+            }
+        }
     }
-    let Some(name) = state.pools.oldest_free(rtype, from).map(str::to_string) else {
-        return Err(Rejection::PoolEmpty {
-            rtype: rtype.to_string(),
-            state: from.to_string(),
-        });
+    // Those already waiting come first.
+    let queued = state.pools.claims_len(ask.rtype, ask.from);
+    let free = if queued == 0 {
+        state
+            .pools
+            .oldest_free(ask.rtype, ask.from)
+            .map(str::to_string)
+    } else {
+        None
+    };
+    let Some(name) = free else {
+        if ask.wait_ms == 0 {
+            return Err(Rejection::PoolEmpty {
+                rtype: ask.rtype.to_string(),
+                state: ask.from.to_string(),
+            });
+        }
+        if queued >= POOL_WAITERS_MAX {
+            return Err(Rejection::TooLarge {
+                field: "wait_ms".to_string(),
+                rule: format!(
+                    "{queued} acquires already wait for {} in {}, the limit POOL_WAITERS_MAX",
+                    ask.rtype, ask.from
+                ),
+            });
+        }
+        let seq = ctx.log_index;
+        let claim = ClaimView {
+            rtype: ask.rtype.to_string(),
+            state: ask.from.to_string(),
+            dest: ask.dest.to_string(),
+            owner: ask.owner.to_string(),
+            request_id: if ask.request_id.is_empty() {
+                claim_name(seq)
+            } else {
+                ask.request_id.to_string()
+            },
+            seq,
+            deadline_ms: state.time_ms.saturating_add(ask.wait_ms),
+        };
+        let change = apply_op(state, ctx, Op::Create(&claim.object()))?;
+        let stored = events.record(change);
+        return Ok(one(state, stored));
     };
     let (object, mut view) = current(state, &name)?;
-    view.state = dest.to_string();
-    view.owner = owner.to_string();
-    view.request_id = request_id.to_string();
+    view.state = ask.dest.to_string();
+    view.owner = ask.owner.to_string();
+    view.request_id = ask.request_id.to_string();
     view.last_update_ms = state.time_ms;
     let stored = events.put(state, &object, &view)?;
     Ok(one(state, stored))
+}
+
+/// Removes claim `name` (a grant or a giving up), with its event.
+fn remove_claim(
+    state: &mut State,
+    ctx: &ApplyContext,
+    name: &str,
+    resource: Option<String>,
+    events: &mut Writes<'_>,
+) -> Result<Arc<Resource>, Rejection> {
+    let k = ObjectKey::new(POOL_CLAIM_KIND, DEFAULT_NAMESPACE, name);
+    let change = apply_op(state, ctx, Op::Delete(&k, None))?;
+    events.pool_events.push(PoolEvent {
+        claim: name.to_string(),
+        resource,
+    });
+    Ok(events.record(change))
+}
+
+/// Serves waiting acquires: while a (type, state) has both a waiter and a free resource, the
+/// first waiter gets the oldest-updated one. Waiters past their deadline are dropped.
+fn grant_waiting(
+    state: &mut State,
+    ctx: &ApplyContext,
+    events: &mut Writes<'_>,
+) -> Result<(), Rejection> {
+    for (rtype, from) in state.pools.claimed() {
+        while let Some(claim_name) = state.pools.first_claim(&rtype, &from).map(str::to_string) {
+            let Some(free) = state.pools.oldest_free(&rtype, &from).map(str::to_string) else {
+                break;
+            };
+            let k = ObjectKey::new(POOL_CLAIM_KIND, DEFAULT_NAMESPACE, &claim_name);
+            let Some(claim) = state.objects.get(&k).and_then(|o| ClaimView::of(o)) else {
+                break;
+            };
+            if claim.deadline_ms < state.time_ms {
+                remove_claim(state, ctx, &claim_name, None, events)?;
+                continue;
+            }
+            let (object, mut view) = current(state, &free)?;
+            view.state = claim.dest.clone();
+            view.owner = claim.owner.clone();
+            view.request_id = claim.request_id.clone();
+            view.last_update_ms = state.time_ms;
+            events.put(state, &object, &view)?;
+            remove_claim(state, ctx, &claim_name, Some(free), events)?;
+        }
+    }
+    Ok(())
+}
+
+/// A waiter gives up (see `PoolAction::CancelWait`).
+#[allow(clippy::too_many_arguments)]
+fn cancel_wait(
+    state: &mut State,
+    ctx: &ApplyContext,
+    claim: &str,
+    owner: &str,
+    request_id: &str,
+    from: &str,
+    release: bool,
+    events: &mut Writes<'_>,
+) -> Result<Response, Rejection> {
+    let k = ObjectKey::new(POOL_CLAIM_KIND, DEFAULT_NAMESPACE, claim);
+    if let Some(c) = state.objects.get(&k).and_then(|o| ClaimView::of(o)) {
+        if c.owner != owner {
+            return Err(Rejection::PoolNotOwner {
+                name: claim.to_string(),
+                owner: owner.to_string(),
+                holder: c.owner,
+            });
+        }
+        let removed = remove_claim(state, ctx, claim, None, events)?;
+        return Ok(many(state, vec![removed]));
+    }
+    // Granted meanwhile (or never queued): the lease, if it is still the waiter's.
+    let Some(name) = state
+        .pools
+        .by_request(owner, request_id)
+        .map(str::to_string)
+    else {
+        return Ok(many(state, Vec::new()));
+    };
+    let (object, mut view) = current(state, &name)?;
+    if !release {
+        return Ok(many(state, vec![object]));
+    }
+    view.state = from.to_string();
+    view.owner.clear();
+    view.request_id.clear();
+    view.last_update_ms = state.time_ms;
+    let stored = events.put(state, &object, &view)?;
+    Ok(many(state, vec![stored]))
+}
+
+/// The reaper's removal of claims past their deadline (re-checked here).
+fn expire_claims(
+    state: &mut State,
+    ctx: &ApplyContext,
+    claims: &[String],
+    events: &mut Writes<'_>,
+) -> Result<Response, Rejection> {
+    let mut removed = Vec::new();
+    for name in claims {
+        let k = ObjectKey::new(POOL_CLAIM_KIND, DEFAULT_NAMESPACE, name);
+        let Some(c) = state.objects.get(&k).and_then(|o| ClaimView::of(o)) else {
+            continue;
+        };
+        if c.deadline_ms < state.time_ms {
+            removed.push(remove_claim(state, ctx, name, None, events)?);
+        }
+    }
+    Ok(many(state, removed))
 }
 
 fn acquire_by_state(

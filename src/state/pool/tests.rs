@@ -61,10 +61,8 @@ impl Log {
     fn ok(&mut self, time_ms: u64, action: PoolAction) -> Vec<PoolView> {
         match self.run(time_ms, action.clone()) {
             Response::Object { object, .. } => vec![PoolView::of(&object).expect("view")],
-            Response::Txn { objects, .. } => objects
-                .iter()
-                .map(|o| PoolView::of(o).expect("view"))
-                .collect(),
+            // Pool resources only (a cancel or an expiry answers the claims it removed).
+            Response::Txn { objects, .. } => objects.iter().filter_map(PoolView::of).collect(),
             other => panic!("{action:?}: {other:?}"),
         }
     }
@@ -113,12 +111,25 @@ fn sync(entries: &[(&str, &str, &str)]) -> PoolAction {
 }
 
 fn acquire(owner: &str, request_id: &str) -> PoolAction {
+    acquire_wait(owner, request_id, 0)
+}
+
+fn acquire_wait(owner: &str, request_id: &str, wait_ms: u64) -> PoolAction {
     PoolAction::Acquire {
         rtype: "gce".into(),
         state: "free".into(),
         dest: "busy".into(),
         owner: owner.into(),
         request_id: request_id.into(),
+        wait_ms,
+    }
+}
+
+/// Runs an acquire that must queue; returns its claim.
+fn queued(log: &mut Log, time_ms: u64, action: PoolAction) -> ClaimView {
+    match log.run(time_ms, action.clone()) {
+        Response::Object { object, .. } => ClaimView::of(&object).expect("a claim"),
+        other => panic!("{action:?}: expected a claim, got {other:?}"),
     }
 }
 
@@ -373,9 +384,194 @@ fn sync_adds_removes_and_defers_removing_leased_resources() {
     ));
 }
 
+#[test]
+fn waiting_acquires_are_served_in_arrival_order_as_resources_free_up() {
+    let mut log = Log::new();
+    log.ok(T0 + 10, acquire("a", ""));
+    log.ok(T0 + 10, acquire("b", ""));
+    let c = queued(&mut log, T0 + 20, acquire_wait("c", "", 60_000));
+    let d = queued(&mut log, T0 + 30, acquire_wait("d", "req-d", 60_000));
+    assert!(c.seq < d.seq);
+    assert_eq!(c.request_id, claim_name(c.seq));
+    // A repeated request id while waiting answers the same claim.
+    assert_eq!(
+        queued(&mut log, T0 + 35, acquire_wait("d", "req-d", 60_000)),
+        d
+    );
+    // Nobody jumps the queue, waiting or not.
+    assert!(matches!(
+        log.refused(T0 + 40, acquire("e", "")),
+        Rejection::PoolEmpty { .. }
+    ));
+    // a's release serves c, in the same step; b's serves d.
+    let before = log.effects.pool_events.len();
+    log.ok(
+        T0 + 50,
+        PoolAction::Release {
+            name: "p1".into(),
+            owner: "a".into(),
+            dest: "free".into(),
+        },
+    );
+    assert_eq!(
+        log.effects.pool_events[before..],
+        [PoolEvent {
+            claim: claim_name(c.seq),
+            resource: Some("p1".into())
+        }]
+    );
+    let p1 = log.view("p1").expect("p1");
+    assert_eq!(
+        (p1.owner.as_str(), p1.state.as_str(), p1.request_id.as_str()),
+        ("c", "busy", c.request_id.as_str())
+    );
+    log.ok(
+        T0 + 60,
+        PoolAction::Release {
+            name: "p2".into(),
+            owner: "b".into(),
+            dest: "free".into(),
+        },
+    );
+    assert_eq!(log.view("p2").expect("p2").owner, "d");
+    assert_eq!(log.state.pools().claims_len("gce", "free"), 0);
+    // The claims are gone from the store.
+    let claims = log
+        .state
+        .list(POOL_CLAIM_KIND, None, &Selector::everything(), None, 0);
+    assert!(claims.items.is_empty());
+    // A release to another state serves nobody waiting for free.
+    let e = queued(&mut log, T0 + 70, acquire_wait("e", "", 60_000));
+    log.ok(T0 + 80, release("p1", "c"));
+    assert_eq!(log.view("p1").expect("p1").state, "dirty");
+    assert_eq!(
+        log.state.pools().first_claim("gce", "free"),
+        Some(claim_name(e.seq).as_str())
+    );
+    // A sync adding a free resource serves e.
+    log.ok(
+        T0 + 90,
+        sync(&[
+            ("p1", "gce", "free"),
+            ("p2", "gce", "free"),
+            ("p3", "gce", "dirty"),
+            ("p9", "gce", "free"),
+        ]),
+    );
+    assert_eq!(log.view("p9").expect("p9").owner, "e");
+}
+
+#[test]
+fn waits_end_at_their_deadline_or_when_cancelled_and_a_late_grant_is_kept_or_released() {
+    let mut log = Log::new();
+    log.ok(T0 + 10, acquire("a", ""));
+    log.ok(T0 + 10, acquire("b", ""));
+    let c = queued(&mut log, T0 + 20, acquire_wait("c", "", 1_000));
+    let expire = |names: Vec<String>| PoolAction::ExpireClaims { claims: names };
+    // Not yet past its deadline: kept.
+    assert!(log.ok(T0 + 500, expire(vec![claim_name(c.seq)])).is_empty());
+    assert_eq!(
+        log.state.pool_claims_expired(T0 + 1_021),
+        vec![claim_name(c.seq)]
+    );
+    let before = log.effects.pool_events.len();
+    match log.run(T0 + 1_021, expire(vec![claim_name(c.seq)])) {
+        Response::Txn { objects, .. } => assert_eq!(objects.len(), 1),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        log.effects.pool_events[before..],
+        [PoolEvent {
+            claim: claim_name(c.seq),
+            resource: None
+        }]
+    );
+    // A claim past its deadline is dropped, not served, when a resource frees up.
+    let d = queued(&mut log, T0 + 2_000, acquire_wait("d", "", 100));
+    queued(&mut log, T0 + 2_000, acquire_wait("e", "", 60_000));
+    log.ok(
+        T0 + 3_000,
+        PoolAction::Release {
+            name: "p1".into(),
+            owner: "a".into(),
+            dest: "free".into(),
+        },
+    );
+    assert_eq!(log.view("p1").expect("p1").owner, "e");
+    assert!(log
+        .state
+        .pools()
+        .claim_by_request("d", &d.request_id)
+        .is_none());
+    // Cancelling a waiting claim removes it; only its owner may.
+    let f = queued(&mut log, T0 + 4_000, acquire_wait("f", "", 60_000));
+    let cancel = |owner: &str, claim: &ClaimView, release: bool| PoolAction::CancelWait {
+        claim: claim_name(claim.seq),
+        owner: owner.into(),
+        request_id: claim.request_id.clone(),
+        state: "free".into(),
+        release,
+    };
+    assert!(matches!(
+        log.refused(T0 + 4_100, cancel("x", &f, false)),
+        Rejection::PoolNotOwner { .. }
+    ));
+    assert_eq!(
+        log.ok(T0 + 4_100, cancel("f", &f, false)).len(),
+        0,
+        "the claim is no pool resource"
+    );
+    assert_eq!(log.state.pools().claims_len("gce", "free"), 0);
+    // Granted just before the cancel: kept (the waiter answers it) or released (nobody left).
+    let g = queued(&mut log, T0 + 5_000, acquire_wait("g", "", 60_000));
+    log.ok(
+        T0 + 5_100,
+        PoolAction::Release {
+            name: "p2".into(),
+            owner: "b".into(),
+            dest: "free".into(),
+        },
+    );
+    assert_eq!(log.ok(T0 + 5_200, cancel("g", &g, false))[0].owner, "g");
+    log.ok(
+        T0 + 5_300,
+        PoolAction::Release {
+            name: "p2".into(),
+            owner: "g".into(),
+            dest: "busy".into(),
+        },
+    );
+    log.ok(
+        T0 + 5_400,
+        PoolAction::Release {
+            name: "p1".into(),
+            owner: "e".into(),
+            dest: "busy".into(),
+        },
+    );
+    let h = queued(&mut log, T0 + 6_000, acquire_wait("h", "", 60_000));
+    log.ok(
+        T0 + 6_100,
+        sync(&[
+            ("p1", "gce", "free"),
+            ("p2", "gce", "free"),
+            ("p3", "gce", "dirty"),
+            ("p8", "gce", "free"),
+        ]),
+    );
+    assert_eq!(log.view("p8").expect("p8").owner, "h");
+    let released = log.ok(T0 + 6_200, cancel("h", &h, true));
+    assert_eq!(
+        (released[0].owner.as_str(), released[0].state.as_str()),
+        ("", "free")
+    );
+}
+
 #[derive(Clone, Debug)]
 enum Step {
     Acquire(usize, bool),
+    Wait(usize, u64),
+    Expire(u64),
     Release(usize, usize),
     Heartbeat(usize, usize),
     Reset(usize),
@@ -385,6 +581,8 @@ enum Step {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         (0usize..3, any::<bool>()).prop_map(|(o, r)| Step::Acquire(o, r)),
+        (0usize..3, 1u64..20_000).prop_map(|(o, w)| Step::Wait(o, w)),
+        (0u64..60).prop_map(Step::Expire),
         (0usize..5, 0usize..3).prop_map(|(n, o)| Step::Release(n, o)),
         (0usize..5, 0usize..3).prop_map(|(n, o)| Step::Heartbeat(n, o)),
         (0usize..5).prop_map(Step::Reset),
@@ -406,6 +604,8 @@ proptest! {
             now += dt;
             let action = match s {
                 Step::Acquire(o, r) => acquire(OWNERS[o], if r { "r" } else { "" }),
+                Step::Wait(o, w) => acquire_wait(OWNERS[o], "", w),
+                Step::Expire(seq) => PoolAction::ExpireClaims { claims: vec![claim_name(seq)] },
                 Step::Release(n, o) => release(NAMES[n], OWNERS[o]),
                 Step::Heartbeat(n, o) => heartbeat(NAMES[n], OWNERS[o], &[]),
                 Step::Reset(n) => PoolAction::Reset { names: vec![NAMES[n].to_string()], dest: "free".into() },
@@ -426,6 +626,10 @@ proptest! {
             // The kept index equals the one a restore rebuilds from the objects.
             let restored = State::from_snapshot_bytes(&log.state.to_snapshot_bytes()).expect("restore");
             prop_assert_eq!(restored.pools(), log.state.pools());
+            // Nobody waits while something is free for them.
+            if log.state.pools().claims_len("gce", "free") > 0 {
+                prop_assert_eq!(log.state.pools().oldest_free("gce", "free"), None);
+            }
             // The oldest free one is what a scan finds.
             let oldest = NAMES
                 .iter()
