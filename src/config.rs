@@ -67,7 +67,7 @@ impl Default for PoolsConfig {
     }
 }
 
-/// Deployment status (the `Deployments` API): how much one deployment, one report and one
+/// Deployment status (the `StatusService` API): how much one deployment, one report and one
 /// status answer may hold.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -196,7 +196,7 @@ const STATUS_DOCS: &[(&str, &str)] = &[
     ),
     (
         "items_max",
-        "Most resources or updates in one Deployments request, hence one replicated command.",
+        "Most resources or updates in one StatusService request, hence one replicated command.",
     ),
     (
         "query_resources_max",

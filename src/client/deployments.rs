@@ -1,4 +1,4 @@
-//! The `Deployments` service calls of `Client`. Create, add-resources, the user's steps and the
+//! The `StatusService` calls of `Client` (deployments and their status). Create, add-resources, the user's steps and the
 //! reports are writes (repeated at another node only when the request provably never left this
 //! process); `deployment_status` is a read. The request messages are the proto's own: reporters
 //! build them from what they see.
@@ -11,7 +11,7 @@ use tonic::Status;
 
 use super::{parse_object, request, Client, Consistency, Retry};
 use crate::proto::v1 as pb;
-use crate::proto::v1::deployments_client::DeploymentsClient;
+use crate::proto::v1::status_service_client::StatusServiceClient as DeploymentsClient;
 
 pub use crate::proto::v1::DeploymentVerb;
 

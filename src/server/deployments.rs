@@ -1,4 +1,4 @@
-//! The `Deployments` gRPC service: parse the request into a `DeploymentAction`, run its
+//! The `StatusService` gRPC service (deployments and their status): parse the request into a `DeploymentAction`, run its
 //! structural checks, propose it (any node; followers forward), and answer the mirror object.
 //! `Status` reads after the barrier the request asks for and answers the seed's JSON.
 
@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tonic::{Request, Response as GrpcResponse, Status};
 
-use crate::proto::v1::deployments_server::Deployments;
+use crate::proto::v1::status_service_server::StatusService;
 use crate::proto::v1::*;
 use crate::server::errors;
 use crate::server::node::Node;
@@ -90,7 +90,7 @@ fn rsync_status(field: &str, name: &str) -> Result<RsyncStatus, Status> {
 }
 
 #[tonic::async_trait]
-impl Deployments for DeploymentsService {
+impl StatusService for DeploymentsService {
     #[tracing::instrument(level = "debug", skip_all, fields(name = %request.get_ref().name))]
     async fn create(
         &self,

@@ -33,12 +33,12 @@ use tonic::transport::server::TcpIncoming;
 use crate::config::Config;
 use crate::proto::raft_v1::raft_peer_server::RaftPeerServer;
 use crate::proto::v1::cluster_server::ClusterServer;
-use crate::proto::v1::deployments_server::DeploymentsServer;
 use crate::proto::v1::locks_server::LocksServer;
 use crate::proto::v1::operations_server::OperationsServer;
 use crate::proto::v1::pools_server::PoolsServer;
 use crate::proto::v1::reservations_server::ReservationsServer;
 use crate::proto::v1::resources_server::ResourcesServer;
+use crate::proto::v1::status_service_server::StatusServiceServer;
 use crate::proto::v1::workers_server::WorkersServer;
 use crate::raft::log_store::{LogStore, RaftDb};
 use crate::raft::network::{PeerChannels, PeerNetworkFactory};
@@ -192,7 +192,7 @@ async fn serve_client_api(
         .max_decoding_message_size(max_msg);
     let reservations =
         ReservationsServer::new(reservations::ReservationsService::new(node.clone()));
-    let deployments = DeploymentsServer::new(deployments::DeploymentsService::new(node.clone()))
+    let deployments = StatusServiceServer::new(deployments::DeploymentsService::new(node.clone()))
         .max_decoding_message_size(max_msg)
         .max_encoding_message_size(usize::MAX);
     let pools = PoolsServer::new(pools::PoolsService::new(node.clone()))

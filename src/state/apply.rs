@@ -557,7 +557,7 @@ fn mirror_write(cmd: &Command) -> Option<Rejection> {
     let refuse = |key: &ObjectKey| {
         let api = match key.kind.as_str() {
             DEPLOYMENT_KIND => {
-                "mirror deployments and change only through the Deployments API \
+                "mirror deployments and change only through the StatusService API \
                                 (steward deployment ...)"
             }
             POOL_KIND | super::pool::POOL_CLAIM_KIND => {

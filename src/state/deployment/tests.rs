@@ -544,7 +544,7 @@ fn resource_writes_to_the_mirror_are_refused() {
         match apply_effects(&mut log.state, &ctx, &cmd, &mut log.effects) {
             Response::Rejected(Rejection::Invalid { field, rule }) => {
                 assert_eq!(field, "kind");
-                assert!(rule.contains("Deployments API"), "{rule}");
+                assert!(rule.contains("StatusService API"), "{rule}");
             }
             other => panic!("{cmd}: {other:?}"),
         }
