@@ -9,7 +9,7 @@ use tonic::Status;
 
 use super::{request, Client, Consistency, Retry};
 use crate::proto::v1 as pb;
-use crate::proto::v1::pools_client::PoolsClient;
+use crate::proto::v1::lease_service_client::LeaseServiceClient as PoolsClient;
 
 pub use crate::proto::v1::{PoolMetricsReply, PoolResource, PoolResourceReply, PoolResourcesReply};
 

@@ -33,9 +33,9 @@ use tonic::transport::server::TcpIncoming;
 use crate::config::Config;
 use crate::proto::raft_v1::raft_peer_server::RaftPeerServer;
 use crate::proto::v1::cluster_server::ClusterServer;
+use crate::proto::v1::lease_service_server::LeaseServiceServer;
 use crate::proto::v1::locks_server::LocksServer;
 use crate::proto::v1::operations_server::OperationsServer;
-use crate::proto::v1::pools_server::PoolsServer;
 use crate::proto::v1::reservations_server::ReservationsServer;
 use crate::proto::v1::resources_server::ResourcesServer;
 use crate::proto::v1::status_service_server::StatusServiceServer;
@@ -195,7 +195,7 @@ async fn serve_client_api(
     let deployments = StatusServiceServer::new(deployments::DeploymentsService::new(node.clone()))
         .max_decoding_message_size(max_msg)
         .max_encoding_message_size(usize::MAX);
-    let pools = PoolsServer::new(pools::PoolsService::new(node.clone()))
+    let pools = LeaseServiceServer::new(pools::PoolsService::new(node.clone()))
         .max_decoding_message_size(max_msg)
         .max_encoding_message_size(usize::MAX);
     let cluster = ClusterServer::new(cluster::ClusterService::new(node));

@@ -1,4 +1,4 @@
-//! The `Pools` gRPC service (Boskos' API on the replicated pool): writes are structurally checked
+//! The `LeaseService` gRPC service (Boskos' API on the replicated pool): writes are structurally checked
 //! and proposed (any node; followers forward), reads come after the barrier asked for. Also the
 //! leader's reaper, which proposes a `Reset` of the leases whose state's expiry passed.
 
@@ -10,7 +10,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tonic::{Request, Response as GrpcResponse, Status};
 use tracing::Instrument;
 
-use crate::proto::v1::pools_server::Pools;
+use crate::proto::v1::lease_service_server::LeaseService;
 use crate::proto::v1::*;
 use crate::server::errors;
 use crate::server::node::Node;
@@ -200,7 +200,7 @@ impl PoolsService {
 }
 
 #[tonic::async_trait]
-impl Pools for PoolsService {
+impl LeaseService for PoolsService {
     #[tracing::instrument(level = "debug", skip_all, fields(r#type = %request.get_ref().r#type, owner = %request.get_ref().owner, wait_ms = request.get_ref().wait_ms))]
     async fn acquire(
         &self,

@@ -561,7 +561,7 @@ fn mirror_write(cmd: &Command) -> Option<Rejection> {
                                 (steward deployment ...)"
             }
             POOL_KIND | super::pool::POOL_CLAIM_KIND => {
-                "are leased and synced only through the Pools API (steward pool ...)"
+                "are leased and synced only through the LeaseService API (steward pool ...)"
             }
             _ => return None,
         };
