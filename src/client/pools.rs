@@ -3,8 +3,10 @@
 //! left this process: pass a `request_id` to Acquire to make a retry after an ambiguous failure
 //! answer the same lease); list and metrics are reads.
 
+use std::future::Future;
 use std::time::Duration;
 
+use tonic::transport::Channel;
 use tonic::Status;
 
 use super::{request, Client, Consistency, Retry};
@@ -13,7 +15,21 @@ use crate::proto::v1::lease_service_client::LeaseServiceClient as PoolsClient;
 
 pub use crate::proto::v1::{PoolMetricsReply, PoolResource, PoolResourceReply, PoolResourcesReply};
 
+/// The LeaseService stub on `ch`.
+type Stub = PoolsClient<Channel>;
+
 impl Client {
+    /// One LeaseService call (`rpc` on a fresh stub with `msg`), retried as `retry` allows.
+    async fn pool_call<M, T, F, Fut>(&self, retry: Retry, msg: M, rpc: F) -> Result<T, Status>
+    where
+        M: Clone,
+        F: Fn(Stub, tonic::Request<M>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        self.call(retry, |ch, t| rpc(Stub::new(ch), request(msg.clone(), t)))
+            .await
+    }
+
     /// Leases the oldest-updated unowned resource of `rtype` in `state`, moving it to `dest`.
     /// NotFound when there is none.
     pub async fn pool_acquire(
@@ -47,10 +63,11 @@ impl Client {
             request_id: request_id.to_string(),
             wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
         };
-        self.call(Retry::Write, |ch, t| {
-            let msg = msg.clone();
-            async move { PoolsClient::new(ch).acquire(request(msg, t)).await }
-        })
+        self.pool_call(
+            Retry::Write,
+            msg,
+            |mut c, r| async move { c.acquire(r).await },
+        )
         .await
     }
 
@@ -59,9 +76,8 @@ impl Client {
         &self,
         msg: pb::PoolAcquireByStateRequest,
     ) -> Result<PoolResourcesReply, Status> {
-        self.call(Retry::Write, |ch, t| {
-            let msg = msg.clone();
-            async move { PoolsClient::new(ch).acquire_by_state(request(msg, t)).await }
+        self.pool_call(Retry::Write, msg, |mut c, r| async move {
+            c.acquire_by_state(r).await
         })
         .await
     }
@@ -71,10 +87,11 @@ impl Client {
         &self,
         msg: pb::PoolUpdateRequest,
     ) -> Result<PoolResourceReply, Status> {
-        self.call(Retry::Write, |ch, t| {
-            let msg = msg.clone();
-            async move { PoolsClient::new(ch).update(request(msg, t)).await }
-        })
+        self.pool_call(
+            Retry::Write,
+            msg,
+            |mut c, r| async move { c.update(r).await },
+        )
         .await
     }
 
@@ -90,20 +107,18 @@ impl Client {
             owner: owner.to_string(),
             dest: dest.to_string(),
         };
-        self.call(Retry::Write, |ch, t| {
-            let msg = msg.clone();
-            async move { PoolsClient::new(ch).release(request(msg, t)).await }
-        })
+        self.pool_call(
+            Retry::Write,
+            msg,
+            |mut c, r| async move { c.release(r).await },
+        )
         .await
     }
 
     /// Makes the pool hold exactly `msg.resources`.
     pub async fn pool_sync(&self, msg: pb::PoolSyncRequest) -> Result<PoolResourcesReply, Status> {
-        self.call(Retry::Write, |ch, t| {
-            let msg = msg.clone();
-            async move { PoolsClient::new(ch).sync(request(msg, t)).await }
-        })
-        .await
+        self.pool_call(Retry::Write, msg, |mut c, r| async move { c.sync(r).await })
+            .await
     }
 
     /// Pool resources of a type, state and owner (empty: any), in name order.
@@ -120,11 +135,8 @@ impl Client {
             owner: owner.to_string(),
             consistency: consistency as i32,
         };
-        self.call(Retry::Read, |ch, t| {
-            let msg = msg.clone();
-            async move { PoolsClient::new(ch).list(request(msg, t)).await }
-        })
-        .await
+        self.pool_call(Retry::Read, msg, |mut c, r| async move { c.list(r).await })
+            .await
     }
 
     /// Resources by state and leases by owner, of `rtype` (empty: every type).
@@ -137,10 +149,11 @@ impl Client {
             r#type: rtype.to_string(),
             consistency: consistency as i32,
         };
-        self.call(Retry::Read, |ch, t| {
-            let msg = msg.clone();
-            async move { PoolsClient::new(ch).metrics(request(msg, t)).await }
-        })
+        self.pool_call(
+            Retry::Read,
+            msg,
+            |mut c, r| async move { c.metrics(r).await },
+        )
         .await
     }
 }

@@ -18,7 +18,7 @@ use tonic::{Request, Response as GrpcResponse, Status};
 use crate::proto::v1::locks_server::Locks;
 use crate::proto::v1::*;
 use crate::server::errors;
-use crate::server::node::Node;
+use crate::server::node::{CancelOnDrop, Node};
 use crate::server::resources::consistency;
 use crate::server::watch::relay;
 use crate::state::{self, Command, LockEvent, LockEventType, LockLimits, Response, State};
@@ -140,32 +140,6 @@ fn unexpected(what: &str, r: &Response) -> Status {
     errors::internal(what, format!("unexpected response {r:?}"))
 }
 
-/// Proposes `LockCancelWait` if the waiting call ends without a grant (deadline, or the caller
-/// went away and the handler future was dropped).
-struct CancelOnDrop {
-    node: Arc<Node>,
-    command: Option<Command>,
-}
-
-impl CancelOnDrop {
-    fn disarm(&mut self) -> Option<Command> {
-        self.command.take()
-    }
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(command) = self.command.take() {
-            let node = self.node.clone();
-            tokio::spawn(async move {
-                if let Err(e) = node.propose(command).await {
-                    tracing::warn!(error = %e, "could not cancel an abandoned lock wait; the sweeper removes it at its deadline");
-                }
-            });
-        }
-    }
-}
-
 impl LocksService {
     /// Waits for the grant of `wait_id`, up to `wait`. On timeout, cancels the wait.
     async fn wait_for_grant(
@@ -176,14 +150,15 @@ impl LocksService {
         wait_id: u64,
         wait: Duration,
     ) -> Result<GrpcResponse<LockGrant>, Status> {
-        let mut guard = CancelOnDrop {
-            node: self.node.clone(),
-            command: Some(Command::LockCancelWait {
+        let mut guard = CancelOnDrop::new(
+            self.node.clone(),
+            Command::LockCancelWait {
                 name: name.to_string(),
                 holder: holder.to_string(),
                 wait_id,
-            }),
-        };
+            },
+            "lock wait",
+        );
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             tokio::select! {

@@ -261,6 +261,44 @@ impl Node {
     }
 }
 
+/// Proposes a cancel command when dropped still armed: a waiting call (a lock acquire, a pool
+/// acquire) that ends without its grant, because its deadline passed or its caller went away and
+/// the handler future was dropped. The leader's sweeper removes what a failed cancel leaves.
+pub struct CancelOnDrop {
+    node: Arc<Node>,
+    command: Option<Command>,
+    what: &'static str,
+}
+
+impl CancelOnDrop {
+    pub fn new(node: Arc<Node>, command: Command, what: &'static str) -> CancelOnDrop {
+        CancelOnDrop {
+            node,
+            command: Some(command),
+            what,
+        }
+    }
+
+    /// The command, no longer proposed on drop.
+    pub fn disarm(&mut self) -> Option<Command> {
+        self.command.take()
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(command) = self.command.take() {
+            let node = self.node.clone();
+            let what = self.what;
+            tokio::spawn(async move {
+                if let Err(e) = node.propose(command).await {
+                    tracing::warn!(error = %e, what, "could not cancel an abandoned wait; the sweeper removes it at its deadline");
+                }
+            });
+        }
+    }
+}
+
 /// Why a local proposal failed: lost leadership (retry elsewhere) or anything else.
 pub enum LocalProposeError {
     NotLeader(Status),

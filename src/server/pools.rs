@@ -13,7 +13,7 @@ use tracing::Instrument;
 use crate::proto::v1::lease_service_server::LeaseService;
 use crate::proto::v1::*;
 use crate::server::errors;
-use crate::server::node::Node;
+use crate::server::node::{CancelOnDrop, Node};
 use crate::server::resources::consistency;
 use crate::state::count::CountBy;
 use crate::state::pool::{
@@ -85,31 +85,6 @@ fn selector(rtype: &str, state: &str, owner: &str) -> Result<Selector, Status> {
     Selector::parse(&parts.join(",")).map_err(|r| errors::rejection(&r))
 }
 
-/// Proposes the cancel of an abandoned wait (the caller went away) when dropped armed.
-struct CancelOnDrop {
-    node: Arc<Node>,
-    command: Option<Command>,
-}
-
-impl CancelOnDrop {
-    fn disarm(&mut self) -> Option<Command> {
-        self.command.take()
-    }
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(command) = self.command.take() {
-            let node = self.node.clone();
-            tokio::spawn(async move {
-                if let Err(e) = node.propose(command).await {
-                    tracing::warn!(error = %e, "could not cancel an abandoned pool wait; the reaper removes it at its deadline");
-                }
-            });
-        }
-    }
-}
-
 fn not_granted(claim: &ClaimView, wait: Duration) -> Status {
     Status::not_found(format!(
         "no free resource of type {} in state {} within {}",
@@ -139,10 +114,7 @@ impl PoolsService {
             },
             grace_ms: 0,
         };
-        let mut guard = CancelOnDrop {
-            node: self.node.clone(),
-            command: Some(cancel(true)),
-        };
+        let mut guard = CancelOnDrop::new(self.node.clone(), cancel(true), "pool wait");
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             tokio::select! {
