@@ -5,13 +5,14 @@
 //! - `nemesis`: partitions, kill -9, pause, packet loss, clock, membership, on a seeded schedule;
 //!   `clock` (libfaketime settings) and `membership` (remove a member, add a fresh one) do the
 //!   last two.
-//! - `register`, `set`, `lockrmw`, `watch`, `operations`: workloads; `history`: what clients saw; `outcome`: ok / fail / unknown.
+//! - `register`, `set`, `lockrmw`, `watch`, `operations`, `lease`: workloads; `history`: what clients saw; `outcome`: ok / fail / unknown.
 //! - `checker`: linearizability (register) ; `set::check`, `watch::check`, `operations::check`; `plot`: latency over time with faults.
 
 pub mod checker;
 pub mod clock;
 pub mod cluster;
 pub mod history;
+pub mod lease;
 pub mod lockrmw;
 pub mod membership;
 pub mod nemesis;

@@ -16,13 +16,13 @@ use jepsen::cluster::{ClusterSpec, NetCluster};
 use jepsen::history::{Outcome, RegisterEvent};
 use jepsen::nemesis::{self, Nemesis};
 use jepsen::plot::{self, Point};
-use jepsen::{lockrmw, operations, register, set, watch};
+use jepsen::{lease, lockrmw, operations, register, set, watch};
 use steward::client::Client;
 
 #[derive(Parser, Debug)]
 #[command(about = "Fault-injection runs of real steward processes")]
 struct Args {
-    /// register | set | lock | watch | operations
+    /// register | set | lock | watch | operations | lease
     #[arg(long, default_value = "register")]
     workload: String,
     /// Comma-separated: partition, kill, pause, loss, clock, membership; or none. `clock` needs
@@ -108,8 +108,10 @@ fn steward_bin(arg: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 }
 
 async fn run(args: Args) -> anyhow::Result<i32> {
-    if !["register", "set", "lock", "watch", "operations"].contains(&args.workload.as_str()) {
-        anyhow::bail!("--workload: register, set, lock, watch or operations");
+    if !["register", "set", "lock", "watch", "operations", "lease"]
+        .contains(&args.workload.as_str())
+    {
+        anyhow::bail!("--workload: register, set, lock, watch, operations or lease");
     }
     if args.workload == "watch" && args.concurrency <= watch::WATCHERS {
         anyhow::bail!(
@@ -180,6 +182,9 @@ async fn run_workload(
     if args.workload == "operations" {
         operations::init(&all).await?;
     }
+    if args.workload == "lease" {
+        lease::init(&all).await?;
+    }
     // watch: every watcher starts right after the revision of a list taken before any write.
     let watch_from = if args.workload == "watch" {
         watch::init(&all).await? + 1
@@ -194,6 +199,7 @@ async fn run_workload(
     let set_out = Arc::new(Mutex::new(Vec::new()));
     let lock_out = Arc::new(Mutex::new(Vec::new()));
     let watch_out = Arc::new(Mutex::new(Vec::new()));
+    let lease_out = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = vec![];
     let ops_run = (args.workload == "operations")
         .then(|| operations::start(&endpoints, args.seed, start, stop.clone()));
@@ -230,6 +236,15 @@ async fn run_workload(
             ))
         } else if args.workload == "lock" {
             tokio::spawn(lockrmw::process(p, client, start, stop, lock_out.clone()))
+        } else if args.workload == "lease" {
+            tokio::spawn(lease::process(
+                p,
+                client,
+                args.seed,
+                start,
+                stop,
+                lease_out.clone(),
+            ))
         } else if args.workload == "watch" {
             tokio::spawn(watch::writer(
                 p,
@@ -336,6 +351,25 @@ async fn run_workload(
                 counts.2,
                 report.final_value
             ),
+            serde_json::to_string_pretty(&report)?,
+            code,
+            points,
+        )
+    } else if args.workload == "lease" {
+        let leases = lease_out.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        write_jsonl(&out.join("history.jsonl"), &leases)?;
+        let report = lease::check(&leases);
+        let code = if report.valid() { 0 } else { EXIT_INVALID };
+        let points: Vec<Point> = leases
+            .iter()
+            .map(|l| Point {
+                invoke_ns: l.acquire_invoke_ns,
+                latency_ns: l.acquire_complete_ns.saturating_sub(l.acquire_invoke_ns),
+                outcome: l.acquire,
+            })
+            .collect();
+        (
+            report.summary(),
             serde_json::to_string_pretty(&report)?,
             code,
             points,
