@@ -25,8 +25,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 logs=$(mktemp -d "${TMPDIR:-/tmp}/walkthrough.XXXXXX")
 workers=""
 
+# guid: a random GUID (8-4-4-4-12 hex digits), as Service Fabrik names its instances. (Eight bare hex
+# digits were not enough: "05420272" or "1e100000" read as numbers in YAML and come out quoted.)
 guid() {
-    od -An -N4 -tx1 /dev/urandom | tr -d ' \n'
+    od -An -N16 -tx1 /dev/urandom | tr -d ' \n' |
+        sed -E 's/^(.{8})(.{4})(.{4})(.{4})(.{12})$/\1-\2-\3-\4-\5/'
 }
 
 fail() {
