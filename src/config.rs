@@ -56,6 +56,9 @@ pub struct PoolsConfig {
     pub reap_interval_ms: u64,
     /// The state a reaped resource goes to (Boskos' janitor cleans dirty ones).
     pub reset_state: String,
+    /// The verb of the operations that construct virtual resources (on `MasonConstruct`
+    /// objects); workers register for `MasonConstruct:<verb>`.
+    pub construct_verb: String,
 }
 
 impl Default for PoolsConfig {
@@ -63,6 +66,7 @@ impl Default for PoolsConfig {
         PoolsConfig {
             reap_interval_ms: 1_000,
             reset_state: "dirty".to_string(),
+            construct_verb: "construct".to_string(),
         }
     }
 }
@@ -472,6 +476,11 @@ impl Config {
                 "pools.reset_state",
                 "must be a label value: 1-63 letters, digits, '-', '_' or '.'",
             );
+        }
+        if let Err(crate::state::Rejection::Invalid { rule, .. }) =
+            crate::state::operations::check_verb("pools.construct_verb", &self.pools.construct_verb)
+        {
+            return invalid("pools.construct_verb", &rule);
         }
         Ok(())
     }

@@ -92,6 +92,7 @@ pub async fn init(client: &Client) -> anyhow::Result<()> {
             },
         )]
         .into(),
+        dynamic: Vec::new(),
     };
     client
         .pool_sync(msg)

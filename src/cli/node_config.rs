@@ -214,6 +214,10 @@ const POOLS_DOCS: &[(&str, &str)] = &[
         "reset_state",
         "The state a reaped pool resource goes to (a janitor cleans dirty ones).",
     ),
+    (
+        "construct_verb",
+        "The verb of the operations that build virtual resources (MasonConstruct:<verb>).",
+    ),
 ];
 
 /// The documented keys of `[pools]`.

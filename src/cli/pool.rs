@@ -94,9 +94,15 @@ pub struct MetricsArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct SyncArgs {
-    /// Boskos' resources config (YAML or JSON), `-` for standard input.
+    /// Boskos' resources config (`resources:`) and/or Mason's virtual resource configs
+    /// (`configs:`), YAML or JSON, `-` for standard input.
     #[arg(short = 'f', long)]
     pub file: PathBuf,
+    /// Keep the pool in sync with the file: read it again this often (e.g. 30s) and sync when
+    /// it changed, until Ctrl-C, as Boskos does with its config. A file that does not parse is
+    /// reported and skipped; the pool keeps the last good config.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub every: Option<Duration>,
 }
 
 fn consistency(serializable: bool) -> Consistency {
@@ -121,7 +127,8 @@ pub async fn run(cmd: PoolCommand, global: &GlobalOpts) -> anyhow::Result<()> {
             let reply = client
                 .pool_acquire_wait(&a.rtype, &a.state, &a.dest, &a.owner, &a.request_id, a.wait)
                 .await?;
-            reply.resource.into_iter().collect()
+            // A virtual resource, then the resources leased with it.
+            reply.resource.into_iter().chain(reply.leased).collect()
         }
         PoolCommand::Update(a) => {
             let mut user_data = std::collections::HashMap::new();
@@ -137,19 +144,13 @@ pub async fn run(cmd: PoolCommand, global: &GlobalOpts) -> anyhow::Result<()> {
                 state: a.state,
                 user_data,
             };
-            client
-                .pool_update(msg)
-                .await?
-                .resource
-                .into_iter()
-                .collect()
+            let reply = client.pool_update(msg).await?;
+            reply.resource.into_iter().chain(reply.leased).collect()
         }
-        PoolCommand::Release(a) => client
-            .pool_release(&a.name, &a.owner, &a.dest)
-            .await?
-            .resource
-            .into_iter()
-            .collect(),
+        PoolCommand::Release(a) => {
+            let reply = client.pool_release(&a.name, &a.owner, &a.dest).await?;
+            reply.resource.into_iter().chain(reply.leased).collect()
+        }
         PoolCommand::List(a) => {
             let reply = client
                 .pool_list(&a.rtype, &a.state, &a.owner, consistency(a.serializable))
@@ -171,20 +172,19 @@ pub async fn run(cmd: PoolCommand, global: &GlobalOpts) -> anyhow::Result<()> {
             print!("{text}");
             return Ok(());
         }
+        PoolCommand::Sync(a) if a.every.is_some() => {
+            return sync_every(&client, &a.file, a.every.unwrap_or_default()).await;
+        }
         PoolCommand::Sync(a) => {
             let text = read_input(&a.file)?;
-            let msg =
-                parse_boskos_config(&text).with_context(|| format!("{}", a.file.display()))?;
-            let n = msg.resources.len();
-            let reply = client.pool_sync(msg).await?;
+            let config =
+                parse_pool_config(&text).with_context(|| format!("{}", a.file.display()))?;
+            let (line, resources) = sync_config(&client, config).await?;
             if global.output == OutputFormat::Table {
-                println!(
-                    "pool synced: {n} resources in the config, {} changed",
-                    reply.resources.len()
-                );
+                println!("{line}");
                 return Ok(());
             }
-            reply.resources
+            resources
         }
     };
     let text = match global.output {
@@ -196,6 +196,44 @@ pub async fn run(cmd: PoolCommand, global: &GlobalOpts) -> anyhow::Result<()> {
     };
     print!("{text}");
     Ok(())
+}
+
+/// `pool sync --every`: syncs at once, then whenever the file's text changes, until Ctrl-C or
+/// SIGTERM. One line per sync; a bad file or a failed sync is one line on stderr and retried at
+/// the next tick.
+async fn sync_every(
+    client: &crate::client::Client,
+    file: &PathBuf,
+    every: Duration,
+) -> anyhow::Result<()> {
+    if every.is_zero() {
+        anyhow::bail!("--every must be more than 0");
+    }
+    let shutdown = super::shutdown_signal();
+    tokio::pin!(shutdown);
+    let mut synced: Option<String> = None;
+    loop {
+        match read_input(file) {
+            Ok(text) if synced.as_deref() != Some(text.as_str()) => {
+                match parse_pool_config(&text) {
+                    Ok(config) => match sync_config(client, config).await {
+                        Ok((line, _)) => {
+                            println!("{line}");
+                            synced = Some(text);
+                        }
+                        Err(e) => eprintln!("pool sync failed: {}", super::describe_status(&e)),
+                    },
+                    Err(e) => eprintln!("{}: {e:#}; keeping the last good config", file.display()),
+                }
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("{e:#}"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = &mut shutdown => return Ok(()),
+        }
+    }
 }
 
 pub fn resources_table(resources: &[PoolResource]) -> Table {
@@ -227,6 +265,7 @@ pub fn resource_json(r: &PoolResource) -> Value {
         "owner": r.owner,
         "userData": data,
         "lastUpdateMs": r.last_update_ms,
+        "parent": r.parent,
     })
 }
 
@@ -256,12 +295,102 @@ pub fn metrics_json(reply: &PoolMetricsReply) -> Value {
     })
 }
 
-/// Boskos' resources config: `resources: [{type, state, names, min-count, max-count}]`, and
-/// steward's optional `expiry: {STATE: DURATION}` per entry.
+/// A config file for `pool sync`: Boskos' `resources:` (`[{type, state, names, min-count,
+/// max-count}]`, with steward's optional `expiry: {STATE: DURATION}` per entry), Mason's
+/// `configs:`, or both.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BoskosConfig {
-    resources: Vec<BoskosEntry>,
+struct PoolConfigFile {
+    #[serde(default)]
+    resources: Option<Vec<BoskosEntry>>,
+    #[serde(default)]
+    configs: Option<Vec<MasonEntry>>,
+}
+
+/// Mason's config: `configs: [{name, needs: {TYPE: COUNT}, config: {type, content}}]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MasonEntry {
+    name: String,
+    needs: BTreeMap<String, u32>,
+    #[serde(default)]
+    config: Option<MasonBody>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MasonBody {
+    #[serde(rename = "type", default)]
+    config_type: String,
+    #[serde(default)]
+    content: String,
+}
+
+/// What one `pool sync` file asks: the resources (if it has `resources:`) and the virtual
+/// resource configs (if it has `configs:`).
+#[derive(Debug, Default)]
+pub struct PoolConfig {
+    pub resources: Option<pb::PoolSyncRequest>,
+    pub virtuals: Option<pb::PoolSyncVirtualRequest>,
+}
+
+/// Parses a `pool sync` file: Boskos' resources config and/or Mason's virtual resource configs.
+pub fn parse_pool_config(text: &str) -> anyhow::Result<PoolConfig> {
+    let file: PoolConfigFile =
+        serde_yaml::from_str(text).context("not a Boskos resources or Mason config")?;
+    if file.resources.is_none() && file.configs.is_none() {
+        anyhow::bail!("neither resources: (Boskos) nor configs: (Mason) is given");
+    }
+    let (resources, mut virtuals) = match file.resources.map(boskos_request).transpose()? {
+        Some((msg, virtuals)) => (Some(msg), virtuals),
+        None => (None, Vec::new()),
+    };
+    // Mason's configs: from `configs:` and from the dynamic entries with needs. Synced when
+    // either is there (an empty list would remove every config).
+    let any = file.configs.is_some() || !virtuals.is_empty();
+    for c in file.configs.unwrap_or_default() {
+        let body = c.config.unwrap_or_default();
+        virtuals.push(pb::VirtualConfig {
+            name: c.name,
+            needs: c.needs.into_iter().collect(),
+            config_type: body.config_type,
+            config_content: body.content,
+        });
+    }
+    let virtuals = any.then_some(pb::PoolSyncVirtualRequest { configs: virtuals });
+    Ok(PoolConfig {
+        resources,
+        virtuals,
+    })
+}
+
+/// Syncs what `config` holds: the virtual configs first (so the virtual resources the same
+/// file adds are built at once), then the resources. One line saying what changed, and the
+/// resources that did.
+async fn sync_config(
+    client: &crate::client::Client,
+    config: PoolConfig,
+) -> Result<(String, Vec<PoolResource>), tonic::Status> {
+    let mut parts = Vec::new();
+    if let Some(msg) = config.virtuals {
+        let n = msg.configs.len();
+        let reply = client.pool_sync_virtual(msg).await?;
+        parts.push(format!(
+            "{n} virtual configs in the config, {} changed",
+            reply.changed
+        ));
+    }
+    let mut resources = Vec::new();
+    if let Some(msg) = config.resources {
+        let n = msg.resources.len();
+        let reply = client.pool_sync(msg).await?;
+        parts.push(format!(
+            "{n} resources in the config, {} changed",
+            reply.resources.len()
+        ));
+        resources = reply.resources;
+    }
+    Ok((format!("pool synced: {}", parts.join("; ")), resources))
 }
 
 #[derive(Deserialize)]
@@ -279,36 +408,83 @@ struct BoskosEntry {
     /// How long a lease may go without an update in a state (e.g. `busy: 30m`).
     #[serde(default)]
     expiry: BTreeMap<String, String>,
+    /// A dynamic resource's life (e.g. `48h`).
+    #[serde(default)]
+    lifespan: Option<String>,
+    /// What each resource of the type is built from (Mason), and its constructor's config.
+    #[serde(default)]
+    needs: BTreeMap<String, u32>,
+    #[serde(default)]
+    config: Option<MasonBody>,
 }
 
-pub fn parse_boskos_config(text: &str) -> anyhow::Result<pb::PoolSyncRequest> {
-    let config: BoskosConfig =
-        serde_yaml::from_str(text).context("not a Boskos resources config")?;
+/// The sync request of Boskos' `resources:` entries.
+fn boskos_request(
+    entries: Vec<BoskosEntry>,
+) -> anyhow::Result<(pb::PoolSyncRequest, Vec<pb::VirtualConfig>)> {
     let mut msg = pb::PoolSyncRequest::default();
+    let mut virtuals = Vec::new();
     let mut seen = BTreeSet::new();
-    for (i, e) in config.resources.into_iter().enumerate() {
-        if e.min_count.is_some() || e.max_count.is_some() {
-            anyhow::bail!(
-                "resources[{i}] (type {}): dynamic pools (min-count/max-count) are not supported \
-                 yet; list the names",
-                e.rtype
-            );
-        }
-        if e.names.is_empty() {
-            anyhow::bail!("resources[{i}] (type {}): names is empty", e.rtype);
-        }
+    for (i, e) in entries.into_iter().enumerate() {
         let mut expiry = std::collections::HashMap::new();
         for (state, d) in &e.expiry {
-            let d: Duration = humantime::parse_duration(d)
-                .with_context(|| format!("resources[{i}].expiry.{state}: {d:?}"))?;
             expiry.insert(
                 state.clone(),
-                u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+                millis(&format!("resources[{i}].expiry.{state}"), d)?,
             );
         }
         if !expiry.is_empty() {
             let entry = msg.expiry.entry(e.rtype.clone()).or_default();
             entry.expiry_ms.extend(expiry);
+        }
+        if !e.needs.is_empty() {
+            let body = e.config.unwrap_or_default();
+            virtuals.push(pb::VirtualConfig {
+                name: e.rtype.clone(),
+                needs: e.needs.into_iter().collect(),
+                config_type: body.config_type,
+                config_content: body.content,
+            });
+        } else if e.config.is_some() {
+            anyhow::bail!(
+                "resources[{i}] (type {}): a config without needs builds nothing",
+                e.rtype
+            );
+        }
+        let dynamic = e.min_count.is_some() || e.max_count.is_some();
+        if dynamic {
+            if !e.names.is_empty() {
+                anyhow::bail!(
+                    "resources[{i}] (type {}): a dynamic pool (min-count/max-count) names its \
+                     own resources; drop names",
+                    e.rtype
+                );
+            }
+            let count = |v: Option<u64>, what: &str| {
+                u32::try_from(v.unwrap_or(0))
+                    .with_context(|| format!("resources[{i}].{what} is too large"))
+            };
+            let lifespan_ms = match &e.lifespan {
+                Some(d) => millis(&format!("resources[{i}].lifespan"), d)?,
+                None => 0,
+            };
+            msg.dynamic.push(pb::PoolDynamic {
+                r#type: e.rtype.clone(),
+                state: e.state.clone(),
+                min_count: count(e.min_count, "min-count")?,
+                max_count: count(e.max_count.or(e.min_count), "max-count")?,
+                lifespan_ms,
+            });
+            continue;
+        }
+        if e.lifespan.is_some() {
+            anyhow::bail!(
+                "resources[{i}] (type {}): lifespan is for dynamic pools (min-count/max-count)",
+                e.rtype
+            );
+        }
+        if e.names.is_empty() {
+            anyhow::bail!("resources[{i}] (type {}): names is empty", e.rtype);
         }
         for name in e.names {
             if !seen.insert(name.clone()) {
@@ -321,15 +497,28 @@ pub fn parse_boskos_config(text: &str) -> anyhow::Result<pb::PoolSyncRequest> {
             });
         }
     }
-    Ok(msg)
+    Ok((msg, virtuals))
+}
+
+/// A duration (`30m`, `48h`) in milliseconds.
+fn millis(field: &str, text: &str) -> anyhow::Result<u64> {
+    let d: Duration =
+        humantime::parse_duration(text).with_context(|| format!("{field}: {text:?}"))?;
+    Ok(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn parse_boskos_config(text: &str) -> anyhow::Result<pb::PoolSyncRequest> {
+        parse_pool_config(text)?
+            .resources
+            .context("no resources: in the config")
+    }
+
     #[test]
-    fn boskos_config_expands_names_and_expiries_and_refuses_dynamic_pools() {
+    fn boskos_config_expands_names_and_expiries() {
         let text = "resources:\n- type: gce-project\n  state: dirty\n  names: [p1, p2]\n  expiry: {busy: 30m}\n- type: gke\n  state: free\n  names: [g1]\n";
         let msg = parse_boskos_config(text).expect("config");
         let names: Vec<(&str, &str, &str)> = msg
@@ -346,10 +535,66 @@ mod tests {
             ]
         );
         assert_eq!(msg.expiry["gce-project"].expiry_ms["busy"], 1_800_000);
-        let dynamic = "resources:\n- type: gke\n  state: dirty\n  min-count: 1\n  max-count: 3\n";
-        let err = parse_boskos_config(dynamic).expect_err("dynamic");
-        assert!(err.to_string().contains("min-count"), "{err}");
+        let dynamic = "resources:\n- type: gke\n  state: dirty\n  min-count: 1\n  max-count: 3\n  names: [g1]\n";
+        let err = parse_boskos_config(dynamic).expect_err("dynamic with names");
+        assert!(err.to_string().contains("drop names"), "{err}");
         let twice = "resources:\n- {type: a, state: free, names: [x]}\n- {type: b, state: free, names: [x]}\n";
         assert!(parse_boskos_config(twice).is_err());
+    }
+}
+
+#[cfg(test)]
+mod mason_config_tests {
+    use super::*;
+
+    #[test]
+    fn dynamic_entries_become_dynamic_pools_and_their_needs_mason_configs() {
+        let text = "resources:\n\
+            - {type: aws-account, state: free, names: [account1, account2]}\n\
+            - type: aws-cluster\n  state: dirty\n  min-count: 1\n  max-count: 2\n  lifespan: 48h\n  \
+              needs: {aws-account: 1}\n  config: {type: AWSClusterCreator, content: '...'}\n";
+        let config = parse_pool_config(text).expect("config");
+        let msg = config.resources.expect("resources");
+        assert_eq!(msg.resources.len(), 2);
+        assert_eq!(
+            msg.dynamic,
+            [pb::PoolDynamic {
+                r#type: "aws-cluster".into(),
+                state: "dirty".into(),
+                min_count: 1,
+                max_count: 2,
+                lifespan_ms: 48 * 3_600_000,
+            }]
+        );
+        let virtuals = config.virtuals.expect("virtual configs").configs;
+        assert_eq!(virtuals.len(), 1);
+        assert_eq!(virtuals[0].name, "aws-cluster");
+        assert_eq!(virtuals[0].needs["aws-account"], 1);
+        assert_eq!(virtuals[0].config_type, "AWSClusterCreator");
+        let static_lifespan = "resources:\n- {type: a, state: free, names: [x], lifespan: 1h}\n";
+        assert!(parse_pool_config(static_lifespan).is_err());
+    }
+
+    #[test]
+    fn mason_configs_parse_beside_or_without_resources() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/mason/pool.yaml"
+        ))
+        .expect("example");
+        let config = parse_pool_config(&text).expect("config");
+        assert_eq!(config.resources.expect("resources").resources.len(), 8);
+        let virtuals = config.virtuals.expect("configs").configs;
+        assert_eq!(virtuals.len(), 1);
+        assert_eq!(virtuals[0].name, "gke-cluster");
+        assert_eq!(virtuals[0].needs["gcp-project"], 2);
+        assert_eq!(virtuals[0].config_type, "GCPResourceConfig");
+        assert!(virtuals[0].config_content.contains("numnodes: 4"));
+        // Only Mason's configs: the resources are left alone (no empty sync removing them all).
+        let only = "configs:\n- name: v\n  needs: {a: 1}\n";
+        let config = parse_pool_config(only).expect("configs only");
+        assert!(config.resources.is_none());
+        assert!(parse_pool_config("other: 1\n").is_err());
+        assert!(parse_pool_config("{}\n").is_err());
     }
 }

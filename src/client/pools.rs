@@ -121,6 +121,17 @@ impl Client {
             .await
     }
 
+    /// Makes the virtual resource configs (Mason's) exactly `msg.configs`.
+    pub async fn pool_sync_virtual(
+        &self,
+        msg: pb::PoolSyncVirtualRequest,
+    ) -> Result<pb::PoolSyncVirtualReply, Status> {
+        self.pool_call(Retry::Write, msg, |mut c, r| async move {
+            c.sync_virtual(r).await
+        })
+        .await
+    }
+
     /// Pool resources of a type, state and owner (empty: any), in name order.
     pub async fn pool_list(
         &self,

@@ -134,7 +134,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         tokio::spawn(locks::run_sweeper(node.clone(), stop_rx.clone())),
         tokio::spawn(scheduler::run_scheduler(node.clone(), stop_rx.clone())),
         tokio::spawn(scheduler::run_op_sweeper(node.clone(), stop_rx.clone())),
-        tokio::spawn(pools::run_reaper(node.clone(), stop_rx)),
+        tokio::spawn(pools::run_reaper(node.clone(), stop_rx.clone())),
+        tokio::spawn(pools::run_mason(node.clone(), stop_rx)),
     ];
     bootstrap(&node, &config).await?;
     tracing::info!(id = config.id, %client_addr, %peer_addr, "node started");

@@ -17,7 +17,8 @@ use crate::server::node::{CancelOnDrop, Node};
 use crate::server::resources::consistency;
 use crate::state::count::CountBy;
 use crate::state::pool::{
-    check_pool_action, ClaimView, PoolAction, PoolEntry, PoolView, POOL_KIND,
+    check_pool_action, ClaimView, DynamicPool, MasonDue, PoolAction, PoolEntry, PoolEvent,
+    PoolView, VirtualConfig, CONSTRUCT_KIND, POOL_KIND,
 };
 use crate::state::{self, Command, Response, Selector, State};
 
@@ -52,10 +53,13 @@ impl PoolsService {
         &self,
         action: PoolAction,
     ) -> Result<GrpcResponse<PoolResourceReply>, Status> {
-        let (mut resources, revision) = self.propose(action).await?;
+        let (resources, revision) = self.propose(action).await?;
+        // A virtual resource comes first, the resources leased with it after.
+        let mut resources = resources.into_iter();
         Ok(GrpcResponse::new(PoolResourceReply {
-            resource: resources.pop(),
+            resource: resources.next(),
             revision,
+            leased: resources.collect(),
         }))
     }
 }
@@ -72,6 +76,17 @@ fn info(object: &state::Resource) -> PoolResource {
         request_id: v.request_id,
         to_be_deleted: v.to_be_deleted,
         expiry_ms: v.expiry_ms.into_iter().collect(),
+        parent: v.parent,
+    }
+}
+
+/// The reply for `object` from `state`: it, and the resources leased with it if it is virtual.
+fn reply_from(state: &State, object: &state::Resource) -> PoolResourceReply {
+    let leased = state.pool_leased(object).iter().map(|o| info(o)).collect();
+    PoolResourceReply {
+        resource: Some(info(object)),
+        revision: state.revision(),
+        leased,
     }
 }
 
@@ -119,9 +134,9 @@ impl PoolsService {
         loop {
             tokio::select! {
                 ev = events.recv() => match ev {
-                    Ok(e) if e.claim == name => {
+                    Ok(PoolEvent::Claim { claim: c, resource }) if c == name => {
                         guard.disarm();
-                        return match e.resource {
+                        return match resource {
                             Some(_) => self.lease_of(&claim),
                             None => Err(not_granted(&claim, wait)),
                         };
@@ -142,7 +157,7 @@ impl PoolsService {
                     guard.disarm();
                     return match self.node.propose(cancel(false)).await? {
                         Response::Txn { objects, .. } => match objects.iter().find(|o| o.kind == POOL_KIND) {
-                            Some(o) => Ok(GrpcResponse::new(PoolResourceReply { resource: Some(info(o)), revision: self.node.state().revision() })),
+                            Some(o) => Ok(GrpcResponse::new(reply_from(&self.node.state(), o))),
                             None => Err(not_granted(&claim, wait)),
                         },
                         Response::Rejected(r) => Err(errors::rejection(&r)),
@@ -164,10 +179,7 @@ impl PoolsService {
         let object = state
             .get(&key)
             .ok_or_else(|| not_granted(claim, Duration::ZERO))?;
-        Ok(GrpcResponse::new(PoolResourceReply {
-            resource: Some(info(object)),
-            revision: state.revision(),
-        }))
+        Ok(GrpcResponse::new(reply_from(&state, object)))
     }
 }
 
@@ -197,8 +209,16 @@ impl LeaseService for PoolsService {
             action,
             grace_ms: self.node.config.raft.election_timeout_max_ms,
         };
-        let (object, revision) = match self.node.propose(command).await? {
-            Response::Object { object, revision } => (object, revision),
+        let (object, revision, leased) = match self.node.propose(command).await? {
+            Response::Object { object, revision } => (object, revision, Vec::new()),
+            // A virtual resource, and the resources leased with it.
+            Response::Txn {
+                mut objects,
+                revision,
+            } if !objects.is_empty() => {
+                let object = objects.remove(0);
+                (object, revision, objects.iter().map(info).collect())
+            }
             Response::Rejected(r) => return Err(errors::rejection(&r)),
             other => {
                 return Err(Status::internal(format!(
@@ -210,6 +230,7 @@ impl LeaseService for PoolsService {
             return Ok(GrpcResponse::new(PoolResourceReply {
                 resource: Some(info(&object)),
                 revision,
+                leased,
             }));
         };
         let wait = Duration::from_millis(r.wait_ms);
@@ -281,18 +302,68 @@ impl LeaseService for PoolsService {
                 state: e.state,
             })
             .collect();
+        let dynamic = r
+            .dynamic
+            .into_iter()
+            .map(|d| DynamicPool {
+                rtype: d.r#type,
+                state: d.state,
+                min_count: d.min_count,
+                max_count: d.max_count,
+                lifespan_ms: d.lifespan_ms,
+                expiry_ms: BTreeMap::new(),
+            })
+            .collect();
         let expiry_ms: BTreeMap<String, BTreeMap<String, u64>> = r
             .expiry
             .into_iter()
             .map(|(t, e)| (t, e.expiry_ms.into_iter().collect()))
             .collect();
         let (resources, revision) = self
-            .propose(PoolAction::Sync { entries, expiry_ms })
+            .propose(PoolAction::Sync {
+                entries,
+                expiry_ms,
+                dynamic,
+            })
             .await?;
         Ok(GrpcResponse::new(PoolResourcesReply {
             resources,
             revision,
         }))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(n = request.get_ref().configs.len()))]
+    async fn sync_virtual(
+        &self,
+        request: Request<PoolSyncVirtualRequest>,
+    ) -> Result<GrpcResponse<PoolSyncVirtualReply>, Status> {
+        let configs = request
+            .into_inner()
+            .configs
+            .into_iter()
+            .map(|c| VirtualConfig {
+                name: c.name,
+                needs: c.needs.into_iter().collect(),
+                config_type: c.config_type,
+                content: c.config_content,
+            })
+            .collect();
+        let action = PoolAction::SyncVirtual { configs };
+        check_pool_action(&action).map_err(|r| errors::rejection(&r))?;
+        let command = Command::Pool {
+            action,
+            grace_ms: self.node.config.raft.election_timeout_max_ms,
+        };
+        match self.node.propose(command).await? {
+            Response::Txn { objects, revision } => Ok(GrpcResponse::new(PoolSyncVirtualReply {
+                changed: u32::try_from(objects.len()).unwrap_or(u32::MAX),
+                revision,
+            })),
+            Response::Rejected(r) => Err(errors::rejection(&r)),
+            other => Err(Status::internal(format!(
+                "unexpected response to a virtual config sync: {other:?}"
+            ))),
+        }
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -344,7 +415,9 @@ impl LeaseService for PoolsService {
 
 /// The leader's reaper: every `pools.reap_interval_ms`, if this node leads and the grace after
 /// its election has passed, proposes a `Reset` (to `pools.reset_state`) of the leases whose
-/// state's expiry passed at its clock. Apply re-checks each against the entry's time.
+/// state's expiry passed at its clock, the expiry of waits past their deadline, and a
+/// `Reconcile` when a dynamic pool's resource outlived its lifespan. Apply re-checks each
+/// against the entry's time.
 pub async fn run_reaper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let interval = Duration::from_millis(node.config.pools.reap_interval_ms);
     let grace_ms = node.config.raft.election_timeout_max_ms;
@@ -363,6 +436,15 @@ pub async fn run_reaper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<
                 if node.propose_local(command).await.is_err() {
                     tracing::debug!("claim expiry not applied (leadership changed)");
                 }
+            }
+        }
+        if node.sweep_due(0, State::pools_reconcile_due) == Some(true) {
+            let command = Command::Pool {
+                action: PoolAction::Reconcile,
+                grace_ms,
+            };
+            if node.propose_local(command).await.is_err() {
+                tracing::debug!("dynamic pool reconcile not applied (leadership changed)");
             }
         }
         let Some(names) = node.sweep_due(grace_ms, State::pools_expired) else {
@@ -388,6 +470,69 @@ pub async fn run_reaper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<
             Ok(Response::Rejected(r)) => tracing::debug!(reason = %r, "pool reset refused"),
             Ok(_) => {}
             Err(_) => tracing::debug!("pool reset not applied (leadership changed)"),
+        }
+    }
+}
+
+/// The leader's Mason task: whenever a pool command or an operation changes something (and at
+/// least every `pools.reap_interval_ms`), if this node leads, submits the construct operation of
+/// each virtual resource that was fulfilled (its idempotency key makes a repeat harmless) and
+/// proposes `Constructed` for each whose operation ended. Apply decides everything else.
+pub async fn run_mason(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    use tokio::sync::broadcast::error::TryRecvError;
+    let interval = Duration::from_millis(node.config.pools.reap_interval_ms);
+    let grace_ms = node.config.raft.election_timeout_max_ms;
+    let config = node.config.operations();
+    let verb = node.config.pools.construct_verb.clone();
+    let mut pools = node.hub.subscribe_pools();
+    let mut ops = node.hub.subscribe_ops();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = pools.recv() => {}
+            _ = ops.recv() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        while let Ok(_) | Err(TryRecvError::Lagged(_)) = pools.try_recv() {}
+        while let Ok(_) | Err(TryRecvError::Lagged(_)) = ops.try_recv() {}
+        let Some(due) = node.sweep_due(0, State::mason_due) else {
+            continue;
+        };
+        for item in due {
+            let (name, command) = match item {
+                MasonDue::Submit { name, key, params } => {
+                    let target =
+                        state::ObjectKey::new(CONSTRUCT_KIND, state::DEFAULT_NAMESPACE, &name);
+                    let policy = crate::server::operations::policy(config, &target, &verb, 0, 0);
+                    let command = Command::OpSubmit {
+                        target,
+                        verb: verb.clone(),
+                        params,
+                        idempotency_key: Some(key),
+                        create: None,
+                        policy,
+                        limits: crate::server::operations::op_limits(config),
+                    };
+                    (name, command)
+                }
+                MasonDue::Ended { name } => {
+                    let command = Command::Pool {
+                        action: PoolAction::Constructed { name: name.clone() },
+                        grace_ms,
+                    };
+                    (name, command)
+                }
+            };
+            let what = command.to_string();
+            let span = tracing::debug_span!("mason", node = node.id, resource = %name);
+            match node.propose_local(command).instrument(span).await {
+                Ok(Response::Rejected(r)) => tracing::debug!(%name, reason = %r, "{what} refused"),
+                Ok(Response::OpSubmitted { operation, .. }) => {
+                    tracing::info!(%name, id = %operation.id, "construct operation submitted");
+                }
+                Ok(_) => tracing::info!(%name, "virtual resource construction ended"),
+                Err(_) => tracing::debug!(%name, "{what} not applied (leadership changed)"),
+            }
         }
     }
 }

@@ -19,9 +19,9 @@ use super::locks::{Fence, Lock, LockContext, LockEvent, LockTable};
 use super::operations::{
     Dispatch, OpEvent, OpFilter, Operation, OperationId, OperationTable, OpsDue, Worker,
 };
-use super::pool::{PoolIndex, POOL_ITEMS_MAX, POOL_KIND};
+use super::pool::{PoolIndex, PoolView, POOL_ITEMS_MAX, POOL_KIND};
 use super::reservation::{ReservationIndex, DECOMMISSION_ITEMS_MAX};
-use super::resource::{ObjectKey, Resource};
+use super::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
 use super::selector::Selector;
 use ops::{apply_op, Change, Op};
 
@@ -427,6 +427,63 @@ impl State {
         self.pools.claims_expired(now_ms, POOL_ITEMS_MAX)
     }
 
+    /// For each virtual resource being constructed, what the leader's Mason task proposes: its
+    /// construct operation if none was submitted (or it is forgotten), `Constructed` once it
+    /// ended. Nothing while it runs.
+    pub fn mason_due(&self, _now_ms: u64) -> Vec<super::pool::MasonDue> {
+        use super::pool::{MasonDue, CONSTRUCT_KIND};
+        let mut due = Vec::new();
+        for name in self.pools.constructing() {
+            let key = ObjectKey::new(POOL_KIND, DEFAULT_NAMESPACE, &name);
+            let Some(view) = self.objects.get(&key).and_then(|o| PoolView::of(o)) else {
+                continue;
+            };
+            match self.ops.by_key(&view.construct_key) {
+                Some(op) if op.state.is_final() => due.push(MasonDue::Ended { name }),
+                Some(_) => {}
+                None => {
+                    let work = ObjectKey::new(CONSTRUCT_KIND, DEFAULT_NAMESPACE, &name);
+                    if let Some(object) = self.objects.get(&work) {
+                        due.push(MasonDue::Submit {
+                            name,
+                            key: view.construct_key.clone(),
+                            params: object.spec.to_value(),
+                        });
+                    }
+                }
+            }
+        }
+        due
+    }
+
+    /// Whether a dynamic pool's resource outlived its lifespan at `now_ms` and no one holds it:
+    /// the leader's reaper then proposes a `Reconcile`, which deletes it.
+    pub fn pools_reconcile_due(&self, now_ms: u64) -> bool {
+        self.pools.past_lifespan(now_ms).iter().any(|name| {
+            let key = ObjectKey::new(POOL_KIND, DEFAULT_NAMESPACE, name);
+            self.objects
+                .get(&key)
+                .and_then(|o| PoolView::of(o))
+                .is_some_and(|v| v.owner.is_empty() && v.parent.is_empty())
+        })
+    }
+
+    /// The resources leased with virtual pool resource `object` (none if it is not virtual),
+    /// in the order its `leasedResources` lists them.
+    pub fn pool_leased(&self, object: &Resource) -> Vec<Arc<Resource>> {
+        let Some(view) = PoolView::of(object) else {
+            return Vec::new();
+        };
+        super::pool::leased_of(&view.user_data)
+            .iter()
+            .filter_map(|child| {
+                let key = ObjectKey::new(POOL_KIND, DEFAULT_NAMESPACE, child);
+                self.objects.get(&key).cloned()
+            })
+            .filter(|o| PoolView::of(o).is_some_and(|v| v.parent == object.metadata.name))
+            .collect()
+    }
+
     /// The pool indexes.
     pub fn pools(&self) -> &PoolIndex {
         &self.pools
@@ -560,7 +617,11 @@ fn mirror_write(cmd: &Command) -> Option<Rejection> {
                 "mirror deployments and change only through the StatusService API \
                                 (steward deployment ...)"
             }
-            POOL_KIND | super::pool::POOL_CLAIM_KIND => {
+            POOL_KIND
+            | super::pool::POOL_CLAIM_KIND
+            | super::pool::VIRTUAL_CONFIG_KIND
+            | super::pool::DYNAMIC_KIND
+            | super::pool::CONSTRUCT_KIND => {
                 "are leased and synced only through the LeaseService API (steward pool ...)"
             }
             _ => return None,
@@ -577,7 +638,10 @@ fn mirror_write(cmd: &Command) -> Option<Rejection> {
         Command::Create { object, .. }
         | Command::Update { object, .. }
         | Command::UpdateStatus { object, .. } => refuse(&object.key()),
-        Command::Delete { key, .. } | Command::OpSubmit { target: key, .. } => refuse(key),
+        Command::Delete { key, .. } => refuse(key),
+        // The leader's Mason task submits the construct operations on their objects.
+        Command::OpSubmit { target: key, .. } if key.kind == super::pool::CONSTRUCT_KIND => None,
+        Command::OpSubmit { target: key, .. } => refuse(key),
         Command::Txn { ops, .. } => ops.iter().find_map(|op| refuse(&op.key())),
         _ => None,
     }

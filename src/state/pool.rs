@@ -24,8 +24,21 @@ use serde_json::{json, Value};
 use super::command::Rejection;
 use super::resource::Resource;
 
+mod dynamic;
+#[cfg(test)]
+mod dynamic_tests;
+mod mason;
+#[cfg(test)]
+mod mason_tests;
 #[cfg(test)]
 mod tests;
+
+pub use dynamic::{dynamic_name, DynamicPool, DYNAMIC_COUNT_MAX, DYNAMIC_KIND};
+pub use mason::{
+    leased_of, VirtualConfig, CONSTRUCTING, CONSTRUCT_KIND, FULFILLING, LEASED_RESOURCES,
+    MASON_OWNER, VIRTUAL_CONFIGS_MAX, VIRTUAL_CONFIG_KIND, VIRTUAL_CONTENT_BYTES_MAX,
+    VIRTUAL_NEEDS_MAX,
+};
 
 /// The kind of pool resource objects.
 pub const POOL_KIND: &str = "PoolResource";
@@ -59,6 +72,15 @@ pub struct PoolView {
     pub expiry_ms: BTreeMap<String, u64>,
     /// Removed from the config while leased: deleted on release.
     pub to_be_deleted: bool,
+    /// The virtual resource this one is leased with (Mason): it follows its parent's lease and
+    /// cannot be acquired, updated or released on its own.
+    pub parent: String,
+    /// A virtual resource being constructed: the idempotency key of its construct operation.
+    pub construct_key: String,
+    /// A dynamic pool's resource: when its lifespan ends (0: never).
+    pub delete_after_ms: u64,
+    /// A dynamic pool's resource: when it was created.
+    pub created_ms: u64,
 }
 
 fn str_field<'a>(v: &'a Value, field: &str) -> &'a str {
@@ -106,6 +128,13 @@ impl PoolView {
                 .get("toBeDeleted")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            parent: str_field(status, "parent").to_string(),
+            construct_key: str_field(status, "constructKey").to_string(),
+            delete_after_ms: status
+                .get("deleteAfterMs")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
+            created_ms: status.get("createdMs").and_then(Value::as_u64).unwrap_or(0),
         })
     }
 
@@ -138,12 +167,26 @@ impl PoolView {
         if self.to_be_deleted {
             status["toBeDeleted"] = json!(true);
         }
+        if !self.parent.is_empty() {
+            status["parent"] = json!(self.parent);
+        }
+        if !self.construct_key.is_empty() {
+            status["constructKey"] = json!(self.construct_key);
+        }
+        if self.created_ms > 0 {
+            status["createdMs"] = json!(self.created_ms);
+        }
+        if self.delete_after_ms > 0 {
+            status["deleteAfterMs"] = json!(self.delete_after_ms);
+            status["deleteAfter"] = json!(rfc3339_ms(self.delete_after_ms));
+        }
         object.status = status;
     }
 
-    /// When the reaper may reset this lease: leased, in a state with an expiry.
+    /// When the reaper may reset this lease: leased, in a state with an expiry. A resource
+    /// leased with a virtual one follows its parent's lease and never expires on its own.
     pub fn expires_ms(&self) -> Option<u64> {
-        if self.owner.is_empty() {
+        if self.owner.is_empty() || !self.parent.is_empty() {
             return None;
         }
         let expiry = self.expiry_ms.get(&self.state)?;
@@ -237,6 +280,32 @@ pub struct PoolIndex {
     claim_requests: imbl::OrdMap<(CompactString, CompactString), CompactString>,
     /// (deadline, claim name).
     claim_deadlines: imbl::OrdSet<(u64, CompactString)>,
+    /// (last update, name) of the virtual resources Mason holds until their needs are free.
+    fulfilling: imbl::OrdSet<(u64, CompactString)>,
+    /// Names of the virtual resources being constructed.
+    constructing: imbl::OrdSet<CompactString>,
+    /// Type -> names of its resources.
+    by_type: imbl::OrdMap<CompactString, imbl::OrdSet<CompactString>>,
+    /// (end of lifespan, name) of the dynamic pools' resources.
+    lifespans: imbl::OrdSet<(u64, CompactString)>,
+}
+
+/// Whether the index keeps `v` among the unowned resources an Acquire may take: unowned and
+/// not bound to a virtual resource.
+fn acquirable(v: &PoolView) -> bool {
+    v.owner.is_empty() && v.parent.is_empty()
+}
+
+/// Mason's own steps on a virtual resource it holds.
+fn mason_step(v: &PoolView) -> Option<&'static str> {
+    if v.owner != MASON_OWNER || !v.parent.is_empty() {
+        return None;
+    }
+    match v.state.as_str() {
+        FULFILLING => Some(FULFILLING),
+        CONSTRUCTING => Some(CONSTRUCTING),
+        _ => None,
+    }
 }
 
 impl PoolIndex {
@@ -244,7 +313,28 @@ impl PoolIndex {
     pub fn replace(&mut self, before: Option<&Resource>, after: Option<&Resource>) {
         self.replace_claim(before, after);
         if let Some((name, v)) = before.and_then(|o| PoolView::of(o).map(|v| (name_of(o), v))) {
-            if v.owner.is_empty() {
+            let rtype = CompactString::from(&v.rtype);
+            let mut empty = false;
+            if let Some(names) = self.by_type.get_mut(&rtype) {
+                names.remove(&name);
+                empty = names.is_empty();
+            }
+            if empty {
+                self.by_type.remove(&rtype);
+            }
+            if v.delete_after_ms > 0 {
+                self.lifespans.remove(&(v.delete_after_ms, name.clone()));
+            }
+            match mason_step(&v) {
+                Some(FULFILLING) => {
+                    self.fulfilling.remove(&(v.last_update_ms, name.clone()));
+                }
+                Some(_) => {
+                    self.constructing.remove(&name);
+                }
+                None => {}
+            }
+            if acquirable(&v) {
                 let key = (CompactString::from(&v.rtype), CompactString::from(&v.state));
                 let mut empty = false;
                 if let Some(set) = self.free.get_mut(&key) {
@@ -266,7 +356,26 @@ impl PoolIndex {
             }
         }
         if let Some((name, v)) = after.and_then(|o| PoolView::of(o).map(|v| (name_of(o), v))) {
-            if v.owner.is_empty() {
+            let rtype = CompactString::from(&v.rtype);
+            if !self.by_type.contains_key(&rtype) {
+                self.by_type.insert(rtype.clone(), imbl::OrdSet::new());
+            }
+            if let Some(names) = self.by_type.get_mut(&rtype) {
+                names.insert(name.clone());
+            }
+            if v.delete_after_ms > 0 {
+                self.lifespans.insert((v.delete_after_ms, name.clone()));
+            }
+            match mason_step(&v) {
+                Some(FULFILLING) => {
+                    self.fulfilling.insert((v.last_update_ms, name.clone()));
+                }
+                Some(_) => {
+                    self.constructing.insert(name.clone());
+                }
+                None => {}
+            }
+            if acquirable(&v) {
                 let key = (CompactString::from(&v.rtype), CompactString::from(&v.state));
                 if !self.free.contains_key(&key) {
                     self.free.insert(key.clone(), imbl::OrdSet::new());
@@ -381,6 +490,40 @@ impl PoolIndex {
         self.free.get(&key).map_or(0, |s| s.len())
     }
 
+    /// The names of the resources of `rtype`.
+    pub fn of_type(&self, rtype: &str) -> Vec<String> {
+        self.by_type
+            .get(&CompactString::from(rtype))
+            .map(|names| names.iter().map(|n| n.to_string()).collect())
+            .unwrap_or_default()
+    }
+
+    /// How many resources `rtype` has.
+    pub fn type_len(&self, rtype: &str) -> usize {
+        self.by_type
+            .get(&CompactString::from(rtype))
+            .map_or(0, |names| names.len())
+    }
+
+    /// Dynamic resources whose lifespan ended at `now_ms`, earliest first.
+    pub fn past_lifespan(&self, now_ms: u64) -> Vec<String> {
+        self.lifespans
+            .iter()
+            .take_while(|(at, _)| *at <= now_ms)
+            .map(|(_, name)| name.to_string())
+            .collect()
+    }
+
+    /// The virtual resources waiting for their needs, longest waiting first.
+    pub fn fulfilling(&self) -> Vec<String> {
+        self.fulfilling.iter().map(|(_, n)| n.to_string()).collect()
+    }
+
+    /// The virtual resources being constructed.
+    pub fn constructing(&self) -> Vec<String> {
+        self.constructing.iter().map(|n| n.to_string()).collect()
+    }
+
     /// The resource `owner` leased with `request_id`, while it holds it.
     pub fn by_request(&self, owner: &str, request_id: &str) -> Option<&str> {
         self.requests
@@ -412,12 +555,32 @@ pub struct PoolEntry {
     pub state: String,
 }
 
-/// What became of a waiting acquire, for the node that waits on it: granted `resource`, or
-/// (`None`) removed without a grant (cancelled, or past its deadline).
+/// What a pool command did that a task elsewhere waits for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PoolEvent {
-    pub claim: String,
-    pub resource: Option<String>,
+pub enum PoolEvent {
+    /// What became of a waiting acquire, for the node that waits on it: granted `resource`, or
+    /// (`None`) removed without a grant (cancelled, or past its deadline).
+    Claim {
+        claim: String,
+        resource: Option<String>,
+    },
+    /// Virtual resource `name` has its needs leased and waits for its construct operation,
+    /// which the leader's Mason task submits.
+    Fulfilled { name: String },
+}
+
+/// What the leader's Mason task has to propose for one virtual resource being constructed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MasonDue {
+    /// Submit its construct operation: on `MasonConstruct/<name>`, with this idempotency key
+    /// (so a repeat finds the first) and the construct object's spec as params.
+    Submit {
+        name: String,
+        key: String,
+        params: Value,
+    },
+    /// Its construct operation ended: propose `Constructed`.
+    Ended { name: String },
 }
 
 /// What a `Command::Pool` asks. Each is all or nothing.
@@ -483,7 +646,20 @@ pub enum PoolAction {
         entries: Vec<PoolEntry>,
         #[serde(default)]
         expiry_ms: BTreeMap<String, BTreeMap<String, u64>>,
+        /// The dynamic types (their resources are not listed in `entries` and stay).
+        #[serde(default)]
+        dynamic: Vec<DynamicPool>,
     },
+    /// The leader's reaper: look at the dynamic pools again at this entry's time (resources
+    /// past their lifespan are deleted, the counts kept within min and max).
+    Reconcile,
+    /// Make the virtual resource configs (Mason's) exactly `configs`: each names a virtual
+    /// type, what one needs and the opaque config its constructor gets.
+    SyncVirtual { configs: Vec<VirtualConfig> },
+    /// The leader's Mason task: the construct operation of virtual resource `name` ended; on
+    /// success its response becomes the user data and the resource is freed, else its needs go
+    /// back dirty and it waits for new ones.
+    Constructed { name: String },
 }
 
 impl PoolAction {
@@ -497,11 +673,14 @@ impl PoolAction {
             PoolAction::Release { .. } => "release",
             PoolAction::Reset { .. } => "reset",
             PoolAction::Sync { .. } => "sync",
+            PoolAction::SyncVirtual { .. } => "sync-virtual",
+            PoolAction::Reconcile => "reconcile",
+            PoolAction::Constructed { .. } => "constructed",
         }
     }
 }
 
-fn invalid(field: &str, rule: impl Into<String>) -> Rejection {
+pub(crate) fn invalid(field: &str, rule: impl Into<String>) -> Rejection {
     Rejection::Invalid {
         field: field.to_string(),
         rule: rule.into(),
@@ -510,14 +689,14 @@ fn invalid(field: &str, rule: impl Into<String>) -> Rejection {
 
 /// A type, state or owner: a label value (1-63 characters, alphanumerics, '-', '_', '.',
 /// starting and ending alphanumeric), since each is a label of the resource.
-fn check_word(field: &str, value: &str) -> Result<(), Rejection> {
+pub(crate) fn check_word(field: &str, value: &str) -> Result<(), Rejection> {
     if value.is_empty() {
         return Err(invalid(field, "required"));
     }
     super::validate::validate_label_value(field, value)
 }
 
-fn check_names(field: &str, names: &[String]) -> Result<(), Rejection> {
+pub(crate) fn check_names(field: &str, names: &[String]) -> Result<(), Rejection> {
     if names.is_empty() {
         return Err(invalid(field, "at least one name"));
     }
@@ -625,6 +804,12 @@ pub fn check_pool_action(action: &PoolAction) -> Result<(), Rejection> {
             check_word("owner", owner)?;
             check_word("state", state)?;
             check_user_data(user_data)?;
+            if user_data.contains_key(LEASED_RESOURCES) {
+                return Err(invalid(
+                    &format!("user_data[{LEASED_RESOURCES}]"),
+                    "kept by steward for virtual resources; an update cannot set it",
+                ));
+            }
         }
         PoolAction::Release { name, owner, dest } => {
             check_names("name", std::slice::from_ref(name))?;
@@ -635,7 +820,13 @@ pub fn check_pool_action(action: &PoolAction) -> Result<(), Rejection> {
             check_names("names", names)?;
             check_word("dest", dest)?;
         }
-        PoolAction::Sync { entries, expiry_ms } => {
+        PoolAction::Sync {
+            entries,
+            expiry_ms,
+            dynamic,
+        } => {
+            let static_types = entries.iter().map(|e| e.rtype.as_str()).collect();
+            dynamic::check_dynamic(dynamic, &static_types)?;
             if entries.len() > POOL_ITEMS_MAX {
                 return Err(Rejection::TooLarge {
                     field: "resources".to_string(),
@@ -662,6 +853,9 @@ pub fn check_pool_action(action: &PoolAction) -> Result<(), Rejection> {
                 }
             }
         }
+        PoolAction::SyncVirtual { configs } => mason::check_configs(configs)?,
+        PoolAction::Reconcile => {}
+        PoolAction::Constructed { name } => check_names("name", std::slice::from_ref(name))?,
     }
     Ok(())
 }

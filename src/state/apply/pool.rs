@@ -9,10 +9,13 @@ use super::ops::{apply_op, replace, Change, Op};
 use super::{emit, ApplyContext, State};
 use crate::state::command::{Event, Rejection, Response};
 use crate::state::pool::{
-    check_pool_action, claim_name, ClaimView, PoolAction, PoolEntry, PoolEvent, PoolView,
-    POOL_API_VERSION, POOL_CLAIM_KIND, POOL_KIND, POOL_WAITERS_MAX,
+    check_pool_action, claim_name, leased_of, ClaimView, PoolAction, PoolEntry, PoolEvent,
+    PoolView, POOL_API_VERSION, POOL_CLAIM_KIND, POOL_KIND, POOL_WAITERS_MAX,
 };
 use crate::state::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
+
+mod dynamic;
+mod mason;
 
 fn key(name: &str) -> ObjectKey {
     ObjectKey::new(POOL_KIND, DEFAULT_NAMESPACE, name)
@@ -57,8 +60,21 @@ impl Writes<'_> {
         change.object
     }
 
-    /// Stores `view` into a copy of `object`: one revision, one event.
+    /// Stores `view` into a copy of `object`: one revision, one event. The resources leased
+    /// with a virtual resource follow it (see `follow`).
     fn put(
+        &mut self,
+        state: &mut State,
+        object: &Resource,
+        view: &PoolView,
+    ) -> Result<Arc<Resource>, Rejection> {
+        let stored = self.put_one(state, object, view)?;
+        self.follow(state, &stored.metadata.name, view)?;
+        Ok(stored)
+    }
+
+    /// `put` of this resource alone.
+    fn put_one(
         &mut self,
         state: &mut State,
         object: &Resource,
@@ -69,6 +85,121 @@ impl Writes<'_> {
         let change = replace(state, next)?;
         Ok(self.record(change))
     }
+
+    /// The resources leased with virtual resource `name` take its lease: its owner, state and
+    /// last update while it is leased; unowned, in a state named after it, while it is not.
+    fn follow(
+        &mut self,
+        state: &mut State,
+        name: &str,
+        parent: &PoolView,
+    ) -> Result<(), Rejection> {
+        for child in leased_of(&parent.user_data) {
+            let Ok((object, mut view)) = current(state, &child) else {
+                continue;
+            };
+            if view.parent != name {
+                continue;
+            }
+            let before = view.clone();
+            if parent.owner.is_empty() {
+                view.state = name.to_string();
+                view.owner.clear();
+            } else {
+                view.state = parent.state.clone();
+                view.owner = parent.owner.clone();
+            }
+            view.request_id.clear();
+            view.last_update_ms = parent.last_update_ms;
+            if view != before {
+                self.put_one(state, &object, &view)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The resources leased with virtual resource `parent` go back to the pool, unbound and
+    /// unowned, in `dest` (deleted if removed from the config meanwhile).
+    fn unbind(
+        &mut self,
+        state: &mut State,
+        ctx: &ApplyContext,
+        name: &str,
+        parent: &PoolView,
+        dest: &str,
+    ) -> Result<(), Rejection> {
+        for child in leased_of(&parent.user_data) {
+            let Ok((object, mut view)) = current(state, &child) else {
+                continue;
+            };
+            if view.parent != name {
+                continue;
+            }
+            if view.to_be_deleted {
+                let change = apply_op(state, ctx, Op::Delete(&key(&child), None))?;
+                self.record(change);
+                continue;
+            }
+            view.parent.clear();
+            view.state = dest.to_string();
+            view.owner.clear();
+            view.request_id.clear();
+            view.last_update_ms = state.time_ms;
+            self.put_one(state, &object, &view)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes pool resource `name` (a virtual one gives its leased resources back dirty).
+    fn delete(
+        &mut self,
+        state: &mut State,
+        ctx: &ApplyContext,
+        name: &str,
+        view: &PoolView,
+    ) -> Result<Arc<Resource>, Rejection> {
+        self.unbind(state, ctx, name, view, mason::DIRTY)?;
+        let change = apply_op(state, ctx, Op::Delete(&key(name), None))?;
+        Ok(self.record(change))
+    }
+}
+
+/// The objects of `kind` (in the default namespace, where the pool keeps its configs) by name,
+/// as `of` reads them.
+fn by_name<T>(state: &State, kind: &str, of: fn(&Resource) -> Option<T>) -> BTreeMap<String, T> {
+    let start = ObjectKey::new(kind, "", "");
+    state
+        .objects
+        .range(start..)
+        .take_while(|(k, _)| k.kind == kind)
+        .filter_map(|(k, o)| of(o).map(|v| (k.name.to_string(), v)))
+        .collect()
+}
+
+/// A resource leased with virtual resource `parent` cannot be leased on its own.
+fn not_bound(name: &str, view: &PoolView, action: &str) -> Result<(), Rejection> {
+    if view.parent.is_empty() {
+        return Ok(());
+    }
+    Err(Rejection::PoolState {
+        name: name.to_string(),
+        reason: format!(
+            "it is leased with virtual resource {}; {action} {} instead",
+            view.parent, view.parent
+        ),
+    })
+}
+
+/// The answer for one resource: itself, and after it the resources leased with it if it is
+/// virtual (a client takes and gives back a virtual resource together with them).
+fn with_leased(state: &State, object: Arc<Resource>) -> Response {
+    let leased = state.pool_leased(&object);
+    if leased.is_empty() {
+        return one(state, object);
+    }
+    let mut all = vec![object];
+    all.extend(leased);
+    many(state, all)
 }
 
 fn one(state: &State, object: Arc<Resource>) -> Response {
@@ -142,17 +273,34 @@ pub(super) fn apply_pool(
         } => update(state, name, owner, current_state, user_data, events),
         PoolAction::Release { name, owner, dest } => release(state, ctx, name, owner, dest, events),
         PoolAction::Reset { names, dest } => reset(state, ctx, names, dest, grace_ms, events),
-        PoolAction::Sync { entries, expiry_ms } => sync(state, ctx, entries, expiry_ms, events),
+        PoolAction::Sync {
+            entries,
+            expiry_ms,
+            dynamic,
+        } => sync(state, ctx, entries, expiry_ms, dynamic, events),
+        PoolAction::Reconcile => Ok(many(state, Vec::new())),
+        PoolAction::SyncVirtual { configs } => mason::sync_virtual(state, ctx, configs, events),
+        PoolAction::Constructed { name } => mason::constructed(state, ctx, name, events),
     });
-    // Whatever freed a resource serves the waiters first, in arrival order.
+    // Whatever freed a resource serves the waiters first, in arrival order; dynamic pools
+    // then grow or shrink (what they create free serves waiters too); then Mason recycles
+    // dirty virtual resources and fulfils those whose needs are free.
     let result = result.and_then(|response| {
+        let revision = state.revision;
         grant_waiting(state, ctx, events)?;
-        Ok(response)
+        dynamic::step(state, ctx, events)?;
+        grant_waiting(state, ctx, events)?;
+        mason::step(state, ctx, events)?;
+        Ok((response, state.revision != revision))
     });
     match result {
-        Ok(response) => {
+        Ok((response, stepped)) => {
             pool_events.append(&mut w.pool_events);
-            response
+            // Only when the steps after the action changed something can its answer be stale.
+            match stepped {
+                true => latest(state, response),
+                false => response,
+            }
         }
         Err(rejection) => {
             for (key, previous) in w.undo.into_iter().rev() {
@@ -165,6 +313,26 @@ pub(super) fn apply_pool(
             w.events.truncate(events_before);
             Response::Rejected(rejection)
         }
+    }
+}
+
+/// The answer with each object as the whole command left it (a virtual resource released dirty
+/// is recycled in the same step); objects the command deleted stay as they were last.
+fn latest(state: &State, response: Response) -> Response {
+    let now = |o: Resource| match state.objects.get(&o.key()) {
+        Some(stored) => Resource::clone(stored),
+        None => o,
+    };
+    match response {
+        Response::Object { object, .. } => Response::Object {
+            object: now(object),
+            revision: state.revision,
+        },
+        Response::Txn { objects, .. } => Response::Txn {
+            objects: objects.into_iter().map(now).collect(),
+            revision: state.revision,
+        },
+        other => other,
     }
 }
 
@@ -187,7 +355,7 @@ fn acquire(
     if !ask.request_id.is_empty() {
         if let Some(name) = state.pools.by_request(ask.owner, ask.request_id) {
             let (object, _) = current(state, name)?;
-            return Ok(one(state, object));
+            return Ok(with_leased(state, object));
         }
         if let Some(claim) = state.pools.claim_by_request(ask.owner, ask.request_id) {
             let k = ObjectKey::new(POOL_CLAIM_KIND, DEFAULT_NAMESPACE, claim);
@@ -246,7 +414,7 @@ fn acquire(
     view.request_id = ask.request_id.to_string();
     view.last_update_ms = state.time_ms;
     let stored = events.put(state, &object, &view)?;
-    Ok(one(state, stored))
+    Ok(with_leased(state, stored))
 }
 
 /// Removes claim `name` (a grant or a giving up), with its event.
@@ -259,7 +427,7 @@ fn remove_claim(
 ) -> Result<Arc<Resource>, Rejection> {
     let k = ObjectKey::new(POOL_CLAIM_KIND, DEFAULT_NAMESPACE, name);
     let change = apply_op(state, ctx, Op::Delete(&k, None))?;
-    events.pool_events.push(PoolEvent {
+    events.pool_events.push(PoolEvent::Claim {
         claim: name.to_string(),
         resource,
     });
@@ -380,6 +548,7 @@ fn acquire_by_state(
             });
         }
         let (object, view) = current(state, name)?;
+        not_bound(name, &view, "acquire")?;
         if !view.owner.is_empty() || view.state != from {
             return Err(Rejection::PoolState {
                 name: name.clone(),
@@ -417,6 +586,7 @@ fn update(
 ) -> Result<Response, Rejection> {
     let (object, mut view) = current(state, name)?;
     owned_by(name, &view, owner)?;
+    not_bound(name, &view, "update")?;
     if view.state != current_state {
         return Err(Rejection::PoolState {
             name: name.to_string(),
@@ -445,7 +615,7 @@ fn update(
     }
     view.last_update_ms = state.time_ms;
     let stored = events.put(state, &object, &view)?;
-    Ok(one(state, stored))
+    Ok(with_leased(state, stored))
 }
 
 fn release(
@@ -458,9 +628,9 @@ fn release(
 ) -> Result<Response, Rejection> {
     let (object, mut view) = current(state, name)?;
     owned_by(name, &view, owner)?;
+    not_bound(name, &view, "release")?;
     if view.to_be_deleted {
-        let change = apply_op(state, ctx, Op::Delete(&key(name), None))?;
-        let deleted = events.record(change);
+        let deleted = events.delete(state, ctx, name, &view)?;
         return Ok(one(state, deleted));
     }
     view.state = dest.to_string();
@@ -468,7 +638,7 @@ fn release(
     view.request_id.clear();
     view.last_update_ms = state.time_ms;
     let stored = events.put(state, &object, &view)?;
-    Ok(one(state, stored))
+    Ok(with_leased(state, stored))
 }
 
 /// Resets the leases among `names` whose expiry passed; the others are left alone (a heartbeat
@@ -497,8 +667,7 @@ fn reset(
             continue;
         }
         if view.to_be_deleted {
-            let change = apply_op(state, ctx, Op::Delete(&key(name), None))?;
-            stored.push(events.record(change));
+            stored.push(events.delete(state, ctx, name, &view)?);
             continue;
         }
         view.state = dest.to_string();
@@ -515,42 +684,59 @@ fn sync(
     ctx: &ApplyContext,
     entries: &[PoolEntry],
     expiry_ms: &BTreeMap<String, BTreeMap<String, u64>>,
+    dynamic_pools: &[crate::state::pool::DynamicPool],
     events: &mut Writes<'_>,
 ) -> Result<Response, Rejection> {
+    dynamic::sync_configs(state, ctx, dynamic_pools, expiry_ms, events)?;
     let wanted: BTreeMap<&str, &PoolEntry> = entries.iter().map(|e| (e.name.as_str(), e)).collect();
     let start = ObjectKey::new(POOL_KIND, "", "");
-    let existing: Vec<Arc<Resource>> = state
+    let existing: Vec<String> = state
         .objects
         .range(start..)
         .take_while(|(k, _)| k.kind == POOL_KIND)
-        .map(|(_, o)| Arc::clone(o))
+        .map(|(k, _)| k.name.to_string())
         .collect();
     let mut stored = Vec::new();
     let mut present = BTreeSet::new();
-    for object in existing {
-        let name = object.metadata.name.to_string();
-        let Some(mut view) = PoolView::of(&object) else {
+    for name in existing {
+        // Read again: deleting a virtual resource gives back the resources leased with it.
+        let Ok((object, mut view)) = current(state, &name) else {
             continue;
         };
         let before = view.clone();
-        match wanted.get(name.as_str()) {
-            None if view.owner.is_empty() => {
-                let change = apply_op(state, ctx, Op::Delete(&object.key(), None))?;
-                stored.push(events.record(change));
+        let listed = wanted.get(name.as_str());
+        let pool = dynamic_pools.iter().find(|p| p.rtype == view.rtype);
+        if let (None, Some(pool)) = (listed, pool) {
+            // A dynamic type's own resource: its pool keeps it; the expiries and the lifespan
+            // follow the type's (counted from its creation, or from now for one created before
+            // its type was dynamic).
+            view.expiry_ms = expiry_ms.get(&view.rtype).cloned().unwrap_or_default();
+            if view.created_ms == 0 {
+                view.created_ms = state.time_ms;
+            }
+            view.delete_after_ms = dynamic::lifespan_end(view.created_ms, pool.lifespan_ms);
+            if view != before {
+                stored.push(events.put_one(state, &object, &view)?);
+            }
+            continue;
+        }
+        match listed {
+            None if view.owner.is_empty() && view.parent.is_empty() => {
+                stored.push(events.delete(state, ctx, &name, &view)?);
                 continue;
             }
             None => view.to_be_deleted = true,
             Some(entry) => {
                 present.insert(name.clone());
                 view.to_be_deleted = false;
-                if view.owner.is_empty() {
+                if view.owner.is_empty() && view.parent.is_empty() {
                     view.rtype = entry.rtype.clone();
                 }
             }
         }
         view.expiry_ms = expiry_ms.get(&view.rtype).cloned().unwrap_or_default();
         if view != before {
-            stored.push(events.put(state, &object, &view)?);
+            stored.push(events.put_one(state, &object, &view)?);
         }
     }
     for entry in entries {

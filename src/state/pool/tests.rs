@@ -107,6 +107,7 @@ fn sync(entries: &[(&str, &str, &str)]) -> PoolAction {
             })
             .collect(),
         expiry_ms: [("gce".to_string(), [("busy".to_string(), 10_000)].into())].into(),
+        dynamic: Vec::new(),
     }
 }
 
@@ -415,7 +416,7 @@ fn waiting_acquires_are_served_in_arrival_order_as_resources_free_up() {
     );
     assert_eq!(
         log.effects.pool_events[before..],
-        [PoolEvent {
+        [PoolEvent::Claim {
             claim: claim_name(c.seq),
             resource: Some("p1".into())
         }]
@@ -481,7 +482,7 @@ fn waits_end_at_their_deadline_or_when_cancelled_and_a_late_grant_is_kept_or_rel
     }
     assert_eq!(
         log.effects.pool_events[before..],
-        [PoolEvent {
+        [PoolEvent::Claim {
             claim: claim_name(c.seq),
             resource: None
         }]
