@@ -1,4 +1,6 @@
-//! Compiles proto/ with protox (pure Rust), so a fresh machine needs no system `protoc`.
+//! Compiles proto/ with protox (pure Rust), so a fresh machine needs no system `protoc`, and
+//! writes the client API's encoded descriptor set for gRPC server reflection
+//! (`$OUT_DIR/steward_client_api.bin`, served by src/server/mod.rs).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = ["proto/steward.proto", "proto/raft.proto"];
@@ -10,5 +12,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_client(true)
         .build_server(true)
         .compile_fds(fds)?;
+
+    // Only the client API: the peer service (raft.proto) is not served on the client port.
+    let mut client_api = protox::Compiler::new(["proto"])?;
+    client_api.include_imports(true).include_source_info(true);
+    client_api.open_file("proto/steward.proto")?;
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(
+        out.join("steward_client_api.bin"),
+        client_api.encode_file_descriptor_set(),
+    )?;
     Ok(())
 }

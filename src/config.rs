@@ -27,6 +27,9 @@ pub struct Config {
     pub client_addr: String,
     /// Where the peer (Raft) service listens.
     pub peer_addr: String,
+    /// Where `GET /metrics` (Prometheus, plain HTTP) is served; none when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_addr: Option<String>,
     /// Raft log, vote and snapshots live here.
     pub data_dir: PathBuf,
     /// The members a fresh cluster bootstraps with. Empty for a node that will be added later
@@ -372,6 +375,17 @@ impl Config {
         if self.client_addr == self.peer_addr {
             return invalid("peer_addr", "must differ from client_addr");
         }
+        if let Some(addr) = &self.metrics_addr {
+            if addr.parse::<SocketAddr>().is_err() {
+                return invalid(
+                    "metrics_addr",
+                    "must be host:port with an IP address, e.g. 127.0.0.1:7201",
+                );
+            }
+            if *addr == self.client_addr || *addr == self.peer_addr {
+                return invalid("metrics_addr", "must differ from client_addr and peer_addr");
+            }
+        }
         if self.data_dir.as_os_str().is_empty() {
             return invalid("data_dir", "must not be empty");
         }
@@ -579,6 +593,7 @@ mod tests {
         Config {
             id: 1,
             client_addr: "127.0.0.1:7001".into(),
+            metrics_addr: None,
             peer_addr: "127.0.0.1:7101".into(),
             data_dir: "d".into(),
             initial_members: vec![MemberConfig {
@@ -607,6 +622,11 @@ mod tests {
             (|c| c.id = 0, "id"),
             (|c| c.client_addr = "nope".into(), "client_addr"),
             (|c| c.peer_addr = c.client_addr.clone(), "peer_addr"),
+            (|c| c.metrics_addr = Some("nope".into()), "metrics_addr"),
+            (
+                |c| c.metrics_addr = Some(c.peer_addr.clone()),
+                "metrics_addr",
+            ),
             (|c| c.initial_members[0].id = 2, "initial_members"),
             (
                 |c| c.raft.election_timeout_min_ms = 50,

@@ -24,6 +24,7 @@
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod metrics;
 pub mod proto;
 pub mod raft;
 pub mod server;

@@ -9,3 +9,8 @@ pub mod v1 {
 pub mod raft_v1 {
     tonic::include_proto!("steward.raft.v1");
 }
+
+/// The client API's encoded `FileDescriptorSet` (steward.proto and what it imports), for gRPC
+/// server reflection.
+pub const CLIENT_API_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/steward_client_api.bin"));

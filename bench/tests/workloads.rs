@@ -97,6 +97,7 @@ impl Cluster {
                 operations: Default::default(),
                 status: Default::default(),
                 pools: Default::default(),
+                metrics_addr: None,
             };
             let path = dir.path().join(format!("node{}.toml", m.id));
             std::fs::write(&path, toml::to_string(&config).expect("toml")).expect("write config");

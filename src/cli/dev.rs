@@ -43,6 +43,7 @@ pub struct DevArgs {
 struct DevNode {
     id: u64,
     client_addr: String,
+    metrics_addr: Option<String>,
     log_path: PathBuf,
     child: Child,
 }
@@ -53,6 +54,11 @@ pub async fn run(args: DevArgs, _global: &GlobalOpts) -> anyhow::Result<()> {
     for m in &members {
         ensure_free(&m.client_addr)?;
         ensure_free(&m.peer_addr)?;
+        if let Some(addr) =
+            node_config::loopback_config(m.id, args.nodes, &args.data_dir).metrics_addr
+        {
+            ensure_free(&addr)?;
+        }
     }
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create {}", args.data_dir.display()))?;
@@ -154,6 +160,7 @@ async fn start_node(args: &DevArgs, id: u64) -> anyhow::Result<DevNode> {
     Ok(DevNode {
         id,
         client_addr: config.client_addr,
+        metrics_addr: config.metrics_addr,
         log_path,
         child,
     })
@@ -257,9 +264,10 @@ fn print_banner(args: &DevArgs, nodes: &[DevNode], leader: u64) {
     );
     for n in nodes {
         println!(
-            "  node {}  client {}  log {}",
+            "  node {}  client {}  metrics http://{}/metrics  log {}",
             n.id,
             n.client_addr,
+            n.metrics_addr.as_deref().unwrap_or("-"),
             n.log_path.display()
         );
     }

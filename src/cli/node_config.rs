@@ -16,6 +16,8 @@ use crate::config::{
 pub const CLIENT_PORT_BASE: u16 = 7000;
 /// Peer port of loopback node N is `PEER_PORT_BASE + N` (7101, 7102, ...).
 pub const PEER_PORT_BASE: u16 = 7100;
+/// Metrics port of loopback node N is `METRICS_PORT_BASE + N` (7201, 7202, ...).
+pub const METRICS_PORT_BASE: u16 = 7200;
 /// Loopback ports leave room for nodes 1 to 9 only (70NN would collide with peer ports).
 pub const LOOPBACK_NODES_MAX: u64 = 9;
 
@@ -270,6 +272,7 @@ pub fn loopback_config(id: u64, nodes: u64, data_root: &Path) -> Config {
         id,
         client_addr: me.client_addr,
         peer_addr: me.peer_addr,
+        metrics_addr: Some(format!("127.0.0.1:{}", u64::from(METRICS_PORT_BASE) + id)),
         data_dir: data_root.join(format!("node{id}")),
         initial_members: (1..=nodes).map(loopback_member).collect(),
         raft: RaftConfig::default(),
@@ -298,6 +301,13 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
     out.push_str(&format!("client_addr = {}\n", quote(&config.client_addr)));
     out.push_str("# Where the peer (Raft) service listens; only other nodes connect here.\n");
     out.push_str(&format!("peer_addr = {}\n", quote(&config.peer_addr)));
+    out.push_str(
+        "# Where Prometheus scrapes GET /metrics (plain HTTP); remove the line to serve none.\n",
+    );
+    match &config.metrics_addr {
+        Some(addr) => out.push_str(&format!("metrics_addr = {}\n", quote(addr))),
+        None => out.push_str("# metrics_addr = \"127.0.0.1:7201\"\n"),
+    }
     out.push_str("# Raft log, vote and snapshots live here (a relative path is relative to the working directory).\n");
     out.push_str(&format!(
         "data_dir = {}\n",

@@ -20,6 +20,9 @@ pub struct ServeArgs {
     /// Peer (Raft) listen address, host:port (overrides peer_addr).
     #[arg(long)]
     pub peer_addr: Option<String>,
+    /// Prometheus `/metrics` listen address, host:port (overrides metrics_addr).
+    #[arg(long)]
+    pub metrics_addr: Option<String>,
     /// Node id (overrides id).
     #[arg(long)]
     pub id: Option<u64>,
@@ -33,6 +36,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         id = config.id,
         client_addr = %config.client_addr,
         peer_addr = %config.peer_addr,
+        metrics_addr = config.metrics_addr.as_deref().unwrap_or("-"),
         data_dir = %config.data_dir.display(),
         initial_members = config.initial_members.len(),
         "starting node"
@@ -65,6 +69,7 @@ pub fn build_config(args: &ServeArgs) -> anyhow::Result<Config> {
                 operations: Default::default(),
                 status: Default::default(),
                 pools: Default::default(),
+                metrics_addr: None,
             }
         }
     };
@@ -76,6 +81,9 @@ pub fn build_config(args: &ServeArgs) -> anyhow::Result<Config> {
     }
     if let Some(addr) = &args.peer_addr {
         config.peer_addr = addr.clone();
+    }
+    if let Some(addr) = &args.metrics_addr {
+        config.metrics_addr = Some(addr.clone());
     }
     if let Some(dir) = &args.data_dir {
         config.data_dir = dir.clone();

@@ -25,6 +25,7 @@ use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use tokio::sync::oneshot;
 
@@ -36,6 +37,7 @@ use redb::{
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::Metrics;
 use crate::raft::types::{Entry, LogId, TypeConfig, Vote};
 use crate::state::validate::json_len;
 
@@ -83,6 +85,8 @@ pub struct RaftDb {
     dir: std::path::PathBuf,
     /// Serializes snapshot file writes (a build and an install may overlap).
     pub(crate) snapshot_lock: Arc<Mutex<()>>,
+    /// Where the log writer and the snapshot code record latencies and sizes.
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 impl fmt::Debug for RaftDb {
@@ -92,8 +96,14 @@ impl fmt::Debug for RaftDb {
 }
 
 impl RaftDb {
-    /// Opens (or creates) `<dir>/steward.redb` and makes sure every table exists.
+    /// Opens (or creates) `<dir>/steward.redb` and makes sure every table exists; records into
+    /// metrics of its own (see `open_observed`).
     pub fn open(dir: &Path) -> io::Result<RaftDb> {
+        RaftDb::open_observed(dir, Arc::default())
+    }
+
+    /// `open`, recording log writes and snapshots into the node's `metrics`.
+    pub fn open_observed(dir: &Path, metrics: Arc<Metrics>) -> io::Result<RaftDb> {
         let path = dir.join(DB_FILE_NAME);
         let what = "open";
         let db = Database::builder()
@@ -108,6 +118,7 @@ impl RaftDb {
             db: Arc::new(db),
             dir: dir.to_path_buf(),
             snapshot_lock: Arc::default(),
+            metrics,
         })
     }
 
@@ -489,6 +500,8 @@ enum WriteOp {
         seq: u64,
         entries: Vec<Arc<Entry>>,
         callback: IOFlushed<TypeConfig>,
+        /// When the entries were handed to the writer (for `raft_append_duration`).
+        queued: Instant,
     },
     Vote {
         vote: Vote,
@@ -612,6 +625,8 @@ fn writer_loop(
             .iter()
             .any(|op| !matches!(op, WriteOp::Committed { .. }));
         let result = write_batch(&db, &batch, durable);
+        let metrics = &db.metrics;
+        metrics.raft_write_batches.inc();
         match &result {
             Ok(written) => {
                 if let Some(shared) = shared.upgrade() {
@@ -628,7 +643,16 @@ fn writer_loop(
                 Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
             };
             match op {
-                WriteOp::Append { callback, .. } => callback.io_completed(r),
+                WriteOp::Append {
+                    callback,
+                    queued,
+                    entries,
+                    ..
+                } => {
+                    metrics.raft_append.observe(queued.elapsed().as_secs_f64());
+                    metrics.raft_entries_written.inc_by(entries.len() as u64);
+                    callback.io_completed(r)
+                }
                 WriteOp::Vote { done, .. }
                 | WriteOp::Truncate { done, .. }
                 | WriteOp::Purge { done, .. } => {
@@ -697,7 +721,13 @@ fn write_batch(db: &RaftDb, batch: &[WriteOp], durable: bool) -> io::Result<Vec<
             }
         }
     }
+    let commit = Instant::now();
     txn.commit().map_err(db_err(what))?;
+    if durable {
+        db.metrics
+            .raft_fsync
+            .observe(commit.elapsed().as_secs_f64());
+    }
     Ok(written)
 }
 
@@ -807,6 +837,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             seq,
             entries,
             callback,
+            queued: Instant::now(),
         })
     }
 

@@ -72,6 +72,7 @@ impl StateMachine {
             Some((meta, mut data)) => {
                 let state = data.decode()?;
                 let (bytes, revision) = (data.body_len(), state.revision());
+                db.metrics.snapshot_bytes.set(gauge_value(bytes));
                 debug!(%meta, bytes, revision, "state machine loaded its snapshot");
                 (state, meta.last_log_id, meta.last_membership)
             }
@@ -233,7 +234,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta,
         mut snapshot: SnapshotData,
     ) -> io::Result<()> {
-        debug!(%meta, bytes = snapshot.body_len(), "installing snapshot");
+        let bytes = snapshot.body_len();
+        debug!(%meta, bytes, "installing snapshot");
         let dir = self.db.dir().to_path_buf();
         let lock = self.db.snapshot_lock.clone();
         let m = meta.clone();
@@ -257,6 +259,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.last_applied = meta.last_log_id;
         self.last_membership = meta.last_membership.clone();
         self.observer.on_reset(revision);
+        self.db.metrics.snapshots_installed.inc();
+        self.db.metrics.snapshot_bytes.set(gauge_value(bytes));
         debug!(%meta, revision, "snapshot installed");
         Ok(())
     }
@@ -302,9 +306,16 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         })
         .await?;
         let bytes = snapshot.body_len();
+        self.db.metrics.snapshots_built.inc();
+        self.db.metrics.snapshot_bytes.set(gauge_value(bytes));
         debug!(%meta, bytes, revision, stored, "snapshot built");
         Ok(Snapshot { meta, snapshot })
     }
+}
+
+/// A byte count as a gauge value (gauges are i64).
+fn gauge_value(bytes: u64) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
 }
 
 fn poisoned() -> io::Error {

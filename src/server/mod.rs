@@ -11,6 +11,7 @@ pub mod deployments;
 pub mod errors;
 pub mod forward;
 pub mod locks;
+pub mod metrics;
 pub mod node;
 pub mod operations;
 pub mod peer;
@@ -29,6 +30,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
+use tonic_health::pb::health_server::{Health, HealthServer};
 
 use crate::config::Config;
 use crate::proto::raft_v1::raft_peer_server::RaftPeerServer;
@@ -61,6 +63,8 @@ pub struct RunningNode {
     pub node: Arc<Node>,
     pub client_addr: SocketAddr,
     pub peer_addr: SocketAddr,
+    /// Where `/metrics` is served, when `metrics_addr` is set.
+    pub metrics_addr: Option<SocketAddr>,
     stop: tokio::sync::watch::Sender<bool>,
     servers: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -90,10 +94,24 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
     let peer_listener = TcpListener::bind(&config.peer_addr)
         .await
         .with_context(|| format!("cannot listen on peer_addr {}", config.peer_addr))?;
+    let metrics_listener = match &config.metrics_addr {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on metrics_addr {addr}"))?,
+        ),
+        None => None,
+    };
     let client_addr = client_listener.local_addr()?;
     let peer_addr = peer_listener.local_addr()?;
+    let metrics_addr = match &metrics_listener {
+        Some(l) => Some(l.local_addr()?),
+        None => None,
+    };
 
-    let db = RaftDb::open(&config.data_dir).context("cannot open the raft database")?;
+    let node_metrics = Arc::new(crate::metrics::Metrics::new());
+    let db = RaftDb::open_observed(&config.data_dir, node_metrics.clone())
+        .context("cannot open the raft database")?;
     let hub = Arc::new(watch::WatchHub::new(&config.limits));
     let sm =
         StateMachine::open(db.clone(), hub.clone()).context("cannot open the state machine")?;
@@ -120,29 +138,41 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         hub,
         channels,
         Arc::new(SystemClock),
+        node_metrics,
     ));
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let max_msg = config.limits.max_request_bytes;
-    let servers = vec![
+    let (health, health_service) = tonic_health::server::health_reporter();
+    let mut servers = vec![
         tokio::spawn(serve_client_api(
             node.clone(),
             client_listener,
             stop_rx.clone(),
             max_msg,
+            health_service,
         )),
+        tokio::spawn(metrics::run_health(node.clone(), health, stop_rx.clone())),
         tokio::spawn(serve_peer(node.clone(), peer_listener, stop_rx.clone())),
         tokio::spawn(locks::run_sweeper(node.clone(), stop_rx.clone())),
         tokio::spawn(scheduler::run_scheduler(node.clone(), stop_rx.clone())),
         tokio::spawn(scheduler::run_op_sweeper(node.clone(), stop_rx.clone())),
         tokio::spawn(pools::run_reaper(node.clone(), stop_rx.clone())),
-        tokio::spawn(pools::run_mason(node.clone(), stop_rx)),
+        tokio::spawn(pools::run_mason(node.clone(), stop_rx.clone())),
     ];
+    if let Some(listener) = metrics_listener {
+        servers.push(tokio::spawn(metrics::serve_metrics(
+            node.clone(),
+            listener,
+            stop_rx,
+        )));
+    }
     bootstrap(&node, &config).await?;
-    tracing::info!(id = config.id, %client_addr, %peer_addr, "node started");
+    tracing::info!(id = config.id, %client_addr, %peer_addr, ?metrics_addr, "node started");
     Ok(RunningNode {
         node,
         client_addr,
         peer_addr,
+        metrics_addr,
         stop,
         servers,
     })
@@ -182,6 +212,7 @@ async fn serve_client_api(
     listener: TcpListener,
     mut stop: tokio::sync::watch::Receiver<bool>,
     max_msg: usize,
+    health: HealthServer<impl Health>,
 ) {
     let resources = ResourcesServer::new(resources::ResourcesService::new(node.clone()))
         .max_decoding_message_size(max_msg)
@@ -199,9 +230,27 @@ async fn serve_client_api(
     let pools = LeaseServiceServer::new(pools::PoolsService::new(node.clone()))
         .max_decoding_message_size(max_msg)
         .max_encoding_message_size(usize::MAX);
+    let layer = metrics::GrpcMetricsLayer::new(node.metrics.clone());
     let cluster = ClusterServer::new(cluster::ClusterService::new(node));
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(crate::proto::CLIENT_API_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let (reflection_v1, reflection_v1alpha) =
+        match (reflection().build_v1(), reflection().build_v1alpha()) {
+            (Ok(v1), Ok(v1alpha)) => (v1, v1alpha),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!(error = %e, "cannot build the reflection service");
+                return;
+            }
+        };
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let result = tonic::transport::Server::builder()
+        .layer(layer)
+        .add_service(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
         .add_service(resources)
         .add_service(locks)
         .add_service(operations)

@@ -9,6 +9,7 @@ use tokio::sync::Semaphore;
 use tonic::Status;
 
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::proto::raft_v1::ReadIndexRequest;
 use crate::proto::v1::Consistency;
 use crate::raft::network::PeerChannels;
@@ -51,6 +52,8 @@ pub struct Node {
     pub hub: Arc<WatchHub>,
     pub channels: PeerChannels,
     pub clock: Arc<dyn Clock>,
+    /// This node's Prometheus metrics (src/metrics.rs).
+    pub metrics: Arc<Metrics>,
     /// Serialises membership changes on this node: a second one is refused, not queued.
     pub membership_lock: tokio::sync::Mutex<()>,
     /// Bounds proposals in flight through this node (limits.max_pending_proposals).
@@ -67,6 +70,7 @@ impl Node {
         hub: Arc<WatchHub>,
         channels: PeerChannels,
         clock: Arc<dyn Clock>,
+        metrics: Arc<Metrics>,
     ) -> Node {
         Node {
             id: config.id,
@@ -81,6 +85,7 @@ impl Node {
             hub,
             channels,
             clock,
+            metrics,
             membership_lock: tokio::sync::Mutex::new(()),
         }
     }

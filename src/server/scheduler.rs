@@ -81,6 +81,11 @@ fn schedule_round(node: &Arc<Node>, pending: &Pending, answered: &Arc<Notify>) -
                 match node.propose_local(command).await {
                     Ok(Response::Operation { operation }) => {
                         tracing::debug!(worker = ?operation.worker, epoch = operation.epoch, "assigned");
+                        // From the queued transition before the assignment to the assignment.
+                        if let [.., queued, assigned] = operation.transitions.as_slice() {
+                            let ms = assigned.time_ms.saturating_sub(queued.time_ms);
+                            node.metrics.op_dispatch_latency.observe(ms as f64 / 1000.0);
+                        }
                     }
                     Ok(Response::Rejected(r)) => tracing::debug!(reason = %r, "assignment refused"),
                     Ok(_) => {}

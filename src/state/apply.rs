@@ -156,6 +156,19 @@ impl State {
         self.objects.is_empty()
     }
 
+    /// Every kind stored, with its number of objects, in kind order (kept counts, no scan).
+    pub fn kind_counts(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.label_counts.kinds()
+    }
+
+    /// The objects of one kind, in key order (ranges over the kind only).
+    pub fn objects_of<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Resource> + 'a {
+        self.objects
+            .range(ObjectKey::new(kind, "", "")..)
+            .take_while(move |(key, _)| key.kind == kind)
+            .map(|(_, o)| &**o)
+    }
+
     /// All objects in key order (for snapshots of watch caches and diagnostics).
     pub fn objects(&self) -> impl Iterator<Item = &Resource> {
         self.objects.values().map(|o| &**o)

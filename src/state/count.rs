@@ -185,6 +185,13 @@ impl LabelCounts {
         }
     }
 
+    /// Every kind with its number of objects, in kind order.
+    pub fn kinds(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.kinds
+            .iter()
+            .map(|(kind, k)| (kind.as_str(), k.objects))
+    }
+
     /// The count of a whole kind by label `key`, from the kept counts.
     pub fn by_label(&self, kind: &str, key: &str) -> Result<Counts, Rejection> {
         let Some(k) = self.kinds.get(kind) else {

@@ -444,6 +444,11 @@ impl PoolIndex {
             .map(|(_, name)| name.as_str())
     }
 
+    /// How many acquires wait, over every (type, state).
+    pub fn claims_total(&self) -> usize {
+        self.claims.values().map(|set| set.len()).sum()
+    }
+
     /// How many acquires wait for (`rtype`, `state`).
     pub fn claims_len(&self, rtype: &str, state: &str) -> usize {
         let key = (CompactString::from(rtype), CompactString::from(state));

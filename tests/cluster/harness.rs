@@ -130,6 +130,7 @@ impl TestCluster {
                 operations: operations.clone(),
                 status: Default::default(),
                 pools: Default::default(),
+                metrics_addr: Some(format!("127.0.0.1:{}", free_port())),
             };
             cluster.add_node_config(config);
         }
@@ -172,6 +173,7 @@ impl TestCluster {
             operations,
             status: Default::default(),
             pools: Default::default(),
+            metrics_addr: None,
         };
         let addrs = (config.peer_addr.clone(), config.client_addr.clone());
         self.add_node_config(config);
@@ -209,6 +211,15 @@ impl TestCluster {
 
     pub fn client_addr(&self, id: u64) -> String {
         self.nodes[&id].config.client_addr.clone()
+    }
+
+    /// Where node `id` serves `GET /metrics`.
+    pub fn metrics_addr(&self, id: u64) -> String {
+        self.nodes[&id]
+            .config
+            .metrics_addr
+            .clone()
+            .expect("metrics_addr")
     }
 
     pub fn endpoint(&self, id: u64) -> String {

@@ -8,6 +8,7 @@ mod faults;
 mod harness;
 mod locks;
 mod membership;
+mod observability;
 mod operations;
 mod pools;
 mod reservations;
