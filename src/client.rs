@@ -8,7 +8,9 @@
 //!   member list) are retried at the next endpoint on `Unavailable` or a transport error, until
 //!   the request deadline;
 //! - writes are retried only when the error proves the request never left this process (the
-//!   connection could not be made). Any other failure of a write is ambiguous (it may have been
+//!   connection could not be made), or the node said it was refused before any leader appended
+//!   it (Unavailable with `x-steward-not-applied`: no leader, as during an election). Any other
+//!   failure of a write is ambiguous (it may have been
 //!   applied) and is returned as it is, so callers see the uncertainty. Lock acquire, refresh
 //!   and release are writes.
 //!

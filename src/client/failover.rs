@@ -6,12 +6,17 @@ use tonic::{Code, Status};
 /// The trailer in which a node names the leader's client address when it cannot serve a request.
 pub const LEADER_HINT_KEY: &str = "x-steward-leader";
 
+/// The trailer with which a node says a write was refused before any leader appended it.
+pub const NOT_APPLIED_KEY: &str = "x-steward-not-applied";
+
 /// Whether a failed attempt may be repeated at another endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Retry {
     /// Reads: repeating cannot change anything.
     Read,
-    /// Writes: only when the request provably never left this process.
+    /// Writes: only when the request provably never left this process, or the server said it
+    /// was refused before any leader appended it (`x-steward-not-applied`: no leader, or none
+    /// would take it, as during an election).
     Write,
 }
 
@@ -25,8 +30,13 @@ pub fn leader_hint(status: &Status) -> Option<String> {
 pub(super) fn may_retry(retry: Retry, status: &Status) -> bool {
     match retry {
         Retry::Read => is_retryable_read(status),
-        Retry::Write => never_sent(status),
+        Retry::Write => never_sent(status) || not_applied(status),
     }
+}
+
+/// Whether the server said the write was refused before any leader appended it.
+pub fn not_applied(status: &Status) -> bool {
+    status.code() == Code::Unavailable && status.metadata().get(NOT_APPLIED_KEY).is_some()
 }
 
 /// Whether a read (or a broken watch stream) that failed this way may be repeated at another
@@ -123,5 +133,25 @@ mod tests {
         assert!(may_retry(Retry::Read, &status));
         assert!(!may_retry(Retry::Write, &status));
         assert!(!may_retry(Retry::Read, &Status::not_found("x")));
+    }
+
+    #[test]
+    fn writes_retry_when_the_server_says_they_were_not_applied() {
+        let marked = |mut s: Status| {
+            s.metadata_mut().insert(
+                NOT_APPLIED_KEY,
+                tonic::metadata::MetadataValue::from_static("true"),
+            );
+            s
+        };
+        let refused = marked(Status::unavailable("this node is not the leader"));
+        assert!(may_retry(Retry::Write, &refused));
+        // The server's own marker function and the client's key agree.
+        let server = crate::server::errors::not_applied(Status::unavailable("no leader"));
+        assert!(may_retry(Retry::Write, &server));
+        // Only an Unavailable counts; an unmarked one may have been applied.
+        assert!(!may_retry(Retry::Write, &marked(Status::aborted("x"))));
+        let unknown = Status::unavailable("leadership changed; its outcome is unknown");
+        assert!(!may_retry(Retry::Write, &unknown));
     }
 }

@@ -11,6 +11,20 @@ use crate::state::Rejection;
 /// Metadata key of the leader hint on Unavailable statuses.
 pub const LEADER_HINT: &str = "x-steward-leader";
 
+/// Metadata key on an Unavailable write that was refused before any leader appended it (no
+/// leader, or every leader tried said it was not one): it was not applied and never will be,
+/// so a client may send it again.
+pub const NOT_APPLIED: &str = "x-steward-not-applied";
+
+/// Marks `status` as a write refused before it was appended (see `NOT_APPLIED`).
+pub fn not_applied(mut status: Status) -> Status {
+    status.metadata_mut().insert(
+        NOT_APPLIED,
+        tonic::metadata::MetadataValue::from_static("true"),
+    );
+    status
+}
+
 /// Maps a domain rejection to its gRPC status; the message names the field and the rule.
 pub fn rejection(r: &Rejection) -> Status {
     Status::new(rejection_code(r), r.to_string())

@@ -159,9 +159,11 @@ impl Node {
                 self.config.limits.max_pending_proposals
             ))
         })?;
+        // Every failure that ends this loop without returning proves the command was refused
+        // before any leader appended it: marked so clients may send it again.
         let mut last_err = errors::no_leader();
         for _ in 0..FORWARD_ATTEMPTS {
-            let (leader_id, leader_addr) = self.leader().await?;
+            let (leader_id, leader_addr) = self.leader().await.map_err(errors::not_applied)?;
             if leader_id == self.id {
                 match self.propose_local(command.clone()).await {
                     Err(LocalProposeError::NotLeader(status)) => last_err = status,
@@ -186,7 +188,7 @@ impl Node {
                 .metrics(|m| m.current_leader.is_some(), "leader")
                 .await;
         }
-        Err(last_err)
+        Err(errors::not_applied(last_err))
     }
 
     /// Proposes on this node, which believes it is the leader. The time stamp comes from here.
