@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use super::render::{self, OutputFormat, Table};
 use super::GlobalOpts;
-use crate::client::{ClusterStatusReply, MemberListReply};
+use crate::client::{ClusterStatusReply, MemberListReply, NodeStatus};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum MemberCommand {
@@ -93,7 +93,12 @@ pub async fn run_cluster(cmd: ClusterCommand, global: &GlobalOpts) -> anyhow::Re
         ClusterCommand::Status => {
             let reply = client.cluster_status().await?;
             match global.output {
-                OutputFormat::Table => print!("{}", status_table(&reply).render()),
+                OutputFormat::Table => {
+                    print!("{}", status_table(&reply).render());
+                    for w in &reply.warnings {
+                        println!("WARNING: {w}");
+                    }
+                }
                 format => print!(
                     "{}",
                     render::structured(&cluster_status_json(&reply), format)?
@@ -149,6 +154,8 @@ pub fn status_table(reply: &ClusterStatusReply) -> Table {
         "SNAPSHOT",
         "PURGED",
         "REVISION",
+        "HEALTH",
+        "DISK",
         "ERROR",
     ]);
     for n in &reply.nodes {
@@ -169,10 +176,30 @@ pub fn status_table(reply: &ClusterStatusReply) -> Table {
             n.snapshot_index.to_string(),
             n.purged_index.to_string(),
             n.revision.to_string(),
+            match (n.state.as_str(), n.serving) {
+                ("unreachable", _) => "-",
+                (_, true) => "serving",
+                (_, false) => "not-serving",
+            }
+            .to_string(),
+            disk_cell(n),
             n.error.clone(),
         ]);
     }
     table
+}
+
+/// "37% of 250G used", or "-" when the node did not say.
+fn disk_cell(n: &NodeStatus) -> String {
+    if n.disk_total_bytes == 0 {
+        return "-".to_string();
+    }
+    let used = n.disk_total_bytes.saturating_sub(n.disk_free_bytes);
+    format!(
+        "{}% of {}G used",
+        used.saturating_mul(100) / n.disk_total_bytes,
+        n.disk_total_bytes >> 30
+    )
 }
 
 /// The member list in proto3 JSON naming.
@@ -223,10 +250,14 @@ pub fn cluster_status_json(reply: &ClusterStatusReply) -> Value {
                 "purgedIndex": n.purged_index,
                 "revision": n.revision,
                 "error": n.error,
+                "serving": n.serving,
+                "voter": n.voter,
+                "diskTotalBytes": n.disk_total_bytes,
+                "diskFreeBytes": n.disk_free_bytes,
             })
         })
         .collect();
-    json!({ "leaderId": reply.leader_id, "nodes": nodes })
+    json!({ "leaderId": reply.leader_id, "nodes": nodes, "warnings": reply.warnings })
 }
 
 #[cfg(test)]
@@ -293,6 +324,7 @@ mod tests {
         let reply = ClusterStatusReply {
             nodes: vec![node],
             leader_id: 1,
+            warnings: vec!["node 2 is unreachable: connection refused".into()],
         };
         let text = status_table(&reply).render();
         assert!(
@@ -304,6 +336,10 @@ mod tests {
         assert_eq!(
             cluster_status_json(&reply)["nodes"][0]["state"],
             "unreachable"
+        );
+        assert_eq!(
+            cluster_status_json(&reply)["warnings"][0],
+            "node 2 is unreachable: connection refused"
         );
     }
 }

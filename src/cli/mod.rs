@@ -30,6 +30,7 @@ mod render;
 mod reservation;
 mod resource;
 mod serve;
+mod snapshot;
 mod watch;
 mod worker_run;
 
@@ -110,6 +111,9 @@ pub enum Command {
     /// Cluster state.
     #[command(subcommand)]
     Cluster(member::ClusterCommand),
+    /// Backups of the whole state: save from a cluster, restore into new data dirs, check.
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCommand),
 }
 
 impl Cli {
@@ -155,6 +159,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Deployment(cmd) => deployment::run(cmd, global).await,
         Command::Member(cmd) => member::run_member(cmd, global).await,
         Command::Cluster(cmd) => member::run_cluster(cmd, global).await,
+        Command::Snapshot(cmd) => snapshot::run(cmd, global).await,
     }
 }
 

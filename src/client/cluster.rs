@@ -77,3 +77,17 @@ impl Client {
         .await
     }
 }
+
+impl Client {
+    /// A consistent copy of the whole state, streamed (`Cluster.Snapshot`): the first message
+    /// holds the header, the last the checksum. Setting up fails over like a read; the stream
+    /// itself has no deadline.
+    pub async fn snapshot(&self) -> Result<tonic::Streaming<pb::SnapshotChunk>, Status> {
+        self.call(Retry::Read, |ch, _t| async move {
+            cluster(ch)
+                .snapshot(tonic::Request::new(pb::SnapshotRequest {}))
+                .await
+        })
+        .await
+    }
+}

@@ -4,6 +4,7 @@
 //! Only `server` builds these (at node start-up) and hands them to `openraft::Raft`; everything
 //! else talks to Raft through `types::Raft` and reads the state via `StateMachine::state`.
 
+pub mod backup;
 pub mod log_store;
 pub mod network;
 pub mod snapshot;

@@ -22,6 +22,123 @@ use crate::server::node::Node;
 use crate::server::peer::NodeView;
 use crate::state::{Command, Rejection, Response};
 
+/// A node whose applied index is more than this many entries behind the leader's commit
+/// index is reported as behind by `steward cluster status`.
+pub const STATUS_LAG_WARN_ENTRIES: u64 = 1_000;
+
+/// A node whose data_dir file system is more than this full (percent) is reported as filling.
+pub const STATUS_DISK_WARN_PERCENT: u64 = 90;
+
+/// What `Cluster.Status` warns about, from the nodes' answers (see `ClusterStatusReply`).
+pub fn status_warnings(nodes: &[NodeStatus], leader_id: u64) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let voters: Vec<&NodeStatus> = nodes.iter().filter(|n| n.voter).collect();
+    let quorum = voters.len() / 2 + 1;
+    let healthy = voters.iter().filter(|n| n.serving).count();
+    if leader_id == 0 || !nodes.iter().any(|n| n.id == leader_id && n.serving) {
+        warnings.push("no leader serving: writes and linearizable reads wait".to_string());
+    }
+    if !voters.is_empty() {
+        if healthy < quorum {
+            warnings.push(format!(
+                "no quorum: {healthy} of {} voters serving, {quorum} needed",
+                voters.len()
+            ));
+        } else if healthy == quorum {
+            warnings.push(format!(
+                "no quorum margin: {healthy} of {} voters serving, {quorum} needed; losing one \
+                 more stops writes",
+                voters.len()
+            ));
+        }
+    }
+    let commit = nodes
+        .iter()
+        .find(|n| n.id == leader_id)
+        .map_or(0, |n| n.committed_index);
+    for n in nodes {
+        if n.state == "unreachable" {
+            warnings.push(format!("node {} is unreachable: {}", n.id, n.error));
+            continue;
+        }
+        if !n.serving {
+            warnings.push(format!(
+                "node {} is not serving (it cannot answer a linearizable read)",
+                n.id
+            ));
+        }
+        let behind = commit.saturating_sub(n.applied_index);
+        if behind > STATUS_LAG_WARN_ENTRIES {
+            warnings.push(format!(
+                "node {} is behind: applied index {}, {behind} entries behind the leader's \
+                 commit index {commit} (STATUS_LAG_WARN_ENTRIES = {STATUS_LAG_WARN_ENTRIES})",
+                n.id, n.applied_index
+            ));
+        }
+        if n.disk_total_bytes > 0 {
+            let used = n.disk_total_bytes.saturating_sub(n.disk_free_bytes);
+            let percent = used.saturating_mul(100) / n.disk_total_bytes;
+            if percent > STATUS_DISK_WARN_PERCENT {
+                warnings.push(format!(
+                    "node {}'s disk is filling: {percent}% used, {} MiB free \
+                     (STATUS_DISK_WARN_PERCENT = {STATUS_DISK_WARN_PERCENT})",
+                    n.id,
+                    n.disk_free_bytes >> 20
+                ));
+            }
+        }
+    }
+    warnings
+}
+
+/// Body bytes per `SnapshotChunk`.
+pub const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
+
+/// The encoder's side of `Cluster.Snapshot`: buffers the body into chunks, hashes it, and sends
+/// each full chunk (blocking while the channel is full).
+struct ChunkSender {
+    tx: tokio::sync::mpsc::Sender<Result<SnapshotChunk, Status>>,
+    buf: Vec<u8>,
+    hasher: sha2::Sha256,
+    total: u64,
+}
+
+impl ChunkSender {
+    fn send_buf(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let data = std::mem::replace(&mut self.buf, Vec::with_capacity(SNAPSHOT_CHUNK_BYTES));
+        self.tx
+            .blocking_send(Ok(SnapshotChunk {
+                data,
+                ..Default::default()
+            }))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "client went away"))
+    }
+
+    fn hex(&self) -> String {
+        let digest = sha2::Digest::finalize(self.hasher.clone());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl std::io::Write for ChunkSender {
+    fn write(&mut self, piece: &[u8]) -> std::io::Result<usize> {
+        sha2::Digest::update(&mut self.hasher, piece);
+        self.total += piece.len() as u64;
+        self.buf.extend_from_slice(piece);
+        if self.buf.len() >= SNAPSHOT_CHUNK_BYTES {
+            self.send_buf()?;
+        }
+        Ok(piece.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// How long a status fan-out waits for one node.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -149,6 +266,73 @@ impl ClusterService {
 
 #[tonic::async_trait]
 impl Cluster for ClusterService {
+    type SnapshotStream = tokio_stream::wrappers::ReceiverStream<Result<SnapshotChunk, Status>>;
+
+    /// Reads the state at a linearizable point (ReadIndex) and streams it: the O(1) clone of
+    /// the applied state is encoded on the blocking pool into chunks of `SNAPSHOT_CHUNK_BYTES`,
+    /// at most a few in flight, so a slow client holds back the encoder, not memory.
+    #[tracing::instrument(level = "info", skip_all)]
+    async fn snapshot(
+        &self,
+        _r: Request<SnapshotRequest>,
+    ) -> Result<GrpcResponse<Self::SnapshotStream>, Status> {
+        self.node.read_barrier(Consistency::Linearizable).await?;
+        let (state, header) = {
+            let state = self.node.state().clone();
+            let m = self.node.raft.metrics();
+            let m = m.borrow_watched();
+            let applied = m.last_applied.as_ref();
+            let header = crate::raft::backup::BackupHeader {
+                revision: state.revision(),
+                term: applied.map_or(m.current_term, |l| l.leader_id.term),
+                index: applied.map_or(0, |l| l.index),
+                node_id: self.node.id,
+                leader_id: m.current_leader.unwrap_or(0),
+                objects: state.len() as u64,
+                created_ms: self.node.clock.now_ms(),
+            };
+            (state, header)
+        };
+        let header_json = serde_json::to_string(&header)
+            .map_err(|e| Status::internal(format!("snapshot header: {e}")))?;
+        tracing::info!(
+            revision = header.revision,
+            objects = header.objects,
+            "streaming a snapshot"
+        );
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let first = SnapshotChunk {
+            header_json,
+            ..Default::default()
+        };
+        tx.send(Ok(first))
+            .await
+            .map_err(|_| Status::cancelled("the client went away"))?;
+        tokio::task::spawn_blocking(move || {
+            let mut out = ChunkSender {
+                tx: tx.clone(),
+                buf: Vec::with_capacity(SNAPSHOT_CHUNK_BYTES),
+                hasher: <sha2::Sha256 as sha2::Digest>::new(),
+                total: 0,
+            };
+            let last = match state.write_snapshot(&mut out).and_then(|_| out.send_buf()) {
+                Ok(()) => Ok(SnapshotChunk {
+                    sha256: out.hex(),
+                    total_bytes: out.total,
+                    ..Default::default()
+                }),
+                Err(e) => {
+                    tracing::warn!(error = %e, "snapshot stream stopped");
+                    Err(Status::unavailable(format!("snapshot stream stopped: {e}")))
+                }
+            };
+            let _ = tx.blocking_send(last);
+        });
+        Ok(GrpcResponse::new(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        ))
+    }
+
     #[tracing::instrument(level = "debug", skip_all)]
     async fn status(
         &self,
@@ -164,7 +348,7 @@ impl Cluster for ClusterService {
             .unwrap_or(0);
         let nodes = views
             .into_iter()
-            .map(|(id, addr, _voter, view)| match view {
+            .map(|(id, addr, voter, view)| match view {
                 Ok(v) => NodeStatus {
                     id,
                     peer_addr: addr.peer_addr,
@@ -179,6 +363,10 @@ impl Cluster for ClusterService {
                     purged_index: v.purged_index,
                     revision: v.revision,
                     error: String::new(),
+                    serving: v.serving,
+                    disk_total_bytes: v.disk_total_bytes,
+                    disk_free_bytes: v.disk_free_bytes,
+                    voter,
                 },
                 Err(e) => NodeStatus {
                     id,
@@ -186,11 +374,17 @@ impl Cluster for ClusterService {
                     client_addr: addr.client_addr,
                     state: "unreachable".to_string(),
                     error: e,
+                    voter,
                     ..Default::default()
                 },
             })
-            .collect();
-        Ok(GrpcResponse::new(ClusterStatusReply { nodes, leader_id }))
+            .collect::<Vec<_>>();
+        let warnings = status_warnings(&nodes, leader_id);
+        Ok(GrpcResponse::new(ClusterStatusReply {
+            nodes,
+            leader_id,
+            warnings,
+        }))
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -422,5 +616,80 @@ impl Cluster for ClusterService {
             return leader.member_list(MemberListRequest {}).await;
         }
         Ok(GrpcResponse::new(self.member_list_local().await))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: u64, applied: u64) -> NodeStatus {
+        NodeStatus {
+            id,
+            state: if id == 1 { "leader" } else { "follower" }.into(),
+            voter: true,
+            serving: true,
+            committed_index: 5_000,
+            applied_index: applied,
+            disk_total_bytes: 100 << 30,
+            disk_free_bytes: 50 << 30,
+            ..NodeStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_healthy_cluster_has_no_warnings() {
+        let nodes = [node(1, 5_000), node(2, 4_990), node(3, 5_000)];
+        assert_eq!(status_warnings(&nodes, 1), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_problem_gets_one_line() {
+        let mut behind = node(2, 3_000);
+        behind.disk_free_bytes = 5 << 30;
+        let down = NodeStatus {
+            id: 3,
+            state: "unreachable".into(),
+            voter: true,
+            error: "connection refused".into(),
+            ..NodeStatus::default()
+        };
+        let warnings = status_warnings(&[node(1, 5_000), behind, down], 1);
+        assert_eq!(
+            warnings,
+            vec![
+                "no quorum margin: 2 of 3 voters serving, 2 needed; losing one more stops writes",
+                "node 2 is behind: applied index 3000, 2000 entries behind the leader's commit \
+                 index 5000 (STATUS_LAG_WARN_ENTRIES = 1000)",
+                "node 2's disk is filling: 95% used, 5120 MiB free (STATUS_DISK_WARN_PERCENT = 90)",
+                "node 3 is unreachable: connection refused",
+            ]
+        );
+    }
+
+    #[test]
+    fn no_leader_and_no_quorum_are_named() {
+        let mut lone = node(2, 5_000);
+        lone.serving = false;
+        let down = |id| NodeStatus {
+            id,
+            state: "unreachable".into(),
+            voter: true,
+            error: "timeout".into(),
+            ..NodeStatus::default()
+        };
+        let warnings = status_warnings(&[down(1), lone, down(3)], 1);
+        assert_eq!(
+            warnings[0],
+            "no leader serving: writes and linearizable reads wait"
+        );
+        assert_eq!(warnings[1], "no quorum: 0 of 3 voters serving, 2 needed");
+        assert!(warnings
+            .contains(&"node 2 is not serving (it cannot answer a linearizable read)".to_string()));
+        // A learner does not count towards the quorum.
+        let mut learner = node(4, 5_000);
+        learner.voter = false;
+        let nodes = [node(1, 5_000), node(2, 5_000), node(3, 5_000), learner];
+        assert_eq!(status_warnings(&nodes, 1), Vec::<String>::new());
     }
 }

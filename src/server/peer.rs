@@ -48,11 +48,20 @@ pub struct NodeView {
     pub snapshot_index: u64,
     pub purged_index: u64,
     pub revision: u64,
+    /// The node's health probe passes (`health_serving`).
+    #[serde(default)]
+    pub serving: bool,
+    /// The file system of its data_dir, 0 when unknown.
+    #[serde(default)]
+    pub disk_total_bytes: u64,
+    #[serde(default)]
+    pub disk_free_bytes: u64,
 }
 
 impl NodeView {
     pub fn of(node: &Node) -> NodeView {
         let revision = node.state().revision();
+        let disk = disk_space(&node.config.data_dir);
         let m = node.raft.metrics();
         let m = m.borrow_watched();
         NodeView {
@@ -66,8 +75,28 @@ impl NodeView {
             snapshot_index: m.snapshot.as_ref().map(|l| l.index).unwrap_or(0),
             purged_index: m.purged.as_ref().map(|l| l.index).unwrap_or(0),
             revision,
+            serving: node.metrics.serving.get() == 1,
+            disk_total_bytes: disk.map_or(0, |d| d.0),
+            disk_free_bytes: disk.map_or(0, |d| d.1),
         }
     }
+}
+
+/// (total, available to this process) bytes of the file system holding `dir`.
+fn disk_space(dir: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs(3) writes only into `stats`, a zeroed plain-data struct we own, and reads
+    // the NUL-terminated `path`, which outlives the call.
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stats) } != 0 {
+        return None;
+    }
+    let block = (stats.f_frsize as u64).max(1);
+    Some((
+        (stats.f_blocks as u64).saturating_mul(block),
+        (stats.f_bavail as u64).saturating_mul(block),
+    ))
 }
 
 #[tonic::async_trait]

@@ -104,6 +104,33 @@ impl TestCluster {
         locks: LocksConfig,
         operations: OperationsConfig,
     ) -> TestCluster {
+        let mut cluster = Self::prepare_with(n, raft, limits, locks, operations);
+        for id in 1..=n {
+            cluster.spawn(id);
+        }
+        cluster.wait_leader().await;
+        cluster
+    }
+
+    /// Writes the configs of `n` nodes that bootstrap together, and starts none of them (a
+    /// test may build their data dirs first, as `steward snapshot restore` does).
+    pub fn prepare(n: u64) -> TestCluster {
+        Self::prepare_with(
+            n,
+            test_raft(10_000, 1_000),
+            Limits::default(),
+            LocksConfig::default(),
+            OperationsConfig::default(),
+        )
+    }
+
+    fn prepare_with(
+        n: u64,
+        raft: RaftConfig,
+        limits: Limits,
+        locks: LocksConfig,
+        operations: OperationsConfig,
+    ) -> TestCluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let members: Vec<MemberConfig> = (1..=n)
             .map(|id| MemberConfig {
@@ -134,11 +161,12 @@ impl TestCluster {
             };
             cluster.add_node_config(config);
         }
-        for id in 1..=n {
-            cluster.spawn(id);
-        }
-        cluster.wait_leader().await;
         cluster
+    }
+
+    /// Node `id`'s config file.
+    pub fn config_path(&self, id: u64) -> PathBuf {
+        self.nodes[&id].config_path.clone()
     }
 
     fn add_node_config(&mut self, config: Config) {

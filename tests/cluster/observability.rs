@@ -191,6 +191,32 @@ async fn health_reflection_and_metrics_show_the_cluster_as_it_is() {
         404
     );
 
+    // `steward cluster status` (Cluster.Status) shows every node serving, and warns of nothing
+    // about quorum or reachability while all three are up.
+    let status = cluster
+        .cluster(follower)
+        .await
+        .status(steward::proto::v1::ClusterStatusRequest {})
+        .await
+        .expect("cluster status")
+        .into_inner();
+    assert!(
+        status.nodes.iter().all(|n| n.serving && n.voter),
+        "{status:?}"
+    );
+    assert!(
+        status.nodes.iter().all(|n| n.disk_total_bytes > 0),
+        "disk space known: {status:?}"
+    );
+    assert!(
+        !status
+            .warnings
+            .iter()
+            .any(|w| w.contains("quorum") || w.contains("unreachable") || w.contains("leader")),
+        "{:?}",
+        status.warnings
+    );
+
     // A node cut off from the quorum (the other two killed) stops serving: a load balancer
     // takes it out, and puts it back once a leader is there again.
     let survivor = follower;
@@ -213,6 +239,26 @@ async fn health_reflection_and_metrics_show_the_cluster_as_it_is() {
     .await;
     let (_, text) = http_get(&cluster.metrics_addr(survivor), "/metrics").await;
     assert_eq!(sample(&text, "steward_health_serving"), Some(0.0));
+    let warnings = cluster
+        .cluster(survivor)
+        .await
+        .status(steward::proto::v1::ClusterStatusRequest {})
+        .await
+        .expect("cluster status without a quorum")
+        .into_inner()
+        .warnings;
+    for expected in [
+        "no leader serving: writes and linearizable reads wait".to_string(),
+        "no quorum: 0 of 3 voters serving, 2 needed".to_string(),
+        format!("node {survivor} is not serving (it cannot answer a linearizable read)"),
+    ] {
+        assert!(warnings.contains(&expected), "{expected:?} in {warnings:?}");
+    }
+    let unreachable = warnings
+        .iter()
+        .filter(|w| w.contains("is unreachable"))
+        .count();
+    assert_eq!(unreachable, 2, "{warnings:?}");
     for id in 1..=3 {
         if id != survivor {
             cluster.spawn(id);
