@@ -97,7 +97,7 @@ struct NodeChannel {
 }
 
 impl Client {
-    /// A client of the given endpoints ("host:port" or "http://host:port"). Connects lazily:
+    /// A client of the given endpoints ("host:port" or "http://host:port"), in plaintext. Connects lazily:
     /// this fails only on a malformed endpoint, never because a node is down. Must be called
     /// inside a tokio runtime (each channel spawns its worker task).
     pub fn connect(endpoints: &[String]) -> anyhow::Result<Client> {
@@ -109,14 +109,30 @@ impl Client {
         endpoints: &[String],
         request_timeout: Duration,
     ) -> anyhow::Result<Client> {
+        Client::connect_with(endpoints, request_timeout, None)
+    }
+
+    /// Like `connect_with_timeout`, over TLS when `tls` is given (endpoints without a scheme
+    /// become `https://`).
+    pub fn connect_with(
+        endpoints: &[String],
+        request_timeout: Duration,
+        tls: Option<&crate::tls::ClientTls>,
+    ) -> anyhow::Result<Client> {
         if endpoints.is_empty() {
             anyhow::bail!("no endpoints given");
         }
         let mut nodes = Vec::with_capacity(endpoints.len());
         for raw in endpoints {
-            let uri = normalize_endpoint(raw)?;
-            let endpoint = Endpoint::from_shared(uri.clone())
-                .map_err(|e| anyhow::anyhow!("invalid endpoint {raw:?}: {e}"))?
+            let uri = normalize_endpoint(raw, tls.is_some())?;
+            let mut endpoint = Endpoint::from_shared(uri.clone())
+                .map_err(|e| anyhow::anyhow!("invalid endpoint {raw:?}: {e}"))?;
+            if let Some(tls) = tls {
+                endpoint = endpoint
+                    .tls_config(tls.config())
+                    .map_err(|e| anyhow::anyhow!("TLS for endpoint {raw:?}: {e}"))?;
+            }
+            let endpoint = endpoint
                 .connect_timeout(CONNECT_TIMEOUT)
                 .tcp_nodelay(true)
                 .http2_keep_alive_interval(Duration::from_secs(5))
@@ -152,7 +168,7 @@ impl Client {
         }
     }
 
-    /// The endpoints, normalized to `http://host:port`, in the order given.
+    /// The endpoints, normalized to `http://host:port` (`https://` with TLS), in the order given.
     pub fn endpoints(&self) -> Vec<String> {
         self.endpoints.iter().map(|n| n.uri.clone()).collect()
     }
@@ -518,7 +534,8 @@ impl Client {
     fn next_endpoint(&self, index: usize, status: &Status) -> usize {
         leader_hint(status)
             .and_then(|hint| {
-                let hint = normalize_endpoint(&hint).ok()?;
+                let tls = self.endpoints[index].uri.starts_with("https://");
+                let hint = normalize_endpoint(&hint, tls).ok()?;
                 self.endpoints.iter().position(|n| n.uri == hint)
             })
             .filter(|&i| i != index)

@@ -49,6 +49,71 @@ pub struct Config {
     pub status: StatusConfig,
     #[serde(default)]
     pub pools: PoolsConfig,
+    #[serde(default)]
+    pub tls: TlsConfig,
+}
+
+/// TLS on the client API and the peer port. TLS is the default: a config names its
+/// certificate files, or says `plaintext = true`; one that does neither is refused.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsConfig {
+    /// Serve both ports without TLS: anyone who reaches them can read and write everything.
+    pub plaintext: bool,
+    /// The CA (PEM) that signed every node's and client's certificate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    /// This node's certificate (PEM), valid for the host names clients and peers dial.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert_file: Option<PathBuf>,
+    /// Its private key (PEM).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
+    /// Clients of the client API must present a certificate signed by ca_file (mutual TLS).
+    /// The peer port always requires one.
+    pub client_cert_required: bool,
+}
+
+impl TlsConfig {
+    /// No TLS, asked for.
+    pub fn plaintext() -> TlsConfig {
+        TlsConfig {
+            plaintext: true,
+            ..TlsConfig::default()
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let files = [
+            ("tls.ca_file", &self.ca_file),
+            ("tls.cert_file", &self.cert_file),
+            ("tls.key_file", &self.key_file),
+        ];
+        if self.plaintext {
+            if let Some((field, _)) = files.iter().find(|(_, f)| f.is_some()) {
+                return Err(ConfigError::Invalid {
+                    field,
+                    rule: "must not be set with tls.plaintext = true".to_string(),
+                });
+            }
+            if self.client_cert_required {
+                return Err(ConfigError::Invalid {
+                    field: "tls.client_cert_required",
+                    rule: "needs TLS; not with tls.plaintext = true".to_string(),
+                });
+            }
+            return Ok(());
+        }
+        if let Some((field, _)) = files.iter().find(|(_, f)| f.is_none()) {
+            return Err(ConfigError::Invalid {
+                field,
+                rule: "required: TLS is on unless tls.plaintext = true is set (give tls.ca_file, \
+                       tls.cert_file and tls.key_file)"
+                    .to_string(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Leased resource pools: the leader's reaper.
@@ -476,6 +541,7 @@ impl Config {
         }
         self.operations().validate()?;
         self.status.validate()?;
+        self.tls.validate()?;
         if self.pools.reap_interval_ms == 0 {
             return invalid("pools.reap_interval_ms", "must be >= 1");
         }
@@ -607,6 +673,7 @@ mod tests {
             operations: OperationsConfig::default(),
             status: StatusConfig::default(),
             pools: PoolsConfig::default(),
+            tls: TlsConfig::plaintext(),
         }
     }
 
@@ -673,6 +740,22 @@ mod tests {
                 },
                 "operations.verb_deadline_ms",
             ),
+            (|c| c.tls = TlsConfig::default(), "tls.ca_file"),
+            (
+                |c| {
+                    c.tls = TlsConfig {
+                        ca_file: Some("ca.pem".into()),
+                        cert_file: Some("n.pem".into()),
+                        ..TlsConfig::default()
+                    }
+                },
+                "tls.key_file",
+            ),
+            (|c| c.tls.cert_file = Some("n.pem".into()), "tls.cert_file"),
+            (
+                |c| c.tls.client_cert_required = true,
+                "tls.client_cert_required",
+            ),
         ];
         for (mutate, field) in cases {
             let mut c = base();
@@ -680,6 +763,24 @@ mod tests {
             let err = c.validate().expect_err(field).to_string();
             assert!(err.contains(field), "{err} should name {field}");
         }
+    }
+
+    #[test]
+    fn tls_is_on_unless_plaintext_is_asked_for() {
+        let head = "id = 1\nclient_addr = \"127.0.0.1:1\"\npeer_addr = \"127.0.0.1:2\"\ndata_dir = \"d\"\n";
+        let bare: Config = toml::from_str(head).expect("parse");
+        let err = bare.validate().expect_err("no tls section").to_string();
+        assert!(
+            err.contains("tls.ca_file") && err.contains("plaintext"),
+            "{err}"
+        );
+        let plain: Config =
+            toml::from_str(&format!("{head}[tls]\nplaintext = true\n")).expect("parse");
+        plain.validate().expect("plaintext asked for");
+        let files = "[tls]\nca_file = \"ca.pem\"\ncert_file = \"n.pem\"\nkey_file = \"n-key.pem\"\nclient_cert_required = true\n";
+        let secure: Config = toml::from_str(&format!("{head}{files}")).expect("parse");
+        secure.validate().expect("certificates named");
+        assert!(secure.tls.client_cert_required);
     }
 
     #[test]

@@ -29,3 +29,4 @@ pub mod proto;
 pub mod raft;
 pub mod server;
 pub mod state;
+pub mod tls;

@@ -97,6 +97,7 @@ impl Cluster {
                 operations: Default::default(),
                 status: Default::default(),
                 pools: Default::default(),
+                tls: steward::config::TlsConfig::plaintext(),
                 metrics_addr: None,
             };
             let path = dir.path().join(format!("node{}.toml", m.id));

@@ -567,6 +567,7 @@ fn write_config(
         operations: Default::default(),
         status: Default::default(),
         pools: Default::default(),
+        tls: steward::config::TlsConfig::plaintext(),
         metrics_addr: None,
     };
     config.validate()?;

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use super::node_config::{self, LOOPBACK_NODES_MAX};
 use super::GlobalOpts;
 use crate::client::Client;
+use crate::tls::{CertFiles, ClientTls, GeneratedPki};
 
 /// How long the nodes get to elect a leader.
 const LEADER_WAIT: Duration = Duration::from_secs(30);
@@ -37,7 +38,14 @@ pub struct DevArgs {
     /// Where node configs, data and logs go; an existing one is resumed.
     #[arg(long, default_value = "./steward-data")]
     pub data_dir: PathBuf,
+    /// Serve over mutual TLS with a throw-away CA and certificates made in <data-dir>/certs
+    /// (kept for the next run): one per node, and an `admin` client certificate for the CLI.
+    #[arg(long)]
+    pub tls: bool,
 }
+
+/// The client certificate `steward dev --tls` makes for the CLI.
+pub const DEV_CLIENT_NAME: &str = "admin";
 
 /// A running child node.
 struct DevNode {
@@ -62,9 +70,13 @@ pub async fn run(args: DevArgs, _global: &GlobalOpts) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("cannot create {}", args.data_dir.display()))?;
+    let pki = match args.tls {
+        true => Some(dev_certificates(&args)?),
+        false => None,
+    };
     let mut nodes = Vec::new();
     for m in &members {
-        match start_node(&args, m.id).await {
+        match start_node(&args, m.id, pki.as_ref()).await {
             Ok(node) => nodes.push(node),
             Err(err) => {
                 stop_all(&mut nodes).await;
@@ -73,7 +85,18 @@ pub async fn run(args: DevArgs, _global: &GlobalOpts) -> anyhow::Result<()> {
         }
     }
     let endpoints: Vec<String> = nodes.iter().map(|n| n.client_addr.clone()).collect();
-    let client = Client::connect_with_timeout(&endpoints, Duration::from_secs(1))?;
+    let client_tls = match &pki {
+        Some(pki) => {
+            let admin = &pki.clients[0].1;
+            Some(ClientTls::from_files(
+                &pki.ca,
+                Some(&admin.cert),
+                Some(&admin.key),
+            )?)
+        }
+        None => None,
+    };
+    let client = Client::connect_with(&endpoints, Duration::from_secs(1), client_tls.as_ref())?;
 
     let shutdown = super::shutdown_signal();
     tokio::pin!(shutdown);
@@ -89,7 +112,7 @@ pub async fn run(args: DevArgs, _global: &GlobalOpts) -> anyhow::Result<()> {
             return Err(err);
         }
     };
-    print_banner(&args, &nodes, leader);
+    print_banner(&args, &nodes, leader, pki.as_ref());
 
     let died = tokio::select! {
         _ = &mut shutdown => None,
@@ -119,9 +142,59 @@ fn ensure_free(addr: &str) -> anyhow::Result<()> {
     }
 }
 
+/// The certificates in <data-dir>/certs: those of an earlier run when they are all there (their
+/// CA's key is gone, so a missing one means a new set), else a new throw-away CA and set.
+fn dev_certificates(args: &DevArgs) -> anyhow::Result<GeneratedPki> {
+    let dir = args.data_dir.join("certs");
+    let ids: Vec<u64> = (1..=args.nodes).collect();
+    let files = |name: &str| CertFiles {
+        cert: dir.join(format!("{name}.pem")),
+        key: dir.join(format!("{name}-key.pem")),
+    };
+    let existing = GeneratedPki {
+        ca: dir.join("ca.pem"),
+        nodes: ids
+            .iter()
+            .map(|&id| (id, files(&crate::tls::node_common_name(id))))
+            .collect(),
+        clients: vec![(DEV_CLIENT_NAME.to_string(), files(DEV_CLIENT_NAME))],
+    };
+    let all_there = existing.ca.exists()
+        && existing
+            .nodes
+            .iter()
+            .map(|(_, f)| f)
+            .chain(existing.clients.iter().map(|(_, f)| f))
+            .all(|f| f.cert.exists() && f.key.exists());
+    if all_there {
+        return Ok(existing);
+    }
+    let hosts = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    crate::tls::generate(&dir, &ids, &hosts, &[DEV_CLIENT_NAME.to_string()])
+}
+
 /// Writes node `id`'s config and starts `steward serve` for it, output appended to its log.
-async fn start_node(args: &DevArgs, id: u64) -> anyhow::Result<DevNode> {
-    let config = node_config::loopback_config(id, args.nodes, &args.data_dir);
+async fn start_node(
+    args: &DevArgs,
+    id: u64,
+    pki: Option<&GeneratedPki>,
+) -> anyhow::Result<DevNode> {
+    let mut config = node_config::loopback_config(id, args.nodes, &args.data_dir);
+    if let Some(pki) = pki {
+        let files = pki
+            .nodes
+            .iter()
+            .find(|(n, _)| *n == id)
+            .map(|(_, f)| f.clone())
+            .ok_or_else(|| anyhow::anyhow!("no certificate made for node {id}"))?;
+        config.tls = crate::config::TlsConfig {
+            plaintext: false,
+            ca_file: Some(pki.ca.clone()),
+            cert_file: Some(files.cert),
+            key_file: Some(files.key),
+            client_cert_required: true,
+        };
+    }
     let title = format!(
         "Written by `steward dev` for node {id} of {}; rewritten on every run.",
         args.nodes
@@ -256,11 +329,12 @@ fn log_tail(path: &Path, lines: usize) -> Vec<String> {
         .collect()
 }
 
-fn print_banner(args: &DevArgs, nodes: &[DevNode], leader: u64) {
+fn print_banner(args: &DevArgs, nodes: &[DevNode], leader: u64, pki: Option<&GeneratedPki>) {
     let endpoints: Vec<&str> = nodes.iter().map(|n| n.client_addr.as_str()).collect();
     println!(
-        "steward dev: {} node(s) running, leader is node {leader}",
-        nodes.len()
+        "steward dev: {} node(s) running, leader is node {leader}{}",
+        nodes.len(),
+        if pki.is_some() { ", mutual TLS" } else { "" }
     );
     for n in nodes {
         println!(
@@ -281,6 +355,21 @@ fn print_banner(args: &DevArgs, nodes: &[DevNode], leader: u64) {
         println!(
             "In another shell (endpoints default to {}):",
             super::DEFAULT_ENDPOINTS
+        );
+    }
+    if let Some(pki) = pki {
+        let abs = |p: &Path| {
+            std::path::absolute(p)
+                .unwrap_or_else(|_| p.to_path_buf())
+                .display()
+                .to_string()
+        };
+        let admin = &pki.clients[0].1;
+        println!("  export STEWARD_CACERT={}", abs(&pki.ca));
+        println!(
+            "  export STEWARD_CERT={} STEWARD_KEY={}",
+            abs(&admin.cert),
+            abs(&admin.key)
         );
     }
     println!("  steward cluster status");

@@ -34,11 +34,13 @@ mod snapshot;
 mod watch;
 mod worker_run;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
 use crate::client::{split_endpoints, Client};
+use crate::tls::ClientTls;
 
 pub use render::OutputFormat;
 
@@ -67,6 +69,15 @@ pub struct GlobalOpts {
     /// Deadline of one request, retries included (e.g. 10s, 500ms).
     #[arg(long, global = true, default_value = "10s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
+    /// CA certificate (PEM) that signed the nodes' certificates: talk TLS to the endpoints.
+    #[arg(long, global = true, env = "STEWARD_CACERT")]
+    pub cacert: Option<PathBuf>,
+    /// Client certificate (PEM) for mutual TLS; needs --key.
+    #[arg(long, global = true, env = "STEWARD_CERT", requires = "cacert")]
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, global = true, env = "STEWARD_KEY", requires = "cacert")]
+    pub key: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -135,7 +146,19 @@ impl GlobalOpts {
         if endpoints.is_empty() {
             anyhow::bail!("--endpoints is empty");
         }
-        Client::connect_with_timeout(&endpoints, self.timeout)
+        Client::connect_with(&endpoints, self.timeout, self.tls()?.as_ref())
+    }
+
+    /// The TLS `--cacert`, `--cert` and `--key` ask for; None for plaintext.
+    pub fn tls(&self) -> anyhow::Result<Option<ClientTls>> {
+        match &self.cacert {
+            None => Ok(None),
+            Some(ca) => Ok(Some(ClientTls::from_files(
+                ca,
+                self.cert.as_deref(),
+                self.key.as_deref(),
+            )?)),
+        }
     }
 }
 
@@ -208,12 +231,45 @@ pub fn describe_error(err: &anyhow::Error) -> String {
 
 /// `<Code>: <message>`, with the code as its gRPC name.
 pub fn describe_status(status: &tonic::Status) -> String {
-    let message = if status.message().is_empty() {
+    let mut message = if status.message().is_empty() {
         status.code().description().to_string()
     } else {
         one_line(status.message())
     };
+    // A transport failure says little itself ("transport error"); its causes say what failed
+    // (a refused connection, a TLS alert).
+    let mut source = std::error::Error::source(status);
+    while let Some(cause) = source {
+        let text = one_line(&cause.to_string());
+        if !message.contains(&text) {
+            message = format!("{message}: {text}");
+        }
+        source = cause.source();
+    }
+    if let Some(hint) = tls_hint(&message) {
+        message = format!("{message} ({hint})");
+    }
     format!("{:?}: {message}", status.code())
+}
+
+/// What to do about a failure that looks like a TLS mismatch between client and server.
+fn tls_hint(message: &str) -> Option<&'static str> {
+    if message.contains("CertificateRequired") {
+        Some("the server requires a client certificate: pass --cert and --key")
+    } else if message.contains("UnknownIssuer") || message.contains("BadCertificate") {
+        Some(
+            "the certificate is not signed by the CA the other side trusts: check --cacert, --cert",
+        )
+    } else if message.contains("InvalidContentType") {
+        Some("client and server disagree on TLS: a TLS server needs --cacert, a plaintext one none")
+    } else if ["h2 protocol error", "broken pipe", "connection reset"]
+        .iter()
+        .any(|m| message.contains(m))
+    {
+        Some("the node closed the connection: if it serves TLS, pass --cacert, and --cert and --key when it requires client certificates")
+    } else {
+        None
+    }
 }
 
 /// Folds newlines so an error stays on one line.

@@ -5,7 +5,7 @@
 //! for 3- and 5-node loopback clusters; a test keeps those files in step with this code and with
 //! the defaults in src/config.rs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::config::{
     Config, Limits, LocksConfig, MemberConfig, OperationsConfig, PoolsConfig, RaftConfig,
@@ -281,6 +281,7 @@ pub fn loopback_config(id: u64, nodes: u64, data_root: &Path) -> Config {
         operations: Default::default(),
         status: Default::default(),
         pools: Default::default(),
+        tls: crate::config::TlsConfig::plaintext(),
     }
 }
 
@@ -331,6 +332,7 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
         }
         out.push_str("]\n");
     }
+    render_tls(&mut out, &config.tls);
     section(
         &mut out,
         "raft",
@@ -374,6 +376,43 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
         &toml::Value::try_from(PoolsConfig::default())?,
     )?;
     Ok(out)
+}
+
+/// Writes `[tls]`: the files when TLS is on, else `plaintext = true` with how to turn TLS on.
+fn render_tls(out: &mut String, tls: &crate::config::TlsConfig) {
+    out.push_str("\n[tls]\n");
+    out.push_str(
+        "# TLS on the client API and the peer port is required unless plaintext = true is set.\n",
+    );
+    if tls.plaintext {
+        out.push_str("# Plaintext: anyone who reaches the ports can read and write; for loopback trials only.\n");
+        out.push_str("plaintext = true\n");
+        out.push_str("# For TLS, remove plaintext and name the PEM files (steward dev --tls makes a throw-away set):\n");
+        out.push_str("# ca_file = \"certs/ca.pem\"\n");
+        out.push_str("# cert_file = \"certs/steward-node-1.pem\"\n");
+        out.push_str("# key_file = \"certs/steward-node-1-key.pem\"\n");
+    } else {
+        let path = |p: &Option<PathBuf>| {
+            quote(
+                &p.as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+            )
+        };
+        out.push_str("# The CA (PEM) that signed every node's and client's certificate.\n");
+        out.push_str(&format!("ca_file = {}\n", path(&tls.ca_file)));
+        out.push_str(
+            "# This node's certificate, valid for the names clients and peers dial, and its key.\n",
+        );
+        out.push_str(&format!("cert_file = {}\n", path(&tls.cert_file)));
+        out.push_str(&format!("key_file = {}\n", path(&tls.key_file)));
+    }
+    out.push_str("# Clients of the client API must present a certificate signed by the CA (the peer port always requires one).\n");
+    if tls.client_cert_required {
+        out.push_str("client_cert_required = true\n");
+    } else {
+        out.push_str("# client_cert_required = false\n");
+    }
 }
 
 /// Writes `[name]` with one explained line per option.
@@ -476,6 +515,23 @@ mod tests {
                 back.validate().expect("valid");
             }
         }
+    }
+
+    #[test]
+    fn tls_configs_parse_back() {
+        let mut config = loopback_config(2, 3, Path::new("d"));
+        config.tls = crate::config::TlsConfig {
+            ca_file: Some("certs/ca.pem".into()),
+            cert_file: Some("certs/steward-node-2.pem".into()),
+            key_file: Some("certs/steward-node-2-key.pem".into()),
+            client_cert_required: true,
+            ..Default::default()
+        };
+        let text = render(&config, "test").expect("render");
+        assert!(!text.contains("\nplaintext = true\n"), "{text}");
+        let back: Config = toml::from_str(&text).expect("parse");
+        assert_eq!(back, config);
+        back.validate().expect("valid");
     }
 
     #[test]

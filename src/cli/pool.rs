@@ -120,9 +120,7 @@ pub async fn run(cmd: PoolCommand, global: &GlobalOpts) -> anyhow::Result<()> {
             let client = if a.wait.is_zero() {
                 client
             } else {
-                let endpoints = crate::client::split_endpoints(&global.endpoints);
-                let timeout = global.timeout.max(a.wait + Duration::from_secs(5));
-                crate::client::Client::connect_with_timeout(&endpoints, timeout)?
+                client.with_timeout(global.timeout.max(a.wait + Duration::from_secs(5)))
             };
             let reply = client
                 .pool_acquire_wait(&a.rtype, &a.state, &a.dest, &a.owner, &a.request_id, a.wait)

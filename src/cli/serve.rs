@@ -26,6 +26,18 @@ pub struct ServeArgs {
     /// Node id (overrides id).
     #[arg(long)]
     pub id: Option<u64>,
+    /// CA certificate (PEM) that signed every node's and client's certificate (tls.ca_file).
+    #[arg(long)]
+    pub tls_ca_file: Option<PathBuf>,
+    /// This node's certificate (PEM) (tls.cert_file).
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// This node's private key (PEM) (tls.key_file).
+    #[arg(long)]
+    pub tls_key_file: Option<PathBuf>,
+    /// Serve without TLS (tls.plaintext = true); without it, TLS certificates are required.
+    #[arg(long, conflicts_with_all = ["tls_ca_file", "tls_cert_file", "tls_key_file"])]
+    pub plaintext: bool,
 }
 
 /// `steward serve`: build, validate, run until SIGTERM / Ctrl-C.
@@ -69,6 +81,7 @@ pub fn build_config(args: &ServeArgs) -> anyhow::Result<Config> {
                 operations: Default::default(),
                 status: Default::default(),
                 pools: Default::default(),
+                tls: Default::default(),
                 metrics_addr: None,
             }
         }
@@ -88,6 +101,21 @@ pub fn build_config(args: &ServeArgs) -> anyhow::Result<Config> {
     if let Some(dir) = &args.data_dir {
         config.data_dir = dir.clone();
     }
+    if args.plaintext {
+        config.tls = crate::config::TlsConfig::plaintext();
+    }
+    if let Some(f) = &args.tls_ca_file {
+        config.tls.ca_file = Some(f.clone());
+    }
+    if let Some(f) = &args.tls_cert_file {
+        config.tls.cert_file = Some(f.clone());
+    }
+    if let Some(f) = &args.tls_key_file {
+        config.tls.key_file = Some(f.clone());
+    }
+    if args.tls_ca_file.is_some() || args.tls_cert_file.is_some() || args.tls_key_file.is_some() {
+        config.tls.plaintext = false;
+    }
     Ok(config)
 }
 
@@ -106,7 +134,17 @@ mod tests {
         let config = build_config(&args).expect("config");
         assert!(config.initial_members.is_empty());
         assert_eq!(config.data_dir, PathBuf::from("./steward-data/node4"));
-        config.validate().expect("valid");
+        let err = config
+            .validate()
+            .expect_err("no TLS, no --plaintext")
+            .to_string();
+        assert!(err.contains("tls.ca_file"), "{err}");
+        let plain = build_config(&ServeArgs {
+            plaintext: true,
+            ..args
+        })
+        .expect("config");
+        plain.validate().expect("valid");
     }
 
     #[test]

@@ -65,7 +65,9 @@ pub fn never_sent(status: &Status) -> bool {
 }
 
 /// "host:port" or "http://host:port" (or https) as a URI tonic accepts; refuses anything else.
-pub fn normalize_endpoint(raw: &str) -> anyhow::Result<String> {
+/// A bare host:port gets `https://` when `tls`, else `http://`; a scheme that contradicts `tls`
+/// is refused.
+pub fn normalize_endpoint(raw: &str, tls: bool) -> anyhow::Result<String> {
     let trimmed = raw.trim().trim_end_matches('/');
     if trimmed.is_empty() {
         anyhow::bail!("empty endpoint");
@@ -74,9 +76,22 @@ pub fn normalize_endpoint(raw: &str) -> anyhow::Result<String> {
         trimmed.to_string()
     } else if trimmed.contains("://") {
         anyhow::bail!("endpoint {raw:?}: only http:// and https:// are supported");
+    } else if tls {
+        format!("https://{trimmed}")
     } else {
         format!("http://{trimmed}")
     };
+    match (tls, uri.starts_with("https://")) {
+        (true, false) => anyhow::bail!(
+            "endpoint {raw:?}: http:// is plaintext, but --cacert asks for TLS; use https:// or \
+             host:port"
+        ),
+        (false, true) => anyhow::bail!(
+            "endpoint {raw:?}: https:// needs --cacert (the CA that signed the nodes' \
+             certificates)"
+        ),
+        _ => {}
+    }
     let parsed: tonic::codegen::http::Uri = uri
         .parse()
         .map_err(|e| anyhow::anyhow!("invalid endpoint {raw:?}: {e}"))?;
@@ -107,7 +122,7 @@ mod tests {
         let cases = [
             ("127.0.0.1:7001", Some("http://127.0.0.1:7001")),
             (" http://127.0.0.1:7001/ ", Some("http://127.0.0.1:7001")),
-            ("https://node1:443", Some("https://node1:443")),
+            ("https://node1:443", None),
             ("localhost:7002", Some("http://localhost:7002")),
             ("[::1]:7003", Some("http://[::1]:7003")),
             ("127.0.0.1", None),
@@ -117,8 +132,26 @@ mod tests {
             ("h:notaport", None),
         ];
         for (raw, want) in cases {
-            assert_eq!(normalize_endpoint(raw).ok().as_deref(), want, "{raw:?}");
+            assert_eq!(
+                normalize_endpoint(raw, false).ok().as_deref(),
+                want,
+                "{raw:?}"
+            );
         }
+        let tls = [
+            ("127.0.0.1:7001", Some("https://127.0.0.1:7001")),
+            ("https://node1:443/", Some("https://node1:443")),
+            ("http://127.0.0.1:7001", None),
+        ];
+        for (raw, want) in tls {
+            assert_eq!(
+                normalize_endpoint(raw, true).ok().as_deref(),
+                want,
+                "{raw:?}"
+            );
+        }
+        let err = normalize_endpoint("https://node1:443", false).expect_err("no CA");
+        assert!(err.to_string().contains("--cacert"), "{err}");
     }
 
     #[test]

@@ -24,7 +24,7 @@ use openraft::{RaftNetworkFactory, RaftNetworkV2, StorageError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::oneshot;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::Status;
 
 use crate::proto::raft_v1::raft_peer_client::RaftPeerClient;
@@ -40,13 +40,16 @@ const SNAPSHOT_CHUNK_BYTES: usize = 1024 * 1024;
 pub struct PeerChannels {
     channels: Arc<Mutex<BTreeMap<String, Channel>>>,
     connect_timeout: Duration,
+    /// TLS towards other nodes (mutual: this node presents its certificate); None: plaintext.
+    tls: Option<ClientTlsConfig>,
 }
 
 impl PeerChannels {
-    pub fn new(connect_timeout: Duration) -> Self {
+    pub fn new(connect_timeout: Duration, tls: Option<ClientTlsConfig>) -> Self {
         PeerChannels {
             channels: Arc::default(),
             connect_timeout,
+            tls,
         }
     }
 
@@ -56,7 +59,13 @@ impl PeerChannels {
         if let Some(ch) = map.get(addr) {
             return Ok(ch.clone());
         }
-        let ch = Endpoint::from_shared(format!("http://{addr}"))?
+        let endpoint = match &self.tls {
+            Some(tls) => {
+                Endpoint::from_shared(format!("https://{addr}"))?.tls_config(tls.clone())?
+            }
+            None => Endpoint::from_shared(format!("http://{addr}"))?,
+        };
+        let ch = endpoint
             .connect_timeout(self.connect_timeout)
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(10))

@@ -30,6 +30,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::ServerTlsConfig;
 use tonic_health::pb::health_server::{Health, HealthServer};
 
 use crate::config::Config;
@@ -119,8 +120,12 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
     hub.reset_to(state.read().unwrap_or_else(|p| p.into_inner()).revision());
     let log_store = LogStore::new(db);
 
+    let tls = crate::tls::NodeTls::load(&config.tls)?;
+    if tls.is_none() {
+        tracing::warn!("serving without TLS (tls.plaintext = true): anyone who reaches the ports can read and write");
+    }
     let rpc_timeout = Duration::from_millis(config.raft.rpc_timeout_ms);
-    let channels = PeerChannels::new(rpc_timeout);
+    let channels = PeerChannels::new(rpc_timeout, tls.as_ref().map(|t| t.peer_client.clone()));
     let network = PeerNetworkFactory {
         channels: channels.clone(),
         rpc_timeout,
@@ -140,6 +145,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         Arc::new(SystemClock),
         node_metrics,
     ));
+    let client_server = server_builder(tls.as_ref().map(|t| t.client_api.clone()), "client API")?;
+    let peer_server = server_builder(tls.map(|t| t.peer_server), "peer")?;
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let max_msg = config.limits.max_request_bytes;
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -150,9 +157,15 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
             stop_rx.clone(),
             max_msg,
             health_service,
+            client_server,
         )),
         tokio::spawn(metrics::run_health(node.clone(), health, stop_rx.clone())),
-        tokio::spawn(serve_peer(node.clone(), peer_listener, stop_rx.clone())),
+        tokio::spawn(serve_peer(
+            node.clone(),
+            peer_listener,
+            stop_rx.clone(),
+            peer_server,
+        )),
         tokio::spawn(locks::run_sweeper(node.clone(), stop_rx.clone())),
         tokio::spawn(scheduler::run_scheduler(node.clone(), stop_rx.clone())),
         tokio::spawn(scheduler::run_op_sweeper(node.clone(), stop_rx.clone())),
@@ -213,6 +226,7 @@ async fn serve_client_api(
     mut stop: tokio::sync::watch::Receiver<bool>,
     max_msg: usize,
     health: HealthServer<impl Health>,
+    builder: tonic::transport::Server,
 ) {
     let resources = ResourcesServer::new(resources::ResourcesService::new(node.clone()))
         .max_decoding_message_size(max_msg)
@@ -246,7 +260,7 @@ async fn serve_client_api(
             }
         };
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let result = tonic::transport::Server::builder()
+    let result = builder
         .layer(layer)
         .add_service(health)
         .add_service(reflection_v1)
@@ -272,12 +286,17 @@ async fn serve_peer(
     node: Arc<Node>,
     listener: TcpListener,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    mut builder: tonic::transport::Server,
 ) {
+    let gate = node.clone();
     let peer = RaftPeerServer::new(peer::PeerService::new(node))
         .max_decoding_message_size(usize::MAX)
         .max_encoding_message_size(usize::MAX);
+    let peer = tonic::service::interceptor::InterceptedService::new(peer, move |req| {
+        peer::admit(&gate, req)
+    });
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let result = tonic::transport::Server::builder()
+    let result = builder
         .add_service(peer)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;
@@ -285,6 +304,20 @@ async fn serve_peer(
         .await;
     if let Err(e) = result {
         tracing::error!(error = %e, "peer server failed");
+    }
+}
+
+/// A server builder, with TLS when given; fails when the certificates cannot be used.
+fn server_builder(
+    tls: Option<ServerTlsConfig>,
+    what: &str,
+) -> anyhow::Result<tonic::transport::Server> {
+    let builder = tonic::transport::Server::builder();
+    match tls {
+        None => Ok(builder),
+        Some(tls) => builder
+            .tls_config(tls)
+            .with_context(|| format!("{what}: cannot use the TLS certificate and key")),
     }
 }
 

@@ -25,6 +25,42 @@ impl PeerService {
     }
 }
 
+/// The peer port's gate. Over TLS, the caller's certificate (already checked against the CA)
+/// must name a node (`steward-node-<id>`), and, once this node knows the membership, one in it:
+/// a client certificate, or a removed or foreign node, is refused with PermissionDenied.
+/// Plaintext peers are not authenticated (`tls.plaintext` says so).
+pub fn admit(node: &Node, request: Request<()>) -> Result<Request<()>, Status> {
+    if node.config.tls.plaintext {
+        return Ok(request);
+    }
+    let Some(cn) = crate::tls::peer_common_name(&request) else {
+        tracing::warn!("peer port: refused a connection without a certificate");
+        return Err(Status::permission_denied(
+            "peer port: a node certificate is required",
+        ));
+    };
+    let Some(id) = crate::tls::node_id_of(&cn) else {
+        tracing::warn!(common_name = %cn, "peer port: refused a certificate that names no node");
+        return Err(Status::permission_denied(format!(
+            "peer port: certificate {cn:?} is not a node's (its common name must be steward-node-<id>)"
+        )));
+    };
+    let known = {
+        let m = node.raft.metrics();
+        let m = m.borrow_watched();
+        let membership = m.membership_config.membership();
+        let mut ids = membership.nodes().map(|(id, _)| *id).peekable();
+        ids.peek().is_none() || ids.any(|n| n == id)
+    };
+    if !known {
+        tracing::warn!(peer = id, "peer port: refused a node not in the membership");
+        return Err(Status::permission_denied(format!(
+            "peer port: node {id} is not a member of this cluster"
+        )));
+    }
+    Ok(request)
+}
+
 fn bad_payload(e: serde_json::Error) -> Status {
     Status::invalid_argument(format!("undecodable peer message: {e}"))
 }

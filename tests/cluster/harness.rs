@@ -54,7 +54,15 @@ pub struct TestCluster {
     pub dir: tempfile::TempDir,
     pub nodes: BTreeMap<u64, TestNode>,
     pub raft: RaftConfig,
+    /// Set by `use_tls`: the throw-away CA and certificates the nodes serve with; the
+    /// harness's own channels present the `admin` client certificate.
+    pub pki: Option<steward::tls::GeneratedPki>,
 }
+
+/// The client certificates `use_tls` makes.
+pub const TLS_CLIENTS: [&str; 2] = ["admin", "other"];
+/// `use_tls` also signs a node certificate for this id, which is never a member.
+pub const TLS_OUTSIDER: u64 = 99;
 
 /// Fast timings for tests; `snapshot_every` small forces snapshots and log purging.
 pub fn test_raft(snapshot_every: u64, keep: u64) -> RaftConfig {
@@ -143,6 +151,7 @@ impl TestCluster {
             dir,
             nodes: BTreeMap::new(),
             raft: raft.clone(),
+            pki: None,
         };
         for m in &members {
             let config = Config {
@@ -157,11 +166,80 @@ impl TestCluster {
                 operations: operations.clone(),
                 status: Default::default(),
                 pools: Default::default(),
+                tls: steward::config::TlsConfig::plaintext(),
                 metrics_addr: Some(format!("127.0.0.1:{}", free_port())),
             };
             cluster.add_node_config(config);
         }
         cluster
+    }
+
+    /// Starts `n` nodes serving mutual TLS (client certificates required on both ports), and
+    /// waits for a leader.
+    pub async fn start_tls(n: u64) -> TestCluster {
+        let mut cluster = Self::prepare(n);
+        cluster.use_tls();
+        for id in 1..=n {
+            cluster.spawn(id);
+        }
+        cluster.wait_leader().await;
+        cluster
+    }
+
+    /// Makes a throw-away CA with a certificate per node and `TLS_CLIENTS`, and rewrites every
+    /// node's config to serve mutual TLS with them. Before the nodes start.
+    pub fn use_tls(&mut self) {
+        let mut ids: Vec<u64> = self.nodes.keys().copied().collect();
+        ids.push(TLS_OUTSIDER);
+        let clients: Vec<String> = TLS_CLIENTS.iter().map(|c| c.to_string()).collect();
+        let pki = steward::tls::generate(
+            &self.dir.path().join("certs"),
+            &ids,
+            &["127.0.0.1".to_string(), "localhost".to_string()],
+            &clients,
+        )
+        .expect("certificates");
+        let configs: Vec<Config> = self
+            .nodes
+            .values()
+            .map(|n| {
+                let files = &pki
+                    .nodes
+                    .iter()
+                    .find(|(id, _)| *id == n.config.id)
+                    .expect("cert")
+                    .1;
+                Config {
+                    tls: steward::config::TlsConfig {
+                        plaintext: false,
+                        ca_file: Some(pki.ca.clone()),
+                        cert_file: Some(files.cert.clone()),
+                        key_file: Some(files.key.clone()),
+                        client_cert_required: true,
+                    },
+                    ..n.config.clone()
+                }
+            })
+            .collect();
+        for config in configs {
+            self.add_node_config(config);
+        }
+        self.pki = Some(pki);
+    }
+
+    /// The client TLS of client certificate `name` (one of `TLS_CLIENTS`); None without TLS.
+    pub fn client_tls(&self, name: &str) -> Option<steward::tls::ClientTls> {
+        let pki = self.pki.as_ref()?;
+        let files = &pki
+            .clients
+            .iter()
+            .find(|(n, _)| n == name)
+            .expect("client cert")
+            .1;
+        Some(
+            steward::tls::ClientTls::from_files(&pki.ca, Some(&files.cert), Some(&files.key))
+                .expect("client tls"),
+        )
     }
 
     /// Node `id`'s config file.
@@ -201,6 +279,7 @@ impl TestCluster {
             operations,
             status: Default::default(),
             pools: Default::default(),
+            tls: steward::config::TlsConfig::plaintext(),
             metrics_addr: None,
         };
         let addrs = (config.peer_addr.clone(), config.client_addr.clone());
@@ -251,7 +330,10 @@ impl TestCluster {
     }
 
     pub fn endpoint(&self, id: u64) -> String {
-        format!("http://{}", self.client_addr(id))
+        match self.pki {
+            Some(_) => format!("https://{}", self.client_addr(id)),
+            None => format!("http://{}", self.client_addr(id)),
+        }
     }
 
     pub fn running(&self) -> Vec<u64> {
@@ -263,8 +345,12 @@ impl TestCluster {
     }
 
     pub async fn channel(&self, id: u64) -> Channel {
-        tonic::transport::Endpoint::from_shared(self.endpoint(id))
-            .expect("endpoint")
+        let mut endpoint =
+            tonic::transport::Endpoint::from_shared(self.endpoint(id)).expect("endpoint");
+        if let Some(tls) = self.client_tls(TLS_CLIENTS[0]) {
+            endpoint = endpoint.tls_config(tls.config()).expect("tls config");
+        }
+        endpoint
             .connect_timeout(Duration::from_secs(1))
             .timeout(Duration::from_secs(10))
             .connect_lazy()

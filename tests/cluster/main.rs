@@ -13,5 +13,6 @@ mod observability;
 mod operations;
 mod pools;
 mod reservations;
+mod tls;
 mod walkthrough;
 mod watch;
