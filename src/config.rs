@@ -362,6 +362,13 @@ pub struct Limits {
     pub bookmark_interval_ms: u64,
     /// Most proposals waiting for the leader at once on one node.
     pub max_pending_proposals: usize,
+    /// Requests one client (its certificate's name, else its IP address) may make per second
+    /// on one node, on average.
+    pub client_requests_per_second: u32,
+    /// Requests one client may make at once after being quiet (the token bucket's size).
+    pub client_request_burst: u32,
+    /// Calls one client may have in flight on one node; a watch or a wait counts until it ends.
+    pub client_calls_max: usize,
 }
 
 impl Default for Limits {
@@ -378,6 +385,9 @@ impl Default for Limits {
             watch_history_bytes: 8 * 1024 * 1024,
             bookmark_interval_ms: 5_000,
             max_pending_proposals: 10_000,
+            client_requests_per_second: 50_000,
+            client_request_burst: 100_000,
+            client_calls_max: 10_000,
         }
     }
 }
@@ -538,6 +548,15 @@ impl Config {
                 "limits",
                 "bookmark_interval_ms and max_pending_proposals must be >= 1",
             );
+        }
+        if l.client_requests_per_second == 0 {
+            return invalid("limits.client_requests_per_second", "must be >= 1");
+        }
+        if l.client_request_burst == 0 {
+            return invalid("limits.client_request_burst", "must be >= 1");
+        }
+        if l.client_calls_max == 0 {
+            return invalid("limits.client_calls_max", "must be >= 1");
         }
         self.operations().validate()?;
         self.status.validate()?;
@@ -740,6 +759,15 @@ mod tests {
                 },
                 "operations.verb_deadline_ms",
             ),
+            (
+                |c| c.limits.client_requests_per_second = 0,
+                "limits.client_requests_per_second",
+            ),
+            (
+                |c| c.limits.client_request_burst = 0,
+                "limits.client_request_burst",
+            ),
+            (|c| c.limits.client_calls_max = 0, "limits.client_calls_max"),
             (|c| c.tls = TlsConfig::default(), "tls.ca_file"),
             (
                 |c| {

@@ -38,6 +38,12 @@ pub struct MethodLabels {
     pub method: String,
 }
 
+/// Which per-client limit refused a call: `rate` or `calls`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    pub limit: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     pub kind: String,
@@ -78,6 +84,7 @@ pub struct Metrics {
     // Recorded as things happen.
     pub grpc_requests: Family<GrpcLabels, Counter>,
     pub grpc_latency: HistogramFamily<MethodLabels>,
+    pub client_limit_refusals: Family<LimitLabels, Counter>,
     pub raft_append: Histogram,
     pub raft_fsync: Histogram,
     pub raft_write_batches: Counter,
@@ -129,6 +136,7 @@ impl Metrics {
             registry: Registry::default(),
             grpc_requests: Family::default(),
             grpc_latency: Family::new_with_constructor(latency_histogram),
+            client_limit_refusals: Family::default(),
             raft_append: latency_histogram(),
             raft_fsync: latency_histogram(),
             raft_write_batches: Counter::default(),
@@ -167,6 +175,11 @@ impl Metrics {
             "grpc_requests",
             "gRPC calls served, by service, method and status code (a stream counts when it starts)",
             m.grpc_requests.clone(),
+        );
+        r.register(
+            "client_limit_refusals",
+            "Client API calls refused by a per-client limit (rate: limits.client_requests_per_second; calls: limits.client_calls_max)",
+            m.client_limit_refusals.clone(),
         );
         r.register_with_unit(
             "grpc_request_duration",

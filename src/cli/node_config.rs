@@ -97,6 +97,18 @@ const LIMITS_DOCS: &[(&str, &str)] = &[
         "max_pending_proposals",
         "Most proposals waiting for the leader at once on one node.",
     ),
+    (
+        "client_requests_per_second",
+        "Requests one client (its certificate's name, else its IP) may make per second on one node.",
+    ),
+    (
+        "client_request_burst",
+        "Requests one client may make at once after a quiet spell (its token bucket's size).",
+    ),
+    (
+        "client_calls_max",
+        "Calls one client may have in flight on one node; a watch or a wait counts until it ends.",
+    ),
 ];
 
 /// `(key, explanation)` for every `[locks]` option, in file order.
@@ -285,6 +297,46 @@ pub fn loopback_config(id: u64, nodes: u64, data_root: &Path) -> Config {
     }
 }
 
+/// In-container ports of the Docker Compose cluster (cluster-configs/docker/): every node
+/// listens on the same ports on its own address; the host publishes them where it likes.
+pub const COMPOSE_CLIENT_PORT: u16 = 7000;
+pub const COMPOSE_PEER_PORT: u16 = 7100;
+pub const COMPOSE_METRICS_PORT: u16 = 7200;
+/// Nodes of the Compose cluster.
+pub const COMPOSE_NODES: u64 = 3;
+
+/// Compose node `id`: dialled by its service name, `steward<id>`.
+pub fn compose_member(id: u64) -> MemberConfig {
+    MemberConfig {
+        id,
+        peer_addr: format!("steward{id}:{COMPOSE_PEER_PORT}"),
+        client_addr: format!("steward{id}:{COMPOSE_CLIENT_PORT}"),
+    }
+}
+
+/// Node `id` of the Compose cluster: listens on every interface of its container, keeps its
+/// data in the volume at /var/lib/steward, and asks for plaintext (the Compose network is
+/// private to the project; see the README for TLS).
+pub fn compose_config(id: u64) -> Config {
+    let any = |port: u16| format!("0.0.0.0:{port}");
+    Config {
+        client_addr: any(COMPOSE_CLIENT_PORT),
+        peer_addr: any(COMPOSE_PEER_PORT),
+        metrics_addr: Some(any(COMPOSE_METRICS_PORT)),
+        data_dir: PathBuf::from("/var/lib/steward"),
+        initial_members: (1..=COMPOSE_NODES).map(compose_member).collect(),
+        ..loopback_config(id, COMPOSE_NODES, Path::new("."))
+    }
+}
+
+/// The title of cluster-configs/docker/node<id>.toml.
+pub fn compose_title(id: u64) -> String {
+    format!(
+        "steward node {id} of the Docker Compose cluster; mounted at /etc/steward/node{id}.toml by\n\
+         cluster-configs/docker/docker-compose.yml (see the README's \"Docker Compose\")."
+    )
+}
+
 /// The config as a commented TOML file headed by `title` (one line per `\n`-separated line).
 /// Tunables equal to their default are written commented out; others are written with their
 /// default in the comment.
@@ -448,6 +500,7 @@ fn quote(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize;
     use std::collections::BTreeSet;
 
     fn keys(value: toml::Value) -> BTreeSet<String> {
@@ -587,11 +640,26 @@ mod tests {
     #[test]
     fn cluster_configs_are_current() {
         let bless = std::env::var_os("STEWARD_BLESS_CONFIGS").is_some();
-        for nodes in [3, 5] {
-            for id in 1..=nodes {
-                let path = cluster_configs_dir().join(format!("{nodes}-node/node{id}.toml"));
-                let config = loopback_config(id, nodes, Path::new("./steward-data"));
-                let want = render(&config, &cluster_configs_title(id, nodes)).expect("render");
+        let loopback = [3, 5].into_iter().flat_map(|nodes| {
+            (1..=nodes).map(move |id| {
+                (
+                    format!("{nodes}-node/node{id}.toml"),
+                    loopback_config(id, nodes, Path::new("./steward-data")),
+                    cluster_configs_title(id, nodes),
+                )
+            })
+        });
+        let compose = (1..=COMPOSE_NODES).map(|id| {
+            (
+                format!("docker/node{id}.toml"),
+                compose_config(id),
+                compose_title(id),
+            )
+        });
+        {
+            for (file, config, title) in loopback.chain(compose) {
+                let path = cluster_configs_dir().join(file);
+                let want = render(&config, &title).expect("render");
                 if bless {
                     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
                     std::fs::write(&path, &want).expect("write");
@@ -604,6 +672,127 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// cluster-configs/docker/docker-compose.yml runs one service per Compose config, named as
+    /// the members dial it, with that config mounted and the client and metrics ports published.
+    #[test]
+    fn compose_file_agrees_with_the_node_configs() {
+        let path = cluster_configs_dir().join("docker/docker-compose.yml");
+        let text = std::fs::read_to_string(&path).expect("docker-compose.yml");
+        let doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
+        for id in 1..=COMPOSE_NODES {
+            let member = compose_member(id);
+            let host = member.peer_addr.split(':').next().expect("host");
+            let service = &doc["services"][host];
+            assert_eq!(service["hostname"], host, "service {host}");
+            let file = format!("/etc/steward/node{id}.toml");
+            assert_eq!(service["command"][2], file.as_str(), "service {host}");
+            let volumes = format!("{:?}", service["volumes"]);
+            assert!(
+                volumes.contains(&format!("./node{id}.toml:{file}:ro")),
+                "{host}: {volumes}"
+            );
+            let ports = format!("{:?}", service["ports"]);
+            for port in [COMPOSE_CLIENT_PORT, COMPOSE_METRICS_PORT] {
+                assert!(ports.contains(&format!("}}:{port}")), "{host}: {ports}");
+            }
+        }
+    }
+
+    /// cluster-configs/kubernetes/steward.yaml holds together: each pod's config (a ConfigMap key
+    /// named after the pod) parses, validates and has the pod's node id; the members are the
+    /// pods' stable names under the headless Service; the StatefulSet runs as many pods as there
+    /// are configs, mounts the data dir the configs name, probes gRPC health on the client
+    /// port; a PodDisruptionBudget allows one pod down.
+    #[test]
+    fn kubernetes_manifests_agree_with_the_node_configs() {
+        let path = cluster_configs_dir().join("kubernetes/steward.yaml");
+        let text = std::fs::read_to_string(&path).expect("steward.yaml");
+        let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
+            .map(|d| serde_yaml::Value::deserialize(d).expect("yaml document"))
+            .collect();
+        let find = |kind: &str, name: &str| {
+            docs.iter()
+                .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+                .unwrap_or_else(|| panic!("no {kind} {name}"))
+                .clone()
+        };
+        let headless = find("Service", "steward");
+        assert_eq!(headless["spec"]["clusterIP"], "None");
+        assert_eq!(headless["spec"]["publishNotReadyAddresses"], true);
+        let sts = find("StatefulSet", "steward");
+        assert_eq!(sts["spec"]["serviceName"], "steward");
+        let replicas = sts["spec"]["replicas"].as_u64().expect("replicas");
+        let data = find("ConfigMap", "steward-config")["data"].clone();
+        let data = data.as_mapping().expect("configmap data");
+        assert_eq!(data.len() as u64, replicas, "one config per pod");
+        let pod = &sts["spec"]["template"]["spec"];
+        let container = &pod["containers"][0];
+        let args: Vec<&str> = container["args"]
+            .as_sequence()
+            .expect("args")
+            .iter()
+            .filter_map(|a| a.as_str())
+            .collect();
+        assert_eq!(args, ["serve", "--config", "/etc/steward/$(POD_NAME).toml"]);
+        assert_eq!(
+            container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
+            "metadata.name"
+        );
+        let mount = |name: &str| {
+            container["volumeMounts"]
+                .as_sequence()
+                .expect("mounts")
+                .iter()
+                .find(|m| m["name"] == name)
+                .and_then(|m| m["mountPath"].as_str())
+                .map(str::to_string)
+                .unwrap_or_else(|| panic!("no mount {name}"))
+        };
+        assert_eq!(mount("config"), "/etc/steward");
+        for ordinal in 0..replicas {
+            let key = format!("steward-{ordinal}.toml");
+            let toml_text = data
+                .get(serde_yaml::Value::from(key.as_str()))
+                .and_then(|v| v.as_str())
+                .unwrap_or_else(|| panic!("no {key}"));
+            let config: Config = toml::from_str(toml_text).unwrap_or_else(|e| panic!("{key}: {e}"));
+            config.validate().unwrap_or_else(|e| panic!("{key}: {e}"));
+            assert_eq!(config.id, ordinal + 1, "{key}");
+            assert_eq!(
+                config.data_dir.display().to_string(),
+                mount("data"),
+                "{key}"
+            );
+            let members: Vec<(u64, String, String)> = config
+                .initial_members
+                .iter()
+                .map(|m| (m.id, m.peer_addr.clone(), m.client_addr.clone()))
+                .collect();
+            let want: Vec<(u64, String, String)> = (0..replicas)
+                .map(|o| {
+                    (
+                        o + 1,
+                        format!("steward-{o}.steward:{COMPOSE_PEER_PORT}"),
+                        format!("steward-{o}.steward:{COMPOSE_CLIENT_PORT}"),
+                    )
+                })
+                .collect();
+            assert_eq!(members, want, "{key}");
+            let port = |addr: &str| addr.rsplit(':').next().and_then(|p| p.parse::<u64>().ok());
+            assert_eq!(
+                container["readinessProbe"]["grpc"]["port"].as_u64(),
+                port(&config.client_addr),
+                "{key}: readiness probes the client port"
+            );
+        }
+        let pdb = find("PodDisruptionBudget", "steward");
+        assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+        assert_eq!(
+            sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"],
+            "data"
+        );
     }
 
     /// Every file loads and validates, and its commented-out options are exactly the defaults of
@@ -621,8 +810,8 @@ mod tests {
             }
         }
         assert!(
-            files.len() >= 8,
-            "expected the 3- and 5-node configs, found {files:?}"
+            files.len() >= 11,
+            "expected the 3-node, 5-node and Compose configs, found {files:?}"
         );
         let full_raft = keys(toml::Value::try_from(RaftConfig::default()).expect("raft"));
         let full_limits = keys(toml::Value::try_from(Limits::default()).expect("limits"));

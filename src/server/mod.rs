@@ -6,6 +6,7 @@
 //! scheduler.rs). Handlers (resources.rs, cluster.rs, locks.rs, operations.rs, workers.rs, reservations.rs,
 //! peer.rs) stay thin: validate, then `Node::propose` or `Node::read_barrier` + read.
 
+pub mod client_limits;
 pub mod cluster;
 pub mod deployments;
 pub mod errors;
@@ -245,6 +246,8 @@ async fn serve_client_api(
         .max_decoding_message_size(max_msg)
         .max_encoding_message_size(usize::MAX);
     let layer = metrics::GrpcMetricsLayer::new(node.metrics.clone());
+    let limits = client_limits::ClientLimitsLayer::new(&node.config.limits, node.metrics.clone());
+    tokio::spawn(client_limits::run_forgetter(limits.clone(), stop.clone()));
     let cluster = ClusterServer::new(cluster::ClusterService::new(node));
     let reflection = || {
         tonic_reflection::server::Builder::configure()
@@ -262,6 +265,7 @@ async fn serve_client_api(
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let result = builder
         .layer(layer)
+        .layer(limits)
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

@@ -60,7 +60,7 @@ pub struct TestCluster {
 }
 
 /// The client certificates `use_tls` makes.
-pub const TLS_CLIENTS: [&str; 2] = ["admin", "other"];
+pub const TLS_CLIENTS: [&str; 3] = ["admin", "other", "third"];
 /// `use_tls` also signs a node certificate for this id, which is never a member.
 pub const TLS_OUTSIDER: u64 = 99;
 
@@ -177,7 +177,18 @@ impl TestCluster {
     /// Starts `n` nodes serving mutual TLS (client certificates required on both ports), and
     /// waits for a leader.
     pub async fn start_tls(n: u64) -> TestCluster {
-        let mut cluster = Self::prepare(n);
+        Self::start_tls_with(n, Limits::default()).await
+    }
+
+    /// `start_tls` with these limits.
+    pub async fn start_tls_with(n: u64, limits: Limits) -> TestCluster {
+        let mut cluster = Self::prepare_with(
+            n,
+            test_raft(10_000, 1_000),
+            limits,
+            LocksConfig::default(),
+            OperationsConfig::default(),
+        );
         cluster.use_tls();
         for id in 1..=n {
             cluster.spawn(id);

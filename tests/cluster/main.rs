@@ -3,6 +3,8 @@
 mod api;
 mod backup;
 mod bad_input;
+mod client_limits;
+mod compose;
 mod count;
 mod deployments;
 mod faults;

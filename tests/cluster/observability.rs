@@ -17,7 +17,7 @@ use tonic_reflection::pb::v1::ServerReflectionRequest;
 use crate::harness::{create, director, get, wait_for, TestCluster};
 
 /// `GET path` over plain HTTP/1.1: (status code, body).
-async fn http_get(addr: &str, path: &str) -> (u16, String) {
+pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
     let mut stream = tokio::net::TcpStream::connect(addr)
         .await
         .expect("connect to the metrics port");
@@ -45,7 +45,7 @@ async fn http_get(addr: &str, path: &str) -> (u16, String) {
 }
 
 /// The value of the sample `series` (name with its labels, as printed) in `text`.
-fn sample(text: &str, series: &str) -> Option<f64> {
+pub fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
