@@ -30,6 +30,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::Instant;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::service::Interceptor;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
 
@@ -37,6 +40,7 @@ use crate::proto::v1 as pb;
 use crate::proto::v1::cluster_client::ClusterClient;
 use crate::proto::v1::resources_client::ResourcesClient;
 
+mod auth;
 mod cluster;
 mod deployments;
 mod failover;
@@ -55,6 +59,7 @@ pub use crate::proto::v1::{
     LockEventType, LockGrant, LockHolderInfo, LockInfo, LockMode, LockWaiterInfo, Member,
     MemberListReply, NodeStatus, ReleaseReply,
 };
+pub use auth::{AuthStatusReply, UserInfo, UserListReply, UserReply};
 pub use deployments::{DeploymentStatus, DeploymentVerb};
 pub use failover::{
     is_retryable_read, leader_hint, never_sent, normalize_endpoint, split_endpoints,
@@ -87,6 +92,30 @@ pub struct Client {
     /// When set, only this endpoint is used and nothing fails over.
     pinned: Option<usize>,
     request_timeout: Duration,
+    /// Sent with every call (a bearer token), or nothing.
+    credentials: Credentials,
+}
+
+/// The transport every stub runs on: a node's channel, with the client's credentials added to
+/// each call.
+pub type Transport = InterceptedService<Channel, Credentials>;
+
+/// What a client sends to say who it is: `authorization: Bearer <token>`, or nothing (then a
+/// client certificate, if any, speaks for it).
+#[derive(Clone, Debug, Default)]
+pub struct Credentials {
+    authorization: Option<MetadataValue<Ascii>>,
+}
+
+impl Interceptor for Credentials {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(value) = &self.authorization {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -148,6 +177,21 @@ impl Client {
             current: Arc::new(AtomicUsize::new(0)),
             pinned: None,
             request_timeout,
+            credentials: Credentials::default(),
+        })
+    }
+
+    /// The same client, sending `token` as its bearer token on every call (`None`: none).
+    pub fn with_token(&self, token: Option<&str>) -> anyhow::Result<Client> {
+        let authorization = match token.map(str::trim) {
+            None | Some("") => None,
+            Some(token) => Some(format!("Bearer {token}").parse().map_err(|_| {
+                anyhow::anyhow!("the token holds characters a header cannot carry")
+            })?),
+        };
+        Ok(Client {
+            credentials: Credentials { authorization },
+            ..self.clone()
         })
     }
 
@@ -499,7 +543,7 @@ impl Client {
     /// request deadline. `attempt` gets the channel and the time left.
     async fn call<T, F, Fut>(&self, retry: Retry, mut attempt: F) -> Result<T, Status>
     where
-        F: FnMut(Channel, Duration) -> Fut,
+        F: FnMut(Transport, Duration) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         let deadline = Instant::now() + self.request_timeout;
@@ -509,7 +553,10 @@ impl Client {
             .unwrap_or_else(|| self.current.load(Ordering::Relaxed) % self.endpoints.len());
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let channel = self.endpoints[index].channel.clone();
+            let channel = Transport::new(
+                self.endpoints[index].channel.clone(),
+                self.credentials.clone(),
+            );
             let status = match tokio::time::timeout(left, attempt(channel, left)).await {
                 Ok(Ok(reply)) => return Ok(reply.into_inner()),
                 Ok(Err(status)) => status,
@@ -551,11 +598,11 @@ impl Client {
     }
 }
 
-fn resources(channel: Channel) -> ResourcesClient<Channel> {
+fn resources(channel: Transport) -> ResourcesClient<Transport> {
     ResourcesClient::new(channel).max_decoding_message_size(MAX_REPLY_BYTES)
 }
 
-fn cluster(channel: Channel) -> ClusterClient<Channel> {
+fn cluster(channel: Transport) -> ClusterClient<Transport> {
     ClusterClient::new(channel).max_decoding_message_size(MAX_REPLY_BYTES)
 }
 

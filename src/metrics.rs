@@ -44,6 +44,13 @@ pub struct LimitLabels {
     pub limit: String,
 }
 
+/// Labels of an authentication or authorization refusal.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabels {
+    /// `unauthenticated` or `permission_denied`.
+    pub code: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     pub kind: String,
@@ -85,6 +92,7 @@ pub struct Metrics {
     pub grpc_requests: Family<GrpcLabels, Counter>,
     pub grpc_latency: HistogramFamily<MethodLabels>,
     pub client_limit_refusals: Family<LimitLabels, Counter>,
+    pub auth_refusals: Family<CodeLabels, Counter>,
     pub raft_append: Histogram,
     pub raft_fsync: Histogram,
     pub raft_write_batches: Counter,
@@ -137,6 +145,7 @@ impl Metrics {
             grpc_requests: Family::default(),
             grpc_latency: Family::new_with_constructor(latency_histogram),
             client_limit_refusals: Family::default(),
+            auth_refusals: Family::default(),
             raft_append: latency_histogram(),
             raft_fsync: latency_histogram(),
             raft_write_batches: Counter::default(),
@@ -180,6 +189,11 @@ impl Metrics {
             "client_limit_refusals",
             "Client API calls refused by a per-client limit (rate: limits.client_requests_per_second; calls: limits.client_calls_max)",
             m.client_limit_refusals.clone(),
+        );
+        r.register(
+            "auth_refusals",
+            "Client API calls refused by authentication (unauthenticated) or by a role (permission_denied)",
+            m.auth_refusals.clone(),
         );
         r.register_with_unit(
             "grpc_request_duration",

@@ -12,9 +12,11 @@
 //! - `pool ...`: leased resource pools, Boskos' API and config (pool.rs)
 //! - `status`, `deployment ...`: deployed applications' status and its reports (deployment.rs)
 //! - `member ...`, `cluster status`: membership (member.rs)
+//! - `auth ...`, `user ...`: authentication on and off, users and roles (auth.rs)
 //! - render.rs: tables, JSON and YAML output shared by all of them.
 
 mod apply;
+mod auth;
 mod count;
 mod deployment;
 mod dev;
@@ -78,6 +80,9 @@ pub struct GlobalOpts {
     /// The client certificate's private key (PEM).
     #[arg(long, global = true, env = "STEWARD_KEY", requires = "cacert")]
     pub key: Option<PathBuf>,
+    /// Bearer token of your user (from `steward user add` or `steward user token`).
+    #[arg(long, global = true, env = "STEWARD_TOKEN", hide_env_values = true)]
+    pub auth_token: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -125,6 +130,12 @@ pub enum Command {
     /// Backups of the whole state: save from a cluster, restore into new data dirs, check.
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
+    /// Authentication: on, off, and who you are.
+    #[command(subcommand)]
+    Auth(auth::AuthCommand),
+    /// Users and their roles (admin, read-only, read-write:NAMESPACE, worker).
+    #[command(subcommand, alias = "users")]
+    User(auth::UserCommand),
 }
 
 impl Cli {
@@ -146,7 +157,8 @@ impl GlobalOpts {
         if endpoints.is_empty() {
             anyhow::bail!("--endpoints is empty");
         }
-        Client::connect_with(&endpoints, self.timeout, self.tls()?.as_ref())
+        Client::connect_with(&endpoints, self.timeout, self.tls()?.as_ref())?
+            .with_token(self.auth_token.as_deref())
     }
 
     /// The TLS `--cacert`, `--cert` and `--key` ask for; None for plaintext.
@@ -183,6 +195,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Member(cmd) => member::run_member(cmd, global).await,
         Command::Cluster(cmd) => member::run_cluster(cmd, global).await,
         Command::Snapshot(cmd) => snapshot::run(cmd, global).await,
+        Command::Auth(cmd) => auth::run_auth(cmd, global).await,
+        Command::User(cmd) => auth::run_user(cmd, global).await,
     }
 }
 

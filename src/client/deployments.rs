@@ -5,8 +5,8 @@
 
 use std::future::Future;
 
+use crate::client::Transport;
 use serde_json::Value;
-use tonic::transport::Channel;
 use tonic::Status;
 
 use super::{parse_object, request, Client, Consistency, Retry};
@@ -25,7 +25,7 @@ pub struct DeploymentStatus {
 }
 
 /// The Deployments stub on `ch`.
-type Stub = DeploymentsClient<Channel>;
+type Stub = DeploymentsClient<Transport>;
 
 impl Client {
     /// A Deployments write (`rpc` on a fresh stub with `msg`): answers the mirror object.

@@ -34,9 +34,12 @@ pub(super) fn may_retry(retry: Retry, status: &Status) -> bool {
     }
 }
 
-/// Whether the server said the write was refused before any leader appended it.
+/// Whether the server said the write was not applied: refused before any leader appended it
+/// (Unavailable), or refused by apply because users or roles changed after it was authorized
+/// (Aborted; sent again, it is authorized afresh).
 pub fn not_applied(status: &Status) -> bool {
-    status.code() == Code::Unavailable && status.metadata().get(NOT_APPLIED_KEY).is_some()
+    matches!(status.code(), Code::Unavailable | Code::Aborted)
+        && status.metadata().get(NOT_APPLIED_KEY).is_some()
 }
 
 /// Whether a read (or a broken watch stream) that failed this way may be repeated at another
@@ -182,8 +185,20 @@ mod tests {
         // The server's own marker function and the client's key agree.
         let server = crate::server::errors::not_applied(Status::unavailable("no leader"));
         assert!(may_retry(Retry::Write, &server));
-        // Only an Unavailable counts; an unmarked one may have been applied.
-        assert!(!may_retry(Retry::Write, &marked(Status::aborted("x"))));
+        // A marked Aborted (users or roles changed before apply) counts too; a marked code of
+        // any other kind does not, nor an unmarked one, which may have been applied.
+        assert!(may_retry(
+            Retry::Write,
+            &marked(Status::aborted("auth changed"))
+        ));
+        assert!(!may_retry(Retry::Write, &marked(Status::not_found("x"))));
+        let auth_changed =
+            crate::server::errors::rejection(&crate::state::Rejection::AuthChanged {
+                authorized_at: 1,
+                now: 2,
+            });
+        assert!(may_retry(Retry::Write, &auth_changed));
+        assert!(!may_retry(Retry::Write, &Status::aborted("conflict")));
         let unknown = Status::unavailable("leadership changed; its outcome is unknown");
         assert!(!may_retry(Retry::Write, &unknown));
     }

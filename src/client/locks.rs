@@ -9,10 +9,10 @@
 use std::pin::Pin;
 use std::time::Duration;
 
+use crate::client::Transport;
 use futures::Stream;
 use serde_json::Value;
 use tokio::time::Instant;
-use tonic::transport::Channel;
 use tonic::{Request, Status};
 
 use super::{
@@ -159,7 +159,7 @@ impl Client {
     }
 }
 
-fn locks(channel: Channel) -> LocksClient<Channel> {
+fn locks(channel: Transport) -> LocksClient<Transport> {
     LocksClient::new(channel).max_decoding_message_size(MAX_REPLY_BYTES)
 }
 

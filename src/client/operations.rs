@@ -10,9 +10,9 @@
 use std::pin::Pin;
 use std::time::Duration;
 
+use crate::client::Transport;
 use futures::Stream;
 use serde_json::Value;
-use tonic::transport::Channel;
 use tonic::{Request, Status};
 
 use super::{request, Client, Consistency, Retry, MAX_REPLY_BYTES};
@@ -294,10 +294,10 @@ impl Client {
     }
 }
 
-fn ops(channel: Channel) -> OperationsClient<Channel> {
+fn ops(channel: Transport) -> OperationsClient<Transport> {
     OperationsClient::new(channel).max_decoding_message_size(MAX_REPLY_BYTES)
 }
 
-fn workers(channel: Channel) -> WorkersClient<Channel> {
+fn workers(channel: Transport) -> WorkersClient<Transport> {
     WorkersClient::new(channel).max_decoding_message_size(MAX_REPLY_BYTES)
 }

@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tonic::transport::Channel;
+use crate::client::Transport;
 use tonic::Status;
 
 use super::{request, Client, Consistency, Retry};
@@ -16,7 +16,7 @@ use crate::proto::v1::lease_service_client::LeaseServiceClient as PoolsClient;
 pub use crate::proto::v1::{PoolMetricsReply, PoolResource, PoolResourceReply, PoolResourcesReply};
 
 /// The LeaseService stub on `ch`.
-type Stub = PoolsClient<Channel>;
+type Stub = PoolsClient<Transport>;
 
 impl Client {
     /// One LeaseService call (`rpc` on a fresh stub with `msg`), retried as `retry` allows.

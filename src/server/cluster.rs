@@ -17,6 +17,7 @@ use crate::proto::v1::cluster_server::Cluster;
 use crate::proto::v1::*;
 use crate::raft::network::decode;
 use crate::raft::types::{ChangeMembers, NodeAddr, NodeId, WatchReceiver};
+use crate::server::auth;
 use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::peer::NodeView;
@@ -393,7 +394,7 @@ impl Cluster for ClusterService {
         r: Request<MemberListRequest>,
     ) -> Result<GrpcResponse<MemberListReply>, Status> {
         if let Some(mut leader) = self.leader_proxy().await? {
-            return leader.member_list(r.into_inner()).await;
+            return leader.member_list(auth::delegate(r)).await;
         }
         Ok(GrpcResponse::new(self.member_list_local().await))
     }
@@ -404,7 +405,7 @@ impl Cluster for ClusterService {
         r: Request<AddLearnerRequest>,
     ) -> Result<GrpcResponse<MemberListReply>, Status> {
         if let Some(mut leader) = self.leader_proxy().await? {
-            return leader.add_learner(r.into_inner()).await;
+            return leader.add_learner(auth::delegate(r)).await;
         }
         let req = r.into_inner();
         if req.id == 0 {
@@ -479,7 +480,7 @@ impl Cluster for ClusterService {
         r: Request<PromoteRequest>,
     ) -> Result<GrpcResponse<MemberListReply>, Status> {
         if let Some(mut leader) = self.leader_proxy().await? {
-            return leader.promote(r.into_inner()).await;
+            return leader.promote(auth::delegate(r)).await;
         }
         let id = r.into_inner().id;
         let _guard = self
@@ -515,7 +516,7 @@ impl Cluster for ClusterService {
         r: Request<RemoveMemberRequest>,
     ) -> Result<GrpcResponse<MemberListReply>, Status> {
         if let Some(mut leader) = self.leader_proxy().await? {
-            return leader.remove_member(r.into_inner()).await;
+            return leader.remove_member(auth::delegate(r)).await;
         }
         let id = r.into_inner().id;
         let _guard = self
@@ -561,8 +562,9 @@ impl Cluster for ClusterService {
         r: Request<TransferLeaderRequest>,
     ) -> Result<GrpcResponse<MemberListReply>, Status> {
         if let Some(mut leader) = self.leader_proxy().await? {
-            return leader.transfer_leader(r.into_inner()).await;
+            return leader.transfer_leader(auth::delegate(r)).await;
         }
+        let list_request = auth::delegated(&r, MemberListRequest {});
         let mut to = r.into_inner().to;
         let _guard = self
             .node
@@ -613,7 +615,7 @@ impl Cluster for ClusterService {
         drop(_guard);
         // This node is no longer the leader: answer with the new leader's view.
         if let Some(mut leader) = self.leader_proxy().await? {
-            return leader.member_list(MemberListRequest {}).await;
+            return leader.member_list(list_request).await;
         }
         Ok(GrpcResponse::new(self.member_list_local().await))
     }

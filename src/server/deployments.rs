@@ -9,14 +9,16 @@ use tonic::{Request, Response as GrpcResponse, Status};
 
 use crate::proto::v1::status_service_server::StatusService;
 use crate::proto::v1::*;
+use crate::server::auth;
 use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::resources::{consistency, ResourcesService};
+use crate::state::auth::Access;
 use crate::state::deployment::{
     self, check_action, status_json, AppResource, Bundle, ContextState, DeploymentAction, Header,
     ResourceKey, RsyncStatus, StatusMode, StatusQuery, DEPLOYMENT_KIND,
 };
-use crate::state::{Command, ObjectKey, Response};
+use crate::state::{Command, ObjectKey, Response, DEFAULT_NAMESPACE};
 
 pub struct DeploymentsService {
     node: Arc<Node>,
@@ -89,6 +91,15 @@ fn rsync_status(field: &str, name: &str) -> Result<RsyncStatus, Status> {
     })
 }
 
+/// A request's namespace, empty meaning `default` (as `ResourcesService::parse_key` reads it).
+fn namespace_or_default(namespace: &str) -> &str {
+    if namespace.is_empty() {
+        DEFAULT_NAMESPACE
+    } else {
+        namespace
+    }
+}
+
 #[tonic::async_trait]
 impl StatusService for DeploymentsService {
     #[tracing::instrument(level = "debug", skip_all, fields(name = %request.get_ref().name))]
@@ -96,6 +107,8 @@ impl StatusService for DeploymentsService {
         &self,
         request: Request<CreateDeploymentRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let ns = namespace_or_default(&request.get_ref().namespace);
+        auth::authorize(&self.node, &request, Access::Write(ns))?;
         let req = request.into_inner();
         let header = Header {
             project: req.project,
@@ -117,6 +130,8 @@ impl StatusService for DeploymentsService {
         &self,
         request: Request<AddDeploymentResourcesRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let ns = namespace_or_default(&request.get_ref().namespace);
+        auth::authorize(&self.node, &request, Access::Write(ns))?;
         let req = request.into_inner();
         let mut resources = Vec::with_capacity(req.resources.len());
         for (i, r) in req.resources.into_iter().enumerate() {
@@ -143,6 +158,8 @@ impl StatusService for DeploymentsService {
         &self,
         request: Request<DeploymentActRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let ns = namespace_or_default(&request.get_ref().namespace);
+        auth::authorize(&self.node, &request, Access::Write(ns))?;
         let req = request.into_inner();
         let action = match DeploymentVerb::try_from(req.verb) {
             Ok(DeploymentVerb::Approve) => DeploymentAction::Approve,
@@ -164,6 +181,8 @@ impl StatusService for DeploymentsService {
         &self,
         request: Request<RsyncReportRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let ns = namespace_or_default(&request.get_ref().namespace);
+        auth::authorize(&self.node, &request, Access::Write(ns))?;
         let req = request.into_inner();
         let mut updates = Vec::with_capacity(req.updates.len());
         for (i, u) in req.updates.into_iter().enumerate() {
@@ -201,6 +220,8 @@ impl StatusService for DeploymentsService {
         &self,
         request: Request<ContextReportRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let ns = namespace_or_default(&request.get_ref().namespace);
+        auth::authorize(&self.node, &request, Access::Write(ns))?;
         let req = request.into_inner();
         let state = ContextState::parse(&req.state).ok_or_else(|| {
             invalid(
@@ -221,6 +242,8 @@ impl StatusService for DeploymentsService {
         &self,
         request: Request<ClusterReportRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let ns = namespace_or_default(&request.get_ref().namespace);
+        auth::authorize(&self.node, &request, Access::Write(ns))?;
         let req = request.into_inner();
         let mut bundles = Vec::with_capacity(req.bundles.len());
         for (i, b) in req.bundles.into_iter().enumerate() {
@@ -257,6 +280,8 @@ impl StatusService for DeploymentsService {
         &self,
         request: Request<DeploymentStatusRequest>,
     ) -> Result<GrpcResponse<DeploymentStatusReply>, Status> {
+        let ns = namespace_or_default(&request.get_ref().namespace);
+        auth::authorize(&self.node, &request, Access::Read(Some(ns)))?;
         let req = request.into_inner();
         let key: ObjectKey =
             ResourcesService::parse_key(DEPLOYMENT_KIND, &req.namespace, &req.name)?;

@@ -27,7 +27,12 @@ pub fn not_applied(mut status: Status) -> Status {
 
 /// Maps a domain rejection to its gRPC status; the message names the field and the rule.
 pub fn rejection(r: &Rejection) -> Status {
-    Status::new(rejection_code(r), r.to_string())
+    let status = Status::new(rejection_code(r), r.to_string());
+    match r {
+        // Nothing was applied: the client may send it again, and is re-authorized.
+        Rejection::AuthChanged { .. } => not_applied(status),
+        _ => status,
+    }
 }
 
 fn rejection_code(r: &Rejection) -> Code {
@@ -56,6 +61,10 @@ fn rejection_code(r: &Rejection) -> Code {
         // A sequencer (epoch) check failed: the worker lost its assignment and must stop, not
         // retry (gRPC's own example of Aborted).
         Rejection::StaleAssignment { .. } => Code::Aborted,
+        Rejection::UserNotFound { .. } => Code::NotFound,
+        Rejection::UserExists { .. } => Code::AlreadyExists,
+        Rejection::AuthState { .. } => Code::FailedPrecondition,
+        Rejection::AuthChanged { .. } => Code::Aborted,
     }
 }
 

@@ -6,6 +6,7 @@
 //! scheduler.rs). Handlers (resources.rs, cluster.rs, locks.rs, operations.rs, workers.rs, reservations.rs,
 //! peer.rs) stay thin: validate, then `Node::propose` or `Node::read_barrier` + read.
 
+pub mod auth;
 pub mod client_limits;
 pub mod cluster;
 pub mod deployments;
@@ -36,6 +37,7 @@ use tonic_health::pb::health_server::{Health, HealthServer};
 
 use crate::config::Config;
 use crate::proto::raft_v1::raft_peer_server::RaftPeerServer;
+use crate::proto::v1::auth_server::AuthServer;
 use crate::proto::v1::cluster_server::ClusterServer;
 use crate::proto::v1::lease_service_server::LeaseServiceServer;
 use crate::proto::v1::locks_server::LocksServer;
@@ -248,6 +250,8 @@ async fn serve_client_api(
     let layer = metrics::GrpcMetricsLayer::new(node.metrics.clone());
     let limits = client_limits::ClientLimitsLayer::new(&node.config.limits, node.metrics.clone());
     tokio::spawn(client_limits::run_forgetter(limits.clone(), stop.clone()));
+    let auth_layer = auth::AuthLayer::new(node.clone());
+    let auth_api = AuthServer::new(auth::AuthApi::new(node.clone()));
     let cluster = ClusterServer::new(cluster::ClusterService::new(node));
     let reflection = || {
         tonic_reflection::server::Builder::configure()
@@ -266,6 +270,7 @@ async fn serve_client_api(
     let result = builder
         .layer(layer)
         .layer(limits)
+        .layer(auth_layer)
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
@@ -277,6 +282,7 @@ async fn serve_client_api(
         .add_service(deployments)
         .add_service(pools)
         .add_service(cluster)
+        .add_service(auth_api)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;
         })

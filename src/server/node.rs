@@ -152,7 +152,18 @@ impl Node {
     /// Replicates `command` and returns the state machine's response. Any node may call it: a
     /// follower forwards the command to the leader, which stamps the time and proposes it.
     #[tracing::instrument(level = "debug", skip_all, fields(node = self.id))]
+    ///
+    /// A client call's command carries the auth revision it was authorized at
+    /// (`auth::AUTH_REVISION`, set by the auth layer), so apply refuses it if users or roles
+    /// changed in between.
     pub async fn propose(&self, command: Command) -> Result<Response, Status> {
+        let command = match crate::server::auth::current_revision() {
+            Some(auth_revision) => Command::Guarded {
+                auth_revision,
+                command: Box::new(command),
+            },
+            None => command,
+        };
         let _permit = self.pending.try_acquire().map_err(|_| {
             Status::resource_exhausted(format!(
                 "too many proposals in flight on this node (limits.max_pending_proposals = {})",

@@ -14,10 +14,12 @@ use tonic::{Request, Response as GrpcResponse, Status};
 use crate::config::OperationsConfig;
 use crate::proto::v1::operations_server::Operations;
 use crate::proto::v1::*;
+use crate::server::auth;
 use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::resources::{consistency, ResourcesService};
 use crate::server::watch::relay;
+use crate::state::auth::Access;
 use crate::state::{
     self, Command, LockMode as StateLockMode, ObjectKey, OpFilter, OpLimits, OpLock, OpPolicy,
     OpResult, OpState, OperationId, Resource, Response,
@@ -224,6 +226,14 @@ fn target_filter(kind: &str, namespace: &str, name: &str) -> Result<Option<Objec
 type OpStream = Pin<Box<dyn Stream<Item = Result<OperationInfo, Status>> + Send>>;
 
 impl OperationsService {
+    /// The namespace of an operation's target, if this node has it.
+    fn namespace_of(&self, id: OperationId) -> Option<String> {
+        let state = self.node.state();
+        state
+            .operation(id)
+            .map(|op| op.target.namespace.to_string())
+    }
+
     fn parse_create(&self, json: &str) -> Result<Option<Resource>, Status> {
         if json.trim().is_empty() {
             return Ok(None);
@@ -248,8 +258,14 @@ impl Operations for OperationsService {
         &self,
         request: Request<SubmitOperationRequest>,
     ) -> Result<GrpcResponse<SubmitOperationReply>, Status> {
+        let caller = auth::caller(&request);
         let req = request.into_inner();
         let target = ResourcesService::parse_key(&req.kind, &req.namespace, &req.name)?;
+        auth::check(
+            &self.node,
+            caller.as_ref(),
+            Access::Write(&target.namespace),
+        )?;
         let config = self.node.config.operations();
         let mut policy = policy(
             config,
@@ -292,6 +308,7 @@ impl Operations for OperationsService {
         &self,
         request: Request<GetOperationRequest>,
     ) -> Result<GrpcResponse<OperationInfo>, Status> {
+        let caller = auth::caller(&request);
         let req = request.into_inner();
         let id = parse_id("id", &req.id)?;
         self.node
@@ -299,7 +316,11 @@ impl Operations for OperationsService {
             .await?;
         let state = self.node.state();
         match state.operation(id) {
-            Some(op) => Ok(GrpcResponse::new(operation_info(op))),
+            Some(op) => {
+                let ns = Some(op.target.namespace.as_str());
+                auth::check(&self.node, caller.as_ref(), Access::Read(ns))?;
+                Ok(GrpcResponse::new(operation_info(op)))
+            }
             None => Err(errors::rejection(&state::Rejection::OperationNotFound {
                 id,
             })),
@@ -311,6 +332,7 @@ impl Operations for OperationsService {
         &self,
         request: Request<ListOperationsRequest>,
     ) -> Result<GrpcResponse<ListOperationsReply>, Status> {
+        let caller = auth::caller(&request);
         let req = request.into_inner();
         let limits = &self.node.config.limits;
         let limit = match req.limit {
@@ -328,6 +350,8 @@ impl Operations for OperationsService {
             target: target_filter(&req.kind, &req.namespace, &req.name)?,
             worker: (!req.worker.is_empty()).then_some(req.worker),
         };
+        let ns = filter.target.as_ref().map(|t| t.namespace.as_str());
+        auth::check(&self.node, caller.as_ref(), Access::Read(ns))?;
         let after = match req.continue_token.as_str() {
             "" => None,
             t => Some(parse_id("continue_token", t)?),
@@ -357,7 +381,18 @@ impl Operations for OperationsService {
         &self,
         request: Request<AbortOperationRequest>,
     ) -> Result<GrpcResponse<OperationInfo>, Status> {
+        let caller = auth::caller(&request);
         let id = parse_id("id", &request.into_inner().id)?;
+        // The operation's namespace decides; one this node has not applied yet is looked up
+        // again after the read barrier (an unknown one is refused by apply as not found).
+        let mut namespace = self.namespace_of(id);
+        if namespace.is_none() {
+            self.node.read_barrier(Consistency::Linearizable).await?;
+            namespace = self.namespace_of(id);
+        }
+        if let Some(ns) = namespace {
+            auth::check(&self.node, caller.as_ref(), Access::Write(&ns))?;
+        }
         let command = Command::OpAbort {
             id,
             limits: op_limits(self.node.config.operations()),
@@ -372,12 +407,15 @@ impl Operations for OperationsService {
         &self,
         request: Request<WatchOperationsRequest>,
     ) -> Result<GrpcResponse<OpStream>, Status> {
+        let caller = auth::caller(&request);
         let req = request.into_inner();
         let filter = OpFilter {
             state: None,
             target: target_filter(&req.kind, &req.namespace, &req.name)?,
             worker: (!req.worker.is_empty()).then_some(req.worker),
         };
+        let ns = filter.target.as_ref().map(|t| t.namespace.as_str());
+        auth::check(&self.node, caller.as_ref(), Access::Read(ns))?;
         let stream = relay(
             self.node.hub.subscribe_ops(),
             "operation",

@@ -45,20 +45,23 @@ pub fn admit(node: &Node, request: Request<()>) -> Result<Request<()>, Status> {
             "peer port: certificate {cn:?} is not a node's (its common name must be steward-node-<id>)"
         )));
     };
-    let known = {
-        let m = node.raft.metrics();
-        let m = m.borrow_watched();
-        let membership = m.membership_config.membership();
-        let mut ids = membership.nodes().map(|(id, _)| *id).peekable();
-        ids.peek().is_none() || ids.any(|n| n == id)
-    };
-    if !known {
+    if !may_be_member(node, id) {
         tracing::warn!(peer = id, "peer port: refused a node not in the membership");
         return Err(Status::permission_denied(format!(
             "peer port: node {id} is not a member of this cluster"
         )));
     }
     Ok(request)
+}
+
+/// Whether node `id` is a member, as far as this node knows (any id while it knows no
+/// membership yet).
+pub fn may_be_member(node: &Node, id: u64) -> bool {
+    let m = node.raft.metrics();
+    let m = m.borrow_watched();
+    let membership = m.membership_config.membership();
+    let mut ids = membership.nodes().map(|(id, _)| *id).peekable();
+    ids.peek().is_none() || ids.any(|n| n == id)
 }
 
 fn bad_payload(e: serde_json::Error) -> Status {

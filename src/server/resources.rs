@@ -15,9 +15,11 @@ use tonic::{Request, Response as GrpcResponse, Status};
 
 use crate::proto::v1::resources_server::Resources;
 use crate::proto::v1::*;
+use crate::server::auth;
 use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::watch::{Delivery, WatchFilter};
+use crate::state::auth::Access;
 use crate::state::{self, Command, ObjectKey, Rejection, Resource, Response, Selector, TxnOp};
 
 pub struct ResourcesService {
@@ -103,10 +105,17 @@ impl ResourcesService {
     /// Update and UpdateStatus: the same parsing, a different command.
     async fn update_with(
         &self,
-        req: UpdateRequest,
+        request: Request<UpdateRequest>,
         command: impl FnOnce(Resource, Option<u64>, Option<state::Fence>) -> Command,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let caller = auth::caller(&request);
+        let req = request.into_inner();
         let object = self.parse_object(&req.object_json)?;
+        auth::check(
+            &self.node,
+            caller.as_ref(),
+            Access::Write(&object.metadata.namespace),
+        )?;
         let expected_revision = Self::precondition(req.expected_revision, &object);
         let fence = Self::fence(&req.fence);
         self.write_object(command(object, expected_revision, fence))
@@ -192,16 +201,28 @@ impl Resources for ResourcesService {
         &self,
         request: Request<CreateRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let caller = auth::caller(&request);
         let req = request.into_inner();
         let object = self.parse_object(&req.object_json)?;
+        auth::check(
+            &self.node,
+            caller.as_ref(),
+            Access::Write(&object.metadata.namespace),
+        )?;
         let fence = Self::fence(&req.fence);
         self.write_object(Command::Create { object, fence }).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn get(&self, request: Request<GetRequest>) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let caller = auth::caller(&request);
         let req = request.into_inner();
         let key = Self::parse_key(&req.kind, &req.namespace, &req.name)?;
+        auth::check(
+            &self.node,
+            caller.as_ref(),
+            Access::Read(Some(&key.namespace)),
+        )?;
         self.node
             .read_barrier(consistency(req.consistency)?)
             .await?;
@@ -217,6 +238,8 @@ impl Resources for ResourcesService {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list(&self, request: Request<ListRequest>) -> Result<GrpcResponse<ListReply>, Status> {
+        let ns = (!request.get_ref().namespace.is_empty()).then_some(&*request.get_ref().namespace);
+        auth::authorize(&self.node, &request, Access::Read(ns))?;
         let req = request.into_inner();
         if req.kind.is_empty() {
             return Err(Status::invalid_argument("kind: required"));
@@ -271,7 +294,7 @@ impl Resources for ResourcesService {
         &self,
         request: Request<UpdateRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
-        self.update_with(request.into_inner(), |object, expected_revision, fence| {
+        self.update_with(request, |object, expected_revision, fence| {
             Command::Update {
                 object,
                 expected_revision,
@@ -286,7 +309,7 @@ impl Resources for ResourcesService {
         &self,
         request: Request<UpdateRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
-        self.update_with(request.into_inner(), |object, expected_revision, fence| {
+        self.update_with(request, |object, expected_revision, fence| {
             Command::UpdateStatus {
                 object,
                 expected_revision,
@@ -301,8 +324,10 @@ impl Resources for ResourcesService {
         &self,
         request: Request<DeleteRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
+        let caller = auth::caller(&request);
         let req = request.into_inner();
         let key = Self::parse_key(&req.kind, &req.namespace, &req.name)?;
+        auth::check(&self.node, caller.as_ref(), Access::Write(&key.namespace))?;
         let expected_revision = (req.expected_revision != 0).then_some(req.expected_revision);
         let fence = Self::fence(&req.fence);
         self.write_object(Command::Delete {
@@ -315,6 +340,7 @@ impl Resources for ResourcesService {
 
     #[tracing::instrument(level = "debug", skip_all)]
     async fn txn(&self, request: Request<TxnRequest>) -> Result<GrpcResponse<TxnReply>, Status> {
+        let caller = auth::caller(&request);
         let req = request.into_inner();
         let max = self.node.config.limits.max_txn_ops;
         if req.ops.is_empty() {
@@ -337,6 +363,13 @@ impl Resources for ResourcesService {
                     .map_err(|s| Status::new(s.code(), format!("ops[{i}]: {}", s.message())))?,
             );
         }
+        let namespaces: std::collections::BTreeSet<String> = ops
+            .iter()
+            .map(|op| op.key().namespace.to_string())
+            .collect();
+        for ns in &namespaces {
+            auth::check(&self.node, caller.as_ref(), Access::Write(ns))?;
+        }
         let fence = Self::fence(&req.fence);
         match self.node.propose(Command::Txn { ops, fence }).await? {
             Response::Txn { objects, revision } => Ok(GrpcResponse::new(TxnReply {
@@ -356,6 +389,8 @@ impl Resources for ResourcesService {
         &self,
         request: Request<CountRequest>,
     ) -> Result<GrpcResponse<CountReply>, Status> {
+        let ns = (!request.get_ref().namespace.is_empty()).then_some(&*request.get_ref().namespace);
+        auth::authorize(&self.node, &request, Access::Read(ns))?;
         let req = request.into_inner();
         if req.kind.is_empty() {
             return Err(Status::invalid_argument("kind: required"));
@@ -389,6 +424,8 @@ impl Resources for ResourcesService {
         &self,
         request: Request<WatchRequest>,
     ) -> Result<GrpcResponse<WatchStream>, Status> {
+        let ns = (!request.get_ref().namespace.is_empty()).then_some(&*request.get_ref().namespace);
+        auth::authorize(&self.node, &request, Access::Read(ns))?;
         let req = request.into_inner();
         if req.kind.is_empty() {
             return Err(Status::invalid_argument("kind: required"));

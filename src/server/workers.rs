@@ -21,12 +21,14 @@ use tonic::{Request, Response as GrpcResponse, Status};
 
 use crate::proto::v1::workers_server::Workers;
 use crate::proto::v1::*;
+use crate::server::auth;
 use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::operations::{
     json_or_null, op_limits, operation_info, operation_reply, parse_id,
 };
 use crate::server::resources::consistency;
+use crate::state::auth::Access;
 use crate::state::{
     self, Command, Handle, OpState, OperationId, Rejection, Response, WorkerReport,
 };
@@ -167,6 +169,11 @@ impl Workers for WorkersService {
         &self,
         request: Request<RegisterWorkerRequest>,
     ) -> Result<GrpcResponse<WorkerInfo>, Status> {
+        auth::authorize(
+            &self.node,
+            &request,
+            Access::Worker(&request.get_ref().worker),
+        )?;
         let req = request.into_inner();
         let handles = req
             .handles
@@ -193,6 +200,11 @@ impl Workers for WorkersService {
         &self,
         request: Request<HeartbeatRequest>,
     ) -> Result<GrpcResponse<WorkerInfo>, Status> {
+        auth::authorize(
+            &self.node,
+            &request,
+            Access::Worker(&request.get_ref().worker),
+        )?;
         let worker = request.into_inner().worker;
         let r = self
             .node
@@ -206,6 +218,11 @@ impl Workers for WorkersService {
         &self,
         request: Request<DeregisterWorkerRequest>,
     ) -> Result<GrpcResponse<DeregisterWorkerReply>, Status> {
+        auth::authorize(
+            &self.node,
+            &request,
+            Access::Worker(&request.get_ref().worker),
+        )?;
         let command = Command::WorkerDeregister {
             worker: request.into_inner().worker,
             limits: op_limits(self.node.config.operations()),
@@ -248,6 +265,11 @@ impl Workers for WorkersService {
         &self,
         request: Request<ReportRequest>,
     ) -> Result<GrpcResponse<OperationInfo>, Status> {
+        auth::authorize(
+            &self.node,
+            &request,
+            Access::Worker(&request.get_ref().worker),
+        )?;
         let req = request.into_inner();
         let command = Command::OpReport {
             id: parse_id("id", &req.id)?,
@@ -267,6 +289,11 @@ impl Workers for WorkersService {
         &self,
         request: Request<AssignmentsRequest>,
     ) -> Result<GrpcResponse<AssignmentStream>, Status> {
+        auth::authorize(
+            &self.node,
+            &request,
+            Access::Worker(&request.get_ref().worker),
+        )?;
         let worker = request.into_inner().worker;
         // Subscribe first: an assignment applied after the read below still arrives.
         let mut events = self.node.hub.subscribe_ops();

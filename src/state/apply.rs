@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
+use super::auth::AuthTable;
 use super::command::{Command, Event, Rejection, Response, TxnOp};
 use super::count::{CountBy, Counts, LabelCounts};
 use super::deployment::{Deployment, DeploymentTable, DEPLOYMENT_KIND};
@@ -88,6 +89,9 @@ pub struct State {
     /// the new leader's first one. Lock sweeps wait a grace after it, so no lock expires early
     /// because leadership moved.
     term_started_ms: Option<u64>,
+    /// Users, roles, and whether authentication is on; shared with the client API's
+    /// authentication layer, which clones the `Arc` (copied on change).
+    auth: Arc<AuthTable>,
 }
 
 /// What one or more applied entries did besides their `Response`: object changes for resource
@@ -240,6 +244,11 @@ impl State {
             }
         }
         Ok(counts)
+    }
+
+    /// Users, roles, and whether authentication is on.
+    pub fn auth(&self) -> &Arc<AuthTable> {
+        &self.auth
     }
 
     /// Whether `node_id` was retired by `Command::RetireNode`.
@@ -532,6 +541,22 @@ pub fn apply_effects(
     cmd: &Command,
     out: &mut Effects,
 ) -> Response {
+    if let Command::Guarded {
+        auth_revision,
+        command,
+    } = cmd
+    {
+        if *auth_revision == state.auth.revision {
+            return apply_effects(state, ctx, command, out);
+        }
+        advance_time(state, ctx);
+        observe_term(state, ctx);
+        start_term_clock(state, ctx);
+        return Response::Rejected(Rejection::AuthChanged {
+            authorized_at: *auth_revision,
+            now: state.auth.revision,
+        });
+    }
     let revision_before = state.revision;
     let events_before = out.events.len();
     advance_time(state, ctx);
@@ -608,6 +633,8 @@ pub fn apply_effects(
         Command::Pool { action, grace_ms } => {
             pool::apply_pool(state, ctx, action, *grace_ms, events, &mut out.pool_events)
         }
+        Command::Auth { action } => Arc::make_mut(&mut state.auth).apply(action, state.time_ms),
+        Command::Guarded { .. } => unreachable!("unwrapped above"),
     };
     // After the command: a sweep that is itself the term's first stamped entry sees no start,
     // so it expires nothing whatever its grace.

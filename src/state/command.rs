@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::auth::{AuthAction, User};
 use super::deployment::{DeploymentAction, StatusLimits};
 use super::locks::{Fence, LockHolder, LockLimits, LockMode};
 use super::operations::{
@@ -203,6 +204,14 @@ pub enum Command {
         #[serde(default)]
         grace_ms: u64,
     },
+    /// A change to users, roles, or whether authentication is on (`auth`).
+    Auth { action: AuthAction },
+    /// A client's command, authorized against users and roles at `auth_revision`: applied only
+    /// if they have not changed since, else refused with `Rejection::AuthChanged`.
+    Guarded {
+        auth_revision: u64,
+        command: Box<Command>,
+    },
 }
 
 /// What a worker says about its assignment (`Command::OpReport`).
@@ -325,6 +334,11 @@ impl fmt::Display for Command {
                 write!(f, "]")
             }
             Command::RetireNode { node_id } => write!(f, "retire-node {node_id}"),
+            Command::Auth { action } => write!(f, "{action}"),
+            Command::Guarded {
+                auth_revision,
+                command,
+            } => write!(f, "{command} (auth revision {auth_revision})"),
             Command::LockAcquire {
                 name, holder, mode, ..
             } => write!(f, "lock-acquire {name} {mode} by {holder}"),
@@ -447,6 +461,13 @@ pub enum Response {
     WorkerDeregistered { tally: OpTally },
     /// OpSweep: workers removed, assignments taken back, operations ended or aborting.
     OpSwept { tally: OpTally },
+    /// Auth: whether authentication is on, the auth revision, and the user changed (none for
+    /// a deletion or an on/off switch).
+    Auth {
+        enabled: bool,
+        revision: u64,
+        user: Option<User>,
+    },
     /// The command changed nothing (except, possibly, the state's time).
     Rejected(Rejection),
 }
@@ -585,6 +606,19 @@ pub enum Rejection {
         epoch: u64,
         reason: String,
     },
+    #[error("user {name} not found")]
+    UserNotFound { name: String },
+    #[error("user {name} already exists")]
+    UserExists { name: String },
+    /// A change to users or auth that its rules refuse (e.g. it would leave no admin).
+    #[error("{reason}")]
+    AuthState { reason: String },
+    /// A `Command::Guarded` authorized before users or roles last changed.
+    #[error(
+        "users or roles changed while this request was in flight (authorized at auth revision \
+         {authorized_at}, now {now}); it was not applied: send it again"
+    )]
+    AuthChanged { authorized_at: u64, now: u64 },
 }
 
 /// What a change did to one object, for watchers.

@@ -21,10 +21,12 @@
 //!   decommission operation, and the per-node counters.
 //! - `operations`: lifecycle operations on resources and the workers that run them, assigned
 //!   under the target's lock with the grant's token as epoch.
+//! - `auth`: users, roles, and what each role may do.
 //! - `apply`: `State`, `apply_effects` (and its resource-only wrapper `apply`), `apply_blank`,
 //!   snapshots.
 
 pub mod apply;
+pub mod auth;
 pub mod command;
 pub mod count;
 pub mod deployment;

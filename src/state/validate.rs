@@ -72,6 +72,11 @@ pub fn validate_key(key: &ObjectKey) -> Result<(), Rejection> {
     check_dns_label(&key.namespace).map_err(|rule| invalid("metadata.namespace", rule))
 }
 
+/// A namespace name: a DNS-1123 label.
+pub fn validate_namespace_name(namespace: &str) -> Result<(), String> {
+    check_dns_label(namespace)
+}
+
 /// `^[A-Z][A-Za-z0-9]*$`, 1..=63 characters.
 pub fn validate_kind(kind: &str) -> Result<(), Rejection> {
     let camel = kind.bytes().next().is_some_and(|b| b.is_ascii_uppercase())

@@ -1,6 +1,7 @@
 //! Integration tests on real multi-node clusters (see harness.rs).
 
 mod api;
+mod auth;
 mod backup;
 mod bad_input;
 mod client_limits;

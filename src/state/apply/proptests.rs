@@ -227,6 +227,10 @@ fn rejection_name(r: &Rejection) -> &'static str {
         Rejection::PoolEmpty { .. } => "PoolEmpty",
         Rejection::PoolNotOwner { .. } => "PoolNotOwner",
         Rejection::PoolState { .. } => "PoolState",
+        Rejection::UserNotFound { .. } => "UserNotFound",
+        Rejection::UserExists { .. } => "UserExists",
+        Rejection::AuthState { .. } => "AuthState",
+        Rejection::AuthChanged { .. } => "AuthChanged",
     }
 }
 
@@ -292,6 +296,9 @@ fn model_step(model: &mut Model, cmd: &Command) -> Result<(), (Option<usize>, &'
         }
         Command::Deployment { .. } => unreachable!("deployments are tested in deployment::tests"),
         Command::Pool { .. } => unreachable!("pools are tested in pool::tests"),
+        Command::Auth { .. } | Command::Guarded { .. } => {
+            unreachable!("auth is tested in auth::tests and apply::tests")
+        }
     };
     model.apply_op(&op).map_err(|e| (None, e))
 }

@@ -15,6 +15,7 @@ use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::State;
+use crate::state::auth::AuthTable;
 use crate::state::count::LabelCounts;
 use crate::state::deployment::{DeploymentRecord, DeploymentTable};
 use crate::state::locks::{Lock, LockTable};
@@ -27,7 +28,11 @@ use crate::state::resource::{ObjectKey, Resource};
 /// 2: locks, `last_lock_token`, `term`, `term_started_ms`.
 /// 3: `operations`, `workers`.
 /// 4: `deployments`.
-pub const SNAPSHOT_FORMAT: u32 = 4;
+/// 5: `auth` (users, roles, on or off).
+pub const SNAPSHOT_FORMAT: u32 = 5;
+
+/// Format 4 (no auth) is still read: it restores with no users and authentication off.
+const SNAPSHOT_FORMAT_NO_AUTH: u32 = 4;
 
 /// Format 3 (no deployments) is still read: it restores with no deployments.
 const SNAPSHOT_FORMAT_NO_DEPLOYMENTS: u32 = 3;
@@ -55,6 +60,7 @@ struct SnapshotRef<'a> {
     operations: Vec<&'a Operation>,
     workers: Vec<&'a Worker>,
     deployments: Vec<DeploymentRecord>,
+    auth: &'a AuthTable,
 }
 
 type ObjectMap = imbl::OrdMap<ObjectKey, Arc<Resource>>;
@@ -92,6 +98,8 @@ struct SnapshotBody {
     workers: Vec<Worker>,
     #[serde(default)]
     deployments: Vec<DeploymentRecord>,
+    #[serde(default)]
+    auth: AuthTable,
 }
 
 /// The objects as read, each put into the map as it is decoded: a `Vec` of them first would cost
@@ -152,6 +160,7 @@ impl State {
             operations,
             workers,
             deployments: self.deployments.parts(),
+            auth: &self.auth,
         };
         // Only `out` can fail: all map keys are strings and no Serialize impl here errors.
         serde_json::to_writer(out, &body).map_err(io::Error::from)
@@ -181,6 +190,7 @@ impl State {
     fn from_snapshot_body(body: SnapshotBody) -> Result<State, String> {
         let known = [
             SNAPSHOT_FORMAT,
+            SNAPSHOT_FORMAT_NO_AUTH,
             SNAPSHOT_FORMAT_NO_DEPLOYMENTS,
             SNAPSHOT_FORMAT_NO_OPERATIONS,
             SNAPSHOT_FORMAT_NO_LOCKS,
@@ -188,6 +198,7 @@ impl State {
         if !known.contains(&body.format) {
             return Err(format!(
                 "snapshot format {} is not supported (expected {SNAPSHOT_FORMAT}, \
+                 {SNAPSHOT_FORMAT_NO_AUTH} without users, \
                  {SNAPSHOT_FORMAT_NO_DEPLOYMENTS} without deployments, \
                  {SNAPSHOT_FORMAT_NO_OPERATIONS} without operations, or \
                  {SNAPSHOT_FORMAT_NO_LOCKS} without locks)",
@@ -200,17 +211,20 @@ impl State {
             ));
         }
         let with_ops = !body.operations.is_empty() || !body.workers.is_empty();
-        if body.format < SNAPSHOT_FORMAT && with_ops {
+        if body.format < SNAPSHOT_FORMAT_NO_DEPLOYMENTS && with_ops {
             return Err(format!(
                 "snapshot format {} cannot hold operations or workers",
                 body.format
             ));
         }
-        if body.format < SNAPSHOT_FORMAT && !body.deployments.is_empty() {
+        if body.format < SNAPSHOT_FORMAT_NO_AUTH && !body.deployments.is_empty() {
             return Err(format!(
                 "snapshot format {} cannot hold deployments",
                 body.format
             ));
+        }
+        if body.format < SNAPSHOT_FORMAT && body.auth != AuthTable::default() {
+            return Err(format!("snapshot format {} cannot hold users", body.format));
         }
         let deployments = DeploymentTable::from_parts(body.deployments)
             .map_err(|e| format!("snapshot deployments: {e}"))?;
@@ -260,6 +274,7 @@ impl State {
             ops,
             term: body.term,
             term_started_ms: body.term_started_ms,
+            auth: Arc::new(body.auth),
         })
     }
 }

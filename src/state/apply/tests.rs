@@ -607,3 +607,47 @@ fn revision_exhaustion_is_a_rejection_not_a_panic() {
     );
     assert!(log.state.is_empty());
 }
+
+#[test]
+fn a_guarded_command_applies_only_at_the_auth_revision_it_was_authorized_at() {
+    use crate::state::auth::{AuthAction, Role};
+    let mut log = Log::new();
+    let guarded = |rev: u64, name: &str| Command::Guarded {
+        auth_revision: rev,
+        command: Box::new(create(director(name))),
+    };
+    // Revision 0 before any user: a guard at 0 passes.
+    log.ok(10, guarded(0, "a"));
+    let add = Command::Auth {
+        action: AuthAction::AddUser {
+            name: "root".into(),
+            roles: vec![Role::Admin],
+            token_sha256: None,
+        },
+    };
+    match log.run(20, add) {
+        Response::Auth {
+            revision: 1,
+            enabled: false,
+            user: Some(user),
+        } => assert_eq!((user.name.as_str(), user.created_ms), ("root", 20)),
+        other => panic!("{other:?}"),
+    }
+    // Authorized before the change: refused, nothing applied, and it says so.
+    log.rejected(
+        30,
+        guarded(0, "b"),
+        Rejection::AuthChanged {
+            authorized_at: 0,
+            now: 1,
+        },
+    );
+    assert!(log.state.get(&key("b")).is_none());
+    // Authorized at the current revision: applied, with its own response.
+    assert_eq!(log.ok(40, guarded(1, "b"))[0].metadata.name, "b");
+    // The users survive a snapshot round trip.
+    let bytes = log.state.to_snapshot_bytes();
+    let restored = State::from_snapshot_bytes(&bytes).expect("snapshot");
+    assert_eq!(restored, log.state);
+    assert_eq!(restored.auth().revision, 1);
+}
