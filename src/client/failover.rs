@@ -29,7 +29,7 @@ pub fn leader_hint(status: &Status) -> Option<String> {
 /// Whether a failed attempt may be repeated elsewhere without risking a double effect.
 pub(super) fn may_retry(retry: Retry, status: &Status) -> bool {
     match retry {
-        Retry::Read => is_retryable_read(status),
+        Retry::Read => is_retryable_read(status) || not_applied(status),
         Retry::Write => never_sent(status) || not_applied(status),
     }
 }

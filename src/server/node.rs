@@ -218,10 +218,33 @@ impl Node {
     }
 
     /// Makes the next local read linearizable (ReadIndex), unless a serializable read was asked.
+    ///
+    /// A linearizable read also had to be authorized against users and roles at least as new
+    /// as its read index: a call authorized (`auth::AUTH_REVISION`) before a change this node
+    /// applied while it waited is refused, marked not applied, and the client sends it again.
     pub async fn read_barrier(&self, consistency: Consistency) -> Result<(), Status> {
         if consistency == Consistency::Serializable || cfg!(feature = "unsafe-local-reads") {
             return Ok(());
         }
+        self.linearize().await?;
+        match crate::server::auth::current_revision() {
+            Some(authorized_at) => {
+                let now = self.state().auth().revision;
+                if now == authorized_at {
+                    Ok(())
+                } else {
+                    Err(errors::rejection(&crate::state::Rejection::AuthChanged {
+                        authorized_at,
+                        now,
+                    }))
+                }
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// ReadIndex: returns once this node has applied everything committed before the call.
+    async fn linearize(&self) -> Result<(), Status> {
         match self.raft.get_read_linearizer(ReadPolicy::ReadIndex).await {
             Ok(linearizer) => {
                 let timeout = Some(self.leader_wait());
