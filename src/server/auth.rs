@@ -276,6 +276,16 @@ pub fn delegated<T, U>(from: &Request<U>, message: T) -> Request<T> {
     out
 }
 
+/// A new token for `user` and its hash, or neither when `none`.
+fn issue_token(user: &str, none: bool) -> (String, Option<String>) {
+    if none {
+        return (String::new(), None);
+    }
+    let token = new_token(user);
+    let hash = hex_sha256(token.as_bytes());
+    (token, Some(hash))
+}
+
 /// Who a call is from, or why it is refused (Unauthenticated).
 fn authenticate<B>(
     node: &Node,
@@ -523,12 +533,7 @@ impl Auth for AuthApi {
         let req = request.into_inner();
         user_name(&req.name)?;
         let roles = parse_roles("roles", &req.roles)?;
-        let token = if req.no_token {
-            String::new()
-        } else {
-            new_token(&req.name)
-        };
-        let token_sha256 = (!token.is_empty()).then(|| hex_sha256(token.as_bytes()));
+        let (token, token_sha256) = issue_token(&req.name, req.no_token);
         let (_, revision, user) = self
             .change(AuthAction::AddUser {
                 name: req.name,
@@ -608,12 +613,7 @@ impl Auth for AuthApi {
     ) -> Result<GrpcResponse<UserReply>, Status> {
         let req = request.into_inner();
         user_name(&req.name)?;
-        let token = if req.no_token {
-            String::new()
-        } else {
-            new_token(&req.name)
-        };
-        let token_sha256 = (!token.is_empty()).then(|| hex_sha256(token.as_bytes()));
+        let (token, token_sha256) = issue_token(&req.name, req.no_token);
         let (_, revision, user) = self
             .change(AuthAction::SetToken {
                 name: req.name,
