@@ -49,6 +49,7 @@ mod operations;
 mod pools;
 mod types;
 
+pub use crate::proto::v1::{Alarm, AlarmsReply, CompactReply, NodeCompaction};
 pub use crate::proto::v1::{
     Assignment, AssignmentKind, DeregisterWorkerReply, ListOperationsReply, ListWorkersReply,
     NodeReservations, OperationInfo, OperationPolicy, OperationState, OperationTransition,

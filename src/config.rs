@@ -336,6 +336,10 @@ impl Default for RaftConfig {
     }
 }
 
+/// The smallest `limits.quota_bytes`: an empty node's database and snapshot take a few
+/// hundred KiB.
+pub const QUOTA_BYTES_MIN: u64 = 1 << 20;
+
 /// Every limit the server enforces. Each violation is answered with an error naming the limit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -369,6 +373,15 @@ pub struct Limits {
     pub client_request_burst: u32,
     /// Calls one client may have in flight on one node; a watch or a wait counts until it ends.
     pub client_calls_max: usize,
+    /// Most bytes this node's data directory (Raft log database and snapshot) may hold; beyond
+    /// it the node raises a NOSPACE alarm and the cluster refuses writes that may grow the state
+    /// until space is freed and the alarm disarmed (etcd's `--quota-backend-bytes`).
+    pub quota_bytes: u64,
+    /// Free bytes this node keeps on its data directory's file system: below it, the node
+    /// raises a NOSPACE alarm as well, before the disk is full.
+    pub disk_reserve_bytes: u64,
+    /// How often the node measures its data directory and free disk, in ms.
+    pub space_check_interval_ms: u64,
 }
 
 impl Default for Limits {
@@ -388,6 +401,9 @@ impl Default for Limits {
             client_requests_per_second: 50_000,
             client_request_burst: 100_000,
             client_calls_max: 10_000,
+            quota_bytes: 2 << 30,
+            disk_reserve_bytes: 256 << 20,
+            space_check_interval_ms: 1_000,
         }
     }
 }
@@ -557,6 +573,15 @@ impl Config {
         }
         if l.client_calls_max == 0 {
             return invalid("limits.client_calls_max", "must be >= 1");
+        }
+        if l.quota_bytes < QUOTA_BYTES_MIN {
+            return invalid(
+                "limits.quota_bytes",
+                &format!("must be >= {QUOTA_BYTES_MIN} (1 MiB)"),
+            );
+        }
+        if l.space_check_interval_ms == 0 {
+            return invalid("limits.space_check_interval_ms", "must be >= 1");
         }
         self.operations().validate()?;
         self.status.validate()?;
@@ -768,6 +793,11 @@ mod tests {
                 "limits.client_request_burst",
             ),
             (|c| c.limits.client_calls_max = 0, "limits.client_calls_max"),
+            (|c| c.limits.quota_bytes = 1 << 19, "limits.quota_bytes"),
+            (
+                |c| c.limits.space_check_interval_ms = 0,
+                "limits.space_check_interval_ms",
+            ),
             (|c| c.tls = TlsConfig::default(), "tls.ca_file"),
             (
                 |c| {

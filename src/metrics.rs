@@ -93,6 +93,14 @@ pub struct Metrics {
     pub grpc_latency: HistogramFamily<MethodLabels>,
     pub client_limit_refusals: Family<LimitLabels, Counter>,
     pub auth_refusals: Family<CodeLabels, Counter>,
+    /// Calls refused because a NOSPACE alarm is raised (before proposing).
+    pub space_refusals: Counter,
+    /// The data directory's size (log database and snapshot), at the last space check.
+    pub data_bytes: Gauge,
+    /// `limits.quota_bytes`.
+    pub quota_bytes: Gauge,
+    /// Compactions (`steward compact`) run on this node.
+    pub compactions: Counter,
     pub raft_append: Histogram,
     pub raft_fsync: Histogram,
     pub raft_write_batches: Counter,
@@ -128,6 +136,7 @@ pub struct Metrics {
     pub workers_dead: Gauge,
     pub pool_resources: Family<PoolKey, Gauge>,
     pub pool_waiting: Gauge,
+    pub alarms: Gauge,
 }
 
 impl Default for Metrics {
@@ -146,6 +155,10 @@ impl Metrics {
             grpc_latency: Family::new_with_constructor(latency_histogram),
             client_limit_refusals: Family::default(),
             auth_refusals: Family::default(),
+            space_refusals: Counter::default(),
+            data_bytes: Gauge::default(),
+            quota_bytes: Gauge::default(),
+            compactions: Counter::default(),
             raft_append: latency_histogram(),
             raft_fsync: latency_histogram(),
             raft_write_batches: Counter::default(),
@@ -177,6 +190,7 @@ impl Metrics {
             workers_dead: Gauge::default(),
             pool_resources: Family::default(),
             pool_waiting: Gauge::default(),
+            alarms: Gauge::default(),
         };
         let r = &mut registry;
         let secs = Unit::Seconds;
@@ -194,6 +208,33 @@ impl Metrics {
             "auth_refusals",
             "Client API calls refused by authentication (unauthenticated) or by a role (permission_denied)",
             m.auth_refusals.clone(),
+        );
+        r.register(
+            "space_refusals",
+            "Calls refused before proposing because a NOSPACE alarm is raised",
+            m.space_refusals.clone(),
+        );
+        r.register_with_unit(
+            "data_dir_size",
+            "This node's data directory (Raft log database and snapshot), at the last space check",
+            Unit::Bytes,
+            m.data_bytes.clone(),
+        );
+        r.register_with_unit(
+            "quota",
+            "limits.quota_bytes: a NOSPACE alarm is raised when the data directory outgrows it",
+            Unit::Bytes,
+            m.quota_bytes.clone(),
+        );
+        r.register(
+            "alarms",
+            "Alarms raised in the cluster (NOSPACE: writes that may grow the state are refused)",
+            m.alarms.clone(),
+        );
+        r.register(
+            "compactions",
+            "Compactions (snapshot, log purge, database compaction) run on this node",
+            m.compactions.clone(),
         );
         r.register_with_unit(
             "grpc_request_duration",

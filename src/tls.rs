@@ -4,8 +4,10 @@
 //!   names. The peer port always asks for a client certificate signed by the CA (mutual TLS);
 //!   the client API asks for one and requires it when `tls.client_cert_required` is set.
 //! - `ClientTls`: what a client dials with (`--cacert`, `--cert`, `--key`).
-//! - `generate`: a throw-away CA with certificates for nodes and a client, for `steward dev --tls`
-//!   and tests. Real deployments bring certificates from their own CA.
+//! - `issue`: a new CA with certificates for nodes and clients, for `steward certs create`
+//!   (the CA's key kept, to sign more later) and, through `generate`, a throw-away set for
+//!   `steward dev --tls` and tests (the CA's key forgotten). Deployments may instead bring
+//!   certificates from their own CA.
 
 use std::path::{Path, PathBuf};
 
@@ -133,50 +135,148 @@ fn read_pem(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Where `generate` wrote a certificate and its key.
+/// Where a certificate and its key were written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CertFiles {
     pub cert: PathBuf,
     pub key: PathBuf,
 }
 
-/// The files `generate` wrote.
+/// The files `issue` (or `generate`) wrote.
 #[derive(Clone, Debug)]
 pub struct GeneratedPki {
-    /// The CA certificate (its key is not kept: nothing more can be signed).
+    /// The CA certificate.
     pub ca: PathBuf,
+    /// The CA's key, when it was kept (`PkiPlan::keep_ca_key`); whoever holds it can sign
+    /// certificates every node trusts.
+    pub ca_key: Option<PathBuf>,
     /// One per node id, in the order given.
     pub nodes: Vec<(u64, CertFiles)>,
     /// Client certificates, in the order given, by common name.
     pub clients: Vec<(String, CertFiles)>,
 }
 
-/// Makes a throw-away CA in `dir`, signs a certificate for each node (valid for every name in
-/// `hosts`, for both its ports) and one client certificate per common name, and forgets the CA's
-/// key. Keys are written readable by their owner only. Overwrites what is there.
-pub fn generate(
-    dir: &Path,
-    node_ids: &[u64],
-    hosts: &[String],
-    client_names: &[String],
-) -> anyhow::Result<GeneratedPki> {
+/// What `issue` makes: a new CA, and certificates it signs for nodes and clients.
+#[derive(Clone, Debug)]
+pub struct PkiPlan {
+    /// The CA certificate's subject common name.
+    pub ca_name: String,
+    /// Each node's id and the names its certificate is valid for (DNS names or IP addresses,
+    /// for both its ports); at least one each.
+    pub nodes: Vec<(u64, Vec<String>)>,
+    /// Common names of client certificates (user names, when authentication is on).
+    pub clients: Vec<String>,
+    /// Write the CA's key as `ca-key.pem` (to sign more later), or forget it.
+    pub keep_ca_key: bool,
+    /// Replace files already there; otherwise `issue` refuses to write over any of them.
+    pub overwrite: bool,
+}
+
+impl PkiPlan {
+    /// Every file `issue` writes in `dir`, in the order it writes them: `ca.pem`, `ca-key.pem`
+    /// (when kept), then `<name>.pem` and `<name>-key.pem` per node (`steward-node-<id>`) and
+    /// per client. Errors on names that cannot be file names, on a client named like a node,
+    /// and on two certificates that would land in the same file.
+    pub fn files(&self, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+        let mut names = Vec::with_capacity(self.nodes.len() + self.clients.len());
+        let mut ids = std::collections::BTreeSet::new();
+        for (id, hosts) in &self.nodes {
+            if *id == 0 {
+                anyhow::bail!("node ids start at 1");
+            }
+            if !ids.insert(*id) {
+                anyhow::bail!("node {id} is given twice");
+            }
+            if hosts.is_empty() {
+                anyhow::bail!(
+                    "node {id}'s certificate names no host: clients and peers could not verify it"
+                );
+            }
+            names.push(node_common_name(*id));
+        }
+        for name in &self.clients {
+            check_file_name(name)?;
+            if let Some(id) = node_id_of(name) {
+                anyhow::bail!(
+                    "client name {name:?} is node {id}'s common name: the peer port would admit it as that node"
+                );
+            }
+            names.push(name.clone());
+        }
+        let mut files = vec![dir.join("ca.pem")];
+        if self.keep_ca_key {
+            files.push(dir.join("ca-key.pem"));
+        }
+        for name in names {
+            files.push(dir.join(format!("{name}.pem")));
+            files.push(dir.join(format!("{name}-key.pem")));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for file in &files {
+            if !seen.insert(file) {
+                anyhow::bail!(
+                    "two certificates or keys would be written to {}: give each client its own name",
+                    file.display()
+                );
+            }
+        }
+        Ok(files)
+    }
+}
+
+/// A common name that becomes `<name>.pem`: letters, digits, `.`, `_`, `@`, `-`, not starting
+/// with `.` or `-`.
+fn check_file_name(name: &str) -> anyhow::Result<()> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-');
+    if name.is_empty() || name.starts_with(['.', '-']) || !name.chars().all(allowed) {
+        anyhow::bail!(
+            "client name {name:?}: use letters, digits, '.', '_', '@' and '-' (it names the files {name}.pem and {name}-key.pem)"
+        );
+    }
+    Ok(())
+}
+
+/// Makes a new CA in `dir` (created if missing), signs a certificate for each node (common name
+/// `steward-node-<id>`, server and client usages, valid for its names) and one client
+/// certificate per client name, and writes them as PEM, keys readable by their owner only.
+/// Without `plan.overwrite`, refuses before writing anything if one of the files exists.
+pub fn issue(dir: &Path, plan: &PkiPlan) -> anyhow::Result<GeneratedPki> {
     use rcgen::{
         BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
         IsCa, KeyPair, KeyUsagePurpose,
     };
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let files = plan.files(dir)?;
+    if !plan.overwrite {
+        if let Some(existing) = files.iter().find(|f| f.exists()) {
+            anyhow::bail!("{} already exists; not overwriting it", existing.display());
+        }
+    }
+    create_private_dir(dir)?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params
         .distinguished_name
-        .push(DnType::CommonName, "steward throw-away CA");
+        .push(DnType::CommonName, plan.ca_name.as_str());
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
     let ca_path = dir.join("ca.pem");
-    write_file(&ca_path, ca.pem().as_bytes(), false)?;
+    write_file(&ca_path, ca.pem().as_bytes(), false, plan.overwrite)?;
+    let ca_key = if plan.keep_ca_key {
+        let path = dir.join("ca-key.pem");
+        write_file(
+            &path,
+            ca.key().serialize_pem().as_bytes(),
+            true,
+            plan.overwrite,
+        )?;
+        Some(path)
+    } else {
+        None
+    };
 
     let leaf = |name: &str, sans: &[String], server: bool| -> anyhow::Result<CertFiles> {
-        let mut params = CertificateParams::new(sans.to_vec())?;
+        let mut params = CertificateParams::new(sans.to_vec())
+            .with_context(|| format!("the certificate of {name}: names {sans:?}"))?;
         params.distinguished_name.push(DnType::CommonName, name);
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
@@ -196,29 +296,90 @@ pub fn generate(
             cert: dir.join(format!("{name}.pem")),
             key: dir.join(format!("{name}-key.pem")),
         };
-        write_file(&files.cert, cert.pem().as_bytes(), false)?;
-        write_file(&files.key, key.serialize_pem().as_bytes(), true)?;
+        write_file(&files.cert, cert.pem().as_bytes(), false, plan.overwrite)?;
+        write_file(
+            &files.key,
+            key.serialize_pem().as_bytes(),
+            true,
+            plan.overwrite,
+        )?;
         Ok(files)
     };
-    let mut nodes = Vec::with_capacity(node_ids.len());
-    for &id in node_ids {
-        nodes.push((id, leaf(&node_common_name(id), hosts, true)?));
+    let mut nodes = Vec::with_capacity(plan.nodes.len());
+    for (id, hosts) in &plan.nodes {
+        nodes.push((*id, leaf(&node_common_name(*id), hosts, true)?));
     }
-    let mut clients = Vec::with_capacity(client_names.len());
-    for name in client_names {
+    let mut clients = Vec::with_capacity(plan.clients.len());
+    for name in &plan.clients {
         clients.push((name.clone(), leaf(name, &[], false)?));
     }
     Ok(GeneratedPki {
         ca: ca_path,
+        ca_key,
         nodes,
         clients,
     })
 }
 
-fn write_file(path: &Path, bytes: &[u8], private: bool) -> anyhow::Result<()> {
+/// A throw-away CA in `dir` for `steward dev --tls` and tests: `issue` with every node valid
+/// for the same `hosts`, the CA's key forgotten (nothing more can be signed), files overwritten.
+pub fn generate(
+    dir: &Path,
+    node_ids: &[u64],
+    hosts: &[String],
+    client_names: &[String],
+) -> anyhow::Result<GeneratedPki> {
+    issue(
+        dir,
+        &PkiPlan {
+            ca_name: "steward throw-away CA".to_string(),
+            nodes: node_ids.iter().map(|&id| (id, hosts.to_vec())).collect(),
+            clients: client_names.to_vec(),
+            keep_ca_key: false,
+            overwrite: true,
+        },
+    )
+}
+
+/// Creates `dir` (readable by its owner only, as it holds keys) and its missing parents; one
+/// already there is left as it is.
+fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    match builder.create(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            Err(e).with_context(|| format!("cannot create {}", dir.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Writes a new file (a key readable by its owner only). With `overwrite`, a file already there
+/// is removed first, so a key never keeps the looser mode of what it replaces; without, one
+/// already there is an error.
+fn write_file(path: &Path, bytes: &[u8], private: bool, overwrite: bool) -> anyhow::Result<()> {
     use std::io::Write;
+    if overwrite {
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("cannot replace {}", path.display()));
+            }
+            _ => {}
+        }
+    }
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    options.write(true).create_new(true);
     #[cfg(unix)]
     if private {
         use std::os::unix::fs::OpenOptionsExt;
@@ -298,6 +459,140 @@ mod tests {
             Some("ci-bot")
         );
         assert_eq!(common_name(b"junk"), None);
+    }
+
+    /// The subject alternative names of the certificate in PEM file `path`, as text.
+    fn sans_of(path: &Path) -> Vec<String> {
+        let pem = std::fs::read_to_string(path).expect("read");
+        let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        let der =
+            base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b64).expect("b64");
+        let (_, cert) = x509_parser::parse_x509_certificate(&der).expect("x509");
+        let san = cert
+            .subject_alternative_name()
+            .expect("extension")
+            .map(|ext| ext.value.general_names.clone())
+            .unwrap_or_default();
+        san.iter()
+            .map(|name| match name {
+                x509_parser::extensions::GeneralName::DNSName(dns) => dns.to_string(),
+                x509_parser::extensions::GeneralName::IPAddress(ip) => match ip.len() {
+                    4 => {
+                        std::net::Ipv4Addr::from(<[u8; 4]>::try_from(*ip).expect("v4")).to_string()
+                    }
+                    _ => format!("{ip:?}"),
+                },
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    fn plan(nodes: &[(u64, &[&str])], clients: &[&str]) -> PkiPlan {
+        PkiPlan {
+            ca_name: "test CA".to_string(),
+            nodes: nodes
+                .iter()
+                .map(|(id, hosts)| (*id, hosts.iter().map(|h| h.to_string()).collect()))
+                .collect(),
+            clients: clients.iter().map(|c| c.to_string()).collect(),
+            keep_ca_key: true,
+            overwrite: false,
+        }
+    }
+
+    #[test]
+    fn issued_sets_keep_the_ca_key_and_name_each_node_with_its_own_hosts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("certs");
+        let plan = plan(
+            &[
+                (1, &["steward-0.steward", "127.0.0.1"]),
+                (2, &["steward-1.steward"]),
+            ],
+            &["admin"],
+        );
+        let pki = issue(&out, &plan).expect("issue");
+        let ca_key = pki.ca_key.clone().expect("kept");
+        assert!(std::fs::read_to_string(&ca_key)
+            .expect("ca key")
+            .contains("PRIVATE KEY"));
+        assert_eq!(
+            sans_of(&pki.nodes[0].1.cert),
+            ["steward-0.steward", "127.0.0.1"]
+        );
+        assert_eq!(sans_of(&pki.nodes[1].1.cert), ["steward-1.steward"]);
+        let mut written: Vec<PathBuf> = std::fs::read_dir(&out)
+            .expect("dir")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        written.sort();
+        let mut want = plan.files(&out).expect("files");
+        want.sort();
+        assert_eq!(written, want);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+            assert_eq!(mode(&out), 0o700);
+            assert_eq!(mode(&ca_key), 0o600);
+            assert_eq!(mode(&pki.nodes[1].1.key), 0o600);
+        }
+    }
+
+    #[test]
+    fn issue_refuses_to_overwrite_unless_asked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut plan = plan(&[(1, &["localhost"])], &["admin"]);
+        let first = issue(dir.path(), &plan).expect("issue");
+        let before = std::fs::read(&first.ca).expect("ca");
+        let err = issue(dir.path(), &plan).expect_err("refused").to_string();
+        assert!(
+            err.contains("ca.pem already exists; not overwriting it"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&first.ca).expect("ca"), before, "left alone");
+        // A loose mode on a key already there does not survive an overwrite.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let key = &first.clients[0].1.key;
+            std::fs::set_permissions(key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+            plan.overwrite = true;
+            issue(dir.path(), &plan).expect("overwrite");
+            let mode = std::fs::metadata(key).expect("meta").permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+            assert_ne!(std::fs::read(&first.ca).expect("ca"), before, "a new CA");
+        }
+    }
+
+    #[test]
+    fn plans_that_would_confuse_the_peer_port_or_the_files_are_refused() {
+        let dir = Path::new("certs");
+        for (plan, want) in [
+            (
+                plan(&[(1, &["a"])], &["steward-node-2"]),
+                "is node 2's common name",
+            ),
+            (
+                plan(&[(1, &["a"])], &["admin", "admin"]),
+                "two certificates",
+            ),
+            (plan(&[(1, &["a"])], &["ca"]), "two certificates"),
+            (plan(&[(1, &["a"])], &["../admin"]), "use letters, digits"),
+            (plan(&[(1, &["a"])], &[""]), "use letters, digits"),
+            (plan(&[(1, &[])], &[]), "names no host"),
+            (plan(&[(0, &["a"])], &[]), "node ids start at 1"),
+            (
+                plan(&[(1, &["a"]), (1, &["b"])], &[]),
+                "node 1 is given twice",
+            ),
+        ] {
+            let err = plan.files(dir).expect_err(want).to_string();
+            assert!(err.contains(want), "{err} (want {want})");
+        }
+        let mut no_key = plan(&[(1, &["a"])], &["admin"]);
+        no_key.keep_ca_key = false;
+        assert_eq!(no_key.files(dir).expect("files").len(), 5);
     }
 
     #[test]

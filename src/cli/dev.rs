@@ -153,6 +153,7 @@ fn dev_certificates(args: &DevArgs) -> anyhow::Result<GeneratedPki> {
     };
     let existing = GeneratedPki {
         ca: dir.join("ca.pem"),
+        ca_key: None,
         nodes: ids
             .iter()
             .map(|&id| (id, files(&crate::tls::node_common_name(id))))

@@ -1,11 +1,14 @@
-//! `steward member ...` and `steward cluster status`: membership changes and the Raft view of
-//! the cluster, as tables or JSON/YAML (proto field names in lowerCamelCase).
+//! `steward member ...`, `steward cluster status` and `steward cluster health`: membership
+//! changes, the Raft view of the cluster, and each endpoint's grpc.health.v1 answer (what
+//! readiness probes run), as tables or JSON/YAML (proto field names in lowerCamelCase).
 
 use serde_json::{json, Value};
 
 use super::render::{self, OutputFormat, Table};
 use super::GlobalOpts;
-use crate::client::{ClusterStatusReply, MemberListReply, NodeStatus};
+use crate::client::{Client, ClusterStatusReply, MemberListReply, NodeStatus};
+use crate::server::space::bytes;
+use tonic_health::pb::health_check_response::ServingStatus;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum MemberCommand {
@@ -45,6 +48,10 @@ pub enum MemberCommand {
 pub enum ClusterCommand {
     /// Every node's Raft state: role, term, log indexes, applied revision.
     Status,
+    /// Whether each of --endpoints is SERVING (grpc.health.v1: it can answer a linearizable
+    /// read); exits 1 unless all are. A readiness probe over TLS:
+    /// steward --endpoints 127.0.0.1:7000 --cacert ca.pem --cert c.pem --key c-key.pem cluster health
+    Health,
 }
 
 /// `steward member ...`.
@@ -105,8 +112,82 @@ pub async fn run_cluster(cmd: ClusterCommand, global: &GlobalOpts) -> anyhow::Re
                 ),
             }
         }
+        ClusterCommand::Health => {
+            let results = endpoint_health(&client).await;
+            match global.output {
+                OutputFormat::Table => print!("{}", health_table(&results).render()),
+                format => print!("{}", render::structured(&health_json(&results), format)?),
+            }
+            let bad = results
+                .iter()
+                .filter(|(_, r)| !matches!(r, Ok(ServingStatus::Serving)))
+                .count();
+            if bad > 0 {
+                anyhow::bail!("{bad} of {} endpoint(s) not serving", results.len());
+            }
+        }
     }
     Ok(())
+}
+
+/// What each endpoint's health service answers, asked of all at once, each on its own (no
+/// failover); an error is the one-line description of why it did not answer.
+async fn endpoint_health(client: &Client) -> Vec<(String, Result<ServingStatus, String>)> {
+    let checks = client
+        .endpoints()
+        .into_iter()
+        .enumerate()
+        .map(|(i, endpoint)| {
+            let pinned = client.with_endpoint_index(i);
+            async move {
+                let answer = match pinned {
+                    Some(node) => node
+                        .health()
+                        .await
+                        .map_err(|status| super::describe_status(&status)),
+                    None => Err("no such endpoint".to_string()),
+                };
+                (endpoint, answer)
+            }
+        });
+    futures::future::join_all(checks).await
+}
+
+/// `serving`, `not-serving`, ... as the health table writes them.
+fn health_word(status: ServingStatus) -> &'static str {
+    match status {
+        ServingStatus::Serving => "serving",
+        ServingStatus::NotServing => "not-serving",
+        ServingStatus::ServiceUnknown => "service-unknown",
+        ServingStatus::Unknown => "unknown",
+    }
+}
+
+/// ENDPOINT HEALTH ERROR, one row per endpoint.
+pub fn health_table(results: &[(String, Result<ServingStatus, String>)]) -> Table {
+    let mut table = Table::new(&["ENDPOINT", "HEALTH", "ERROR"]);
+    for (endpoint, answer) in results {
+        let (health, error) = match answer {
+            Ok(status) => (health_word(*status), String::new()),
+            Err(error) => ("unreachable", error.clone()),
+        };
+        table.row(vec![endpoint.clone(), health.to_string(), error]);
+    }
+    table
+}
+
+/// The health answers as `[{endpoint, health, error}]`.
+pub fn health_json(results: &[(String, Result<ServingStatus, String>)]) -> Value {
+    let endpoints: Vec<Value> = results
+        .iter()
+        .map(|(endpoint, answer)| match answer {
+            Ok(status) => {
+                json!({"endpoint": endpoint, "health": health_word(*status), "error": ""})
+            }
+            Err(error) => json!({"endpoint": endpoint, "health": "unreachable", "error": error}),
+        })
+        .collect();
+    json!({ "endpoints": endpoints })
 }
 
 /// ID PEER CLIENT ROLE LEADER TERM MATCHED APPLIED LAG REACHABLE, leader marked with `*`.
@@ -155,6 +236,7 @@ pub fn status_table(reply: &ClusterStatusReply) -> Table {
         "PURGED",
         "REVISION",
         "HEALTH",
+        "DATA/QUOTA",
         "DISK",
         "ERROR",
     ]);
@@ -182,11 +264,20 @@ pub fn status_table(reply: &ClusterStatusReply) -> Table {
                 (_, false) => "not-serving",
             }
             .to_string(),
+            data_cell(n),
             disk_cell(n),
             n.error.clone(),
         ]);
     }
     table
+}
+
+/// "1.2 MiB/2.0 GiB" (data dir, limits.quota_bytes), or "-" when the node did not say.
+fn data_cell(n: &NodeStatus) -> String {
+    if n.quota_bytes == 0 {
+        return "-".to_string();
+    }
+    format!("{}/{}", bytes(n.data_bytes), bytes(n.quota_bytes))
 }
 
 /// "37% of 250G used", or "-" when the node did not say.
@@ -254,10 +345,17 @@ pub fn cluster_status_json(reply: &ClusterStatusReply) -> Value {
                 "voter": n.voter,
                 "diskTotalBytes": n.disk_total_bytes,
                 "diskFreeBytes": n.disk_free_bytes,
+                "dataBytes": n.data_bytes,
+                "quotaBytes": n.quota_bytes,
             })
         })
         .collect();
-    json!({ "leaderId": reply.leader_id, "nodes": nodes, "warnings": reply.warnings })
+    json!({
+        "leaderId": reply.leader_id,
+        "nodes": nodes,
+        "warnings": reply.warnings,
+        "alarms": super::alarm::alarms_json(&reply.alarms)["alarms"],
+    })
 }
 
 #[cfg(test)]
@@ -314,6 +412,39 @@ mod tests {
     }
 
     #[test]
+    fn health_tables_show_each_endpoint() {
+        let results = vec![
+            (
+                "https://127.0.0.1:7001".to_string(),
+                Ok(ServingStatus::Serving),
+            ),
+            (
+                "https://127.0.0.1:7002".to_string(),
+                Ok(ServingStatus::NotServing),
+            ),
+            (
+                "https://127.0.0.1:7003".to_string(),
+                Err("Unavailable: tcp connect error".to_string()),
+            ),
+        ];
+        let text = health_table(&results).render();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "ENDPOINT                 HEALTH        ERROR");
+        assert_eq!(lines[1], "https://127.0.0.1:7001   serving");
+        assert_eq!(lines[2], "https://127.0.0.1:7002   not-serving");
+        assert_eq!(
+            lines[3],
+            "https://127.0.0.1:7003   unreachable   Unavailable: tcp connect error"
+        );
+        let json = health_json(&results);
+        assert_eq!(json["endpoints"][1]["health"], "not-serving");
+        assert_eq!(
+            json["endpoints"][2]["error"],
+            "Unavailable: tcp connect error"
+        );
+    }
+
+    #[test]
     fn status_tables_show_each_node() {
         let node = NodeStatus {
             id: 2,
@@ -325,6 +456,7 @@ mod tests {
             nodes: vec![node],
             leader_id: 1,
             warnings: vec!["node 2 is unreachable: connection refused".into()],
+            alarms: Vec::new(),
         };
         let text = status_table(&reply).render();
         assert!(

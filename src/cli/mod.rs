@@ -11,12 +11,16 @@
 //! - `reservation counters`: what reservations hold per node (reservation.rs)
 //! - `pool ...`: leased resource pools, Boskos' API and config (pool.rs)
 //! - `status`, `deployment ...`: deployed applications' status and its reports (deployment.rs)
-//! - `member ...`, `cluster status`: membership (member.rs)
+//! - `member ...`, `cluster status|health`: membership and health (member.rs)
+//! - `certs create`: a CA and certificates for a cluster's nodes and clients (certs.rs)
 //! - `auth ...`, `user ...`: authentication on and off, users and roles (auth.rs)
+//! - `alarm list|disarm`, `compact`: the NOSPACE alarm and winning disk space back (alarm.rs)
 //! - render.rs: tables, JSON and YAML output shared by all of them.
 
+mod alarm;
 mod apply;
 mod auth;
+mod certs;
 mod count;
 mod deployment;
 mod dev;
@@ -91,6 +95,9 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Run a local cluster (one process per node) until Ctrl-C.
     Dev(dev::DevArgs),
+    /// Certificates for a cluster: a CA, one per node, one per client.
+    #[command(subcommand, alias = "cert")]
+    Certs(certs::CertsCommand),
     /// Create or update objects from a JSON or YAML file.
     Apply(apply::ApplyArgs),
     /// Show one object or list objects of a kind.
@@ -136,6 +143,12 @@ pub enum Command {
     /// Users and their roles (admin, read-only, read-write:NAMESPACE, worker).
     #[command(subcommand, alias = "users")]
     User(auth::UserCommand),
+    /// Alarms nodes raised (NOSPACE: a data dir over limits.quota_bytes), and disarming them.
+    #[command(subcommand, alias = "alarms")]
+    Alarm(alarm::AlarmCommand),
+    /// Snapshot, purge the Raft log and compact the database on every node (or --node), to give
+    /// disk space back after deletes (admin).
+    Compact(alarm::CompactArgs),
 }
 
 impl Cli {
@@ -180,6 +193,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::run(args).await,
         Command::Dev(args) => dev::run(args, global).await,
+        Command::Certs(cmd) => certs::run(cmd, global),
         Command::Apply(args) => apply::run(args, global).await,
         Command::Get(args) => resource::get(args, global).await,
         Command::Delete(args) => resource::delete(args, global).await,
@@ -197,6 +211,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Snapshot(cmd) => snapshot::run(cmd, global).await,
         Command::Auth(cmd) => auth::run_auth(cmd, global).await,
         Command::User(cmd) => auth::run_user(cmd, global).await,
+        Command::Alarm(cmd) => alarm::run_alarm(cmd, global).await,
+        Command::Compact(args) => alarm::run_compact(args, global).await,
     }
 }
 

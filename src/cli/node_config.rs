@@ -109,6 +109,18 @@ const LIMITS_DOCS: &[(&str, &str)] = &[
         "client_calls_max",
         "Calls one client may have in flight on one node; a watch or a wait counts until it ends.",
     ),
+    (
+        "quota_bytes",
+        "Most bytes the data dir (log database, snapshot) may hold; beyond it writes that grow the state are refused (NOSPACE alarm).",
+    ),
+    (
+        "disk_reserve_bytes",
+        "Free bytes kept on the data dir's file system; below it the node raises NOSPACE too.",
+    ),
+    (
+        "space_check_interval_ms",
+        "How often the node measures its data dir and free disk, in ms.",
+    ),
 ];
 
 /// `(key, explanation)` for every `[locks]` option, in file order.
@@ -314,17 +326,30 @@ pub fn compose_member(id: u64) -> MemberConfig {
     }
 }
 
+/// Where the Compose services mount the CA and their node's certificate and key (from the
+/// directory `steward certs create` wrote; see cluster-configs/docker/gen-certs.sh).
+pub const COMPOSE_CERTS_DIR: &str = "/etc/steward/certs";
+
 /// Node `id` of the Compose cluster: listens on every interface of its container, keeps its
-/// data in the volume at /var/lib/steward, and asks for plaintext (the Compose network is
-/// private to the project; see the README for TLS).
+/// data in the volume at /var/lib/steward, and serves mutual TLS on both ports with the files
+/// mounted under `COMPOSE_CERTS_DIR` (named as `steward certs create` names them).
 pub fn compose_config(id: u64) -> Config {
     let any = |port: u16| format!("0.0.0.0:{port}");
+    let cert = |file: String| Some(Path::new(COMPOSE_CERTS_DIR).join(file));
+    let node = crate::tls::node_common_name(id);
     Config {
         client_addr: any(COMPOSE_CLIENT_PORT),
         peer_addr: any(COMPOSE_PEER_PORT),
         metrics_addr: Some(any(COMPOSE_METRICS_PORT)),
         data_dir: PathBuf::from("/var/lib/steward"),
         initial_members: (1..=COMPOSE_NODES).map(compose_member).collect(),
+        tls: crate::config::TlsConfig {
+            plaintext: false,
+            ca_file: cert("ca.pem".to_string()),
+            cert_file: cert(format!("{node}.pem")),
+            key_file: cert(format!("{node}-key.pem")),
+            client_cert_required: true,
+        },
         ..loopback_config(id, COMPOSE_NODES, Path::new("."))
     }
 }
@@ -697,14 +722,112 @@ mod tests {
             for port in [COMPOSE_CLIENT_PORT, COMPOSE_METRICS_PORT] {
                 assert!(ports.contains(&format!("}}:{port}")), "{host}: {ports}");
             }
+            // The node's TLS files, and only those, are bind-mounted read-only from the
+            // certificates dir, named as `steward certs create` names them.
+            let tls = compose_config(id).tls;
+            let files = [&tls.ca_file, &tls.cert_file, &tls.key_file]
+                .map(|f| f.as_ref().expect("TLS file").display().to_string());
+            let binds: Vec<(String, String)> = service["volumes"]
+                .as_sequence()
+                .expect("volumes")
+                .iter()
+                .filter(|v| v["type"] == "bind")
+                .map(|v| {
+                    assert_eq!(v["read_only"], true, "{host}: {v:?}");
+                    let text = |key: &str| v[key].as_str().expect(key).to_string();
+                    (text("target"), text("source"))
+                })
+                .collect();
+            let want: Vec<(String, String)> = files
+                .iter()
+                .map(|f| {
+                    let name = f.rsplit('/').next().expect("file name");
+                    (f.clone(), format!("${{STEWARD_CERTS:-./certs}}/{name}"))
+                })
+                .collect();
+            assert_eq!(binds, want, "{host}: certificate mounts");
+            assert!(
+                files[1].ends_with(&format!("/{}.pem", crate::tls::node_common_name(id))),
+                "{host}: {}",
+                files[1]
+            );
+            // Its healthcheck asks the node itself over mutual TLS with the mounted files.
+            let test: Vec<String> = service["healthcheck"]["test"]
+                .as_sequence()
+                .expect("healthcheck test")
+                .iter()
+                .map(|a| a.as_str().expect("string").to_string())
+                .collect();
+            assert_eq!(test[0], "CMD", "{host}");
+            let probe = health_probe(&test[1..], host);
+            assert_eq!(
+                probe.endpoints,
+                format!("127.0.0.1:{COMPOSE_CLIENT_PORT}"),
+                "{host}"
+            );
+            let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+            assert_eq!(
+                [path(&probe.cacert), path(&probe.cert), path(&probe.key)],
+                files.map(Some),
+                "{host}: healthcheck TLS files"
+            );
         }
+    }
+
+    /// A `steward ... cluster health` probe command (program first), parsed by the real command
+    /// line: its global options.
+    fn health_probe(command: &[String], what: &str) -> crate::cli::GlobalOpts {
+        use clap::Parser;
+        assert_eq!(
+            command.first().map(String::as_str),
+            Some("/usr/local/bin/steward"),
+            "{what}: {command:?}"
+        );
+        let cli = crate::cli::Cli::try_parse_from(command)
+            .unwrap_or_else(|e| panic!("{what}: {command:?}: {e}"));
+        assert!(
+            matches!(
+                cli.command,
+                crate::cli::Command::Cluster(super::super::member::ClusterCommand::Health)
+            ),
+            "{what}: {command:?} is not `cluster health`"
+        );
+        cli.global
+    }
+
+    /// The files a `kubectl create secret generic steward-tls --from-file=...` command in `text`
+    /// (continued over lines ending in `\`) puts in the Secret, by key.
+    fn secret_files(text: &str, what: &str) -> BTreeSet<String> {
+        let start = text
+            .find("kubectl create secret generic steward-tls")
+            .unwrap_or_else(|| panic!("{what}: no `kubectl create secret generic steward-tls`"));
+        let mut files = BTreeSet::new();
+        for line in text[start..].lines() {
+            for arg in line.split_whitespace() {
+                if let Some(from) = arg.strip_prefix("--from-file=") {
+                    let key = match from.split_once('=') {
+                        Some((key, _)) => key,
+                        None => from.rsplit('/').next().unwrap_or(from),
+                    };
+                    files.insert(key.to_string());
+                }
+            }
+            if !line.trim_end().ends_with('\\') {
+                break;
+            }
+        }
+        files
     }
 
     /// cluster-configs/kubernetes/steward.yaml holds together: each pod's config (a ConfigMap key
     /// named after the pod) parses, validates and has the pod's node id; the members are the
     /// pods' stable names under the headless Service; the StatefulSet runs as many pods as there
     /// are configs, mounts the data dir the configs name, probes gRPC health on the client
-    /// port; a PodDisruptionBudget allows one pod down.
+    /// port; a PodDisruptionBudget allows one pod down. TLS: each config serves its node's
+    /// certificate from the Secret steward-tls, mounted where the configs look; the readiness
+    /// probe runs `steward cluster health` on the client port over mutual TLS with files of that
+    /// Secret; and the `kubectl create secret` commands of the manifest's header and of the
+    /// README put exactly the files the pods read into it (not the CA's key).
     #[test]
     fn kubernetes_manifests_agree_with_the_node_configs() {
         let path = cluster_configs_dir().join("kubernetes/steward.yaml");
@@ -751,6 +874,33 @@ mod tests {
                 .unwrap_or_else(|| panic!("no mount {name}"))
         };
         assert_eq!(mount("config"), "/etc/steward");
+        let tls_volume = pod["volumes"]
+            .as_sequence()
+            .expect("volumes")
+            .iter()
+            .find(|v| v["name"] == "tls")
+            .expect("volume tls");
+        assert_eq!(tls_volume["secret"]["secretName"], "steward-tls");
+        let tls_dir = PathBuf::from(mount("tls"));
+        let probe_command: Vec<String> = container["readinessProbe"]["exec"]["command"]
+            .as_sequence()
+            .expect("readiness probe exec command")
+            .iter()
+            .map(|a| a.as_str().expect("string").to_string())
+            .collect();
+        let probe = health_probe(&probe_command, "readinessProbe");
+        // Every file the pods read from the Secret, by key.
+        let mut secret_keys = BTreeSet::new();
+        for file in [&probe.cacert, &probe.cert, &probe.key] {
+            let file = file.as_ref().expect("probe TLS file");
+            assert_eq!(file.parent(), Some(tls_dir.as_path()), "probe: {file:?}");
+            secret_keys.insert(
+                file.file_name()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+        }
         for ordinal in 0..replicas {
             let key = format!("steward-{ordinal}.toml");
             let toml_text = data
@@ -782,11 +932,42 @@ mod tests {
             assert_eq!(members, want, "{key}");
             let port = |addr: &str| addr.rsplit(':').next().and_then(|p| p.parse::<u64>().ok());
             assert_eq!(
-                container["readinessProbe"]["grpc"]["port"].as_u64(),
+                port(&probe.endpoints),
                 port(&config.client_addr),
                 "{key}: readiness probes the client port"
             );
+            let tls = &config.tls;
+            assert!(
+                !tls.plaintext && tls.client_cert_required,
+                "{key}: mutual TLS"
+            );
+            assert_eq!(
+                tls.ca_file, probe.cacert,
+                "{key}: the probe trusts the nodes' CA"
+            );
+            let node = crate::tls::node_common_name(config.id);
+            for (file, name) in [
+                (&tls.cert_file, format!("{node}.pem")),
+                (&tls.key_file, format!("{node}-key.pem")),
+            ] {
+                assert_eq!(file.as_ref(), Some(&tls_dir.join(&name)), "{key}");
+                secret_keys.insert(name);
+            }
         }
+        assert!(!secret_keys.contains("ca-key.pem"));
+        assert_eq!(
+            secret_files(&text, "steward.yaml"),
+            secret_keys,
+            "steward.yaml's header: kubectl create secret"
+        );
+        let readme =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+                .expect("README.md");
+        assert_eq!(
+            secret_files(&readme, "README.md"),
+            secret_keys,
+            "README.md: kubectl create secret"
+        );
         let pdb = find("PodDisruptionBudget", "steward");
         assert_eq!(pdb["spec"]["maxUnavailable"], 1);
         assert_eq!(

@@ -1,10 +1,16 @@
-//! The `Cluster` service calls of `Client`: status, membership changes, leadership transfer.
+//! The `Cluster` service calls of `Client`: status, membership changes, leadership transfer;
+//! and a node's grpc.health.v1 health.
 //! Status and member list are reads; every membership change is a write (never retried after it
 //! may have reached a node).
 
 use tonic::Status;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
 
-use super::{cluster, request, Client, ClusterStatusReply, MemberListReply, Retry};
+use super::{
+    cluster, request, AlarmsReply, Client, ClusterStatusReply, CompactReply, MemberListReply, Retry,
+};
 use crate::proto::v1 as pb;
 
 impl Client {
@@ -16,6 +22,57 @@ impl Client {
                 .await
         })
         .await
+    }
+
+    /// The raised alarms (a linearizable read).
+    pub async fn alarms(&self) -> Result<AlarmsReply, Status> {
+        self.call(Retry::Read, |ch, t| async move {
+            cluster(ch)
+                .alarms(request(pb::AlarmListRequest {}, t))
+                .await
+        })
+        .await
+    }
+
+    /// Clears the alarms of `node_id` (every node's when 0) of `kind` (every kind when empty);
+    /// answers the alarms left.
+    pub async fn alarm_disarm(&self, node_id: u64, kind: &str) -> Result<AlarmsReply, Status> {
+        let msg = pb::AlarmDisarmRequest {
+            node_id,
+            kind: kind.to_string(),
+        };
+        self.call(Retry::Write, |ch, t| {
+            let msg = msg.clone();
+            async move { cluster(ch).alarm_disarm(request(msg, t)).await }
+        })
+        .await
+    }
+
+    /// Compacts the storage of `node_ids` (every member when empty), one after another. Give
+    /// the client a timeout long enough for all of them (`with_timeout`).
+    pub async fn compact(&self, node_ids: &[u64]) -> Result<CompactReply, Status> {
+        let msg = pb::CompactRequest {
+            node_ids: node_ids.to_vec(),
+        };
+        self.call(Retry::Write, |ch, t| {
+            let msg = msg.clone();
+            async move { cluster(ch).compact(request(msg, t)).await }
+        })
+        .await
+    }
+
+    /// grpc.health.v1 `Check` of the node as a whole (service ""): SERVING while it can answer a
+    /// linearizable read. Asks the current endpoint, failing over like a read; pin the client
+    /// (`with_endpoint_index`) to ask one node.
+    pub async fn health(&self) -> Result<ServingStatus, Status> {
+        let reply = self
+            .call(Retry::Read, |ch, t| async move {
+                HealthClient::new(ch)
+                    .check(request(HealthCheckRequest::default(), t))
+                    .await
+            })
+            .await?;
+        Ok(reply.status())
     }
 
     /// The members, with the leader's view of their replication.

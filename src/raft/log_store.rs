@@ -24,7 +24,7 @@ use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use tokio::sync::oneshot;
@@ -78,9 +78,11 @@ const META_LAST_PURGED: &str = "last_purged";
 /// A node's redb database, shared by the log store and the state machine. Cloning is cheap.
 #[derive(Clone)]
 pub struct RaftDb {
-    /// redb serializes write transactions itself and lets reads run beside them, so the handle is
-    /// shared without a lock of ours.
-    db: Arc<Database>,
+    /// redb serializes write transactions itself and lets reads run beside them: every
+    /// transaction takes this lock shared, and only `compact` takes it exclusively (redb
+    /// compacts only with no transaction open). Held on the writer thread and the blocking
+    /// pool, never across an await.
+    db: Arc<RwLock<Database>>,
     /// The node's data directory (snapshots are files beside the database).
     dir: std::path::PathBuf,
     /// Serializes snapshot file writes (a build and an install may overlap).
@@ -115,7 +117,7 @@ impl RaftDb {
         txn.open_table(META_TABLE).map_err(db_err(what))?;
         txn.commit().map_err(db_err(what))?;
         Ok(RaftDb {
-            db: Arc::new(db),
+            db: Arc::new(RwLock::new(db)),
             dir: dir.to_path_buf(),
             snapshot_lock: Arc::default(),
             metrics,
@@ -127,6 +129,26 @@ impl RaftDb {
         &self.dir
     }
 
+    /// Compacts the database file on the blocking pool: pages freed by purged log entries are
+    /// given back to the file system. Every log read and write waits while it runs (as etcd's
+    /// defrag stalls its member), so it is an operator's command, not a background task.
+    /// Answers the file's size before and after.
+    pub async fn compact(&self) -> io::Result<(u64, u64)> {
+        let db = self.db.clone();
+        let path = self.dir.join(DB_FILE_NAME);
+        let what = "compact database";
+        run_blocking(what, move || {
+            let before = std::fs::metadata(&path)?.len();
+            let mut db = db.write().unwrap_or_else(|p| p.into_inner());
+            db.compact()
+                .map_err(|e| io::Error::other(format!("redb {what}: {e}")))?;
+            drop(db);
+            let after = std::fs::metadata(&path)?.len();
+            Ok((before, after))
+        })
+        .await
+    }
+
     /// Runs `f` in a read transaction on the blocking pool.
     pub(crate) async fn read<T, F>(&self, what: &'static str, f: F) -> io::Result<T>
     where
@@ -135,6 +157,7 @@ impl RaftDb {
     {
         let db = self.db.clone();
         run_blocking(what, move || {
+            let db = db.read().unwrap_or_else(|p| p.into_inner());
             let txn = db.begin_read().map_err(db_err(what))?;
             f(&txn)
         })
@@ -669,7 +692,8 @@ fn writer_loop(
 fn write_batch(db: &RaftDb, batch: &[WriteOp], durable: bool) -> io::Result<Vec<Written>> {
     let mut written = Vec::new();
     let what = "write raft log";
-    let mut txn = db.db.begin_write().map_err(db_err(what))?;
+    let database = db.db.read().unwrap_or_else(|p| p.into_inner());
+    let mut txn = database.begin_write().map_err(db_err(what))?;
     let durability = if durable {
         Durability::Immediate
     } else {

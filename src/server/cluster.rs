@@ -11,7 +11,7 @@ use std::time::Duration;
 use tonic::transport::Channel;
 use tonic::{Request, Response as GrpcResponse, Status};
 
-use crate::proto::raft_v1::NodeStatusRequest;
+use crate::proto::raft_v1::{CompactNodeRequest, NodeStatusRequest};
 use crate::proto::v1::cluster_client::ClusterClient;
 use crate::proto::v1::cluster_server::Cluster;
 use crate::proto::v1::*;
@@ -21,6 +21,8 @@ use crate::server::auth;
 use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::peer::NodeView;
+use crate::server::space::{self, Compaction};
+use crate::state::alarm::{AlarmAction, AlarmKind, AlarmTable};
 use crate::state::{Command, Rejection, Response};
 
 /// A node whose applied index is more than this many entries behind the leader's commit
@@ -29,6 +31,26 @@ pub const STATUS_LAG_WARN_ENTRIES: u64 = 1_000;
 
 /// A node whose data_dir file system is more than this full (percent) is reported as filling.
 pub const STATUS_DISK_WARN_PERCENT: u64 = 90;
+
+/// A node whose data directory is at this share of its `limits.quota_bytes` (percent) or more
+/// is reported as nearing its quota.
+pub const STATUS_QUOTA_WARN_PERCENT: u64 = 80;
+
+/// The alarms as the API shows them.
+fn alarm_messages(table: &AlarmTable) -> Vec<Alarm> {
+    table
+        .iter()
+        .map(|a| Alarm {
+            node_id: a.node_id,
+            kind: a.kind.to_string(),
+            raised_ms: a.raised_ms,
+            reason: a.reason.clone(),
+        })
+        .collect()
+}
+
+/// How long a compaction of another node may take, as seen from the node that asked.
+const COMPACT_NODE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What `Cluster.Status` warns about, from the nodes' answers (see `ClusterStatusReply`).
 pub fn status_warnings(nodes: &[NodeStatus], leader_id: u64) -> Vec<String> {
@@ -75,6 +97,18 @@ pub fn status_warnings(nodes: &[NodeStatus], leader_id: u64) -> Vec<String> {
                  commit index {commit} (STATUS_LAG_WARN_ENTRIES = {STATUS_LAG_WARN_ENTRIES})",
                 n.id, n.applied_index
             ));
+        }
+        if let Some(percent) = n.data_bytes.saturating_mul(100).checked_div(n.quota_bytes) {
+            if percent >= STATUS_QUOTA_WARN_PERCENT {
+                warnings.push(format!(
+                    "node {}'s data dir is at {percent}% of limits.quota_bytes ({} of {}; \
+                     STATUS_QUOTA_WARN_PERCENT = {STATUS_QUOTA_WARN_PERCENT}): delete what is \
+                     no longer needed and run steward compact",
+                    n.id,
+                    space::bytes(n.data_bytes),
+                    space::bytes(n.quota_bytes)
+                ));
+            }
         }
         if n.disk_total_bytes > 0 {
             let used = n.disk_total_bytes.saturating_sub(n.disk_free_bytes);
@@ -253,6 +287,20 @@ impl ClusterService {
         }
     }
 
+    /// Has node at `addr` compact its storage (through its peer port).
+    async fn compact_peer(&self, addr: &NodeAddr) -> Result<Compaction, Status> {
+        let mut client = self
+            .node
+            .channels
+            .peer(&addr.peer_addr)
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        let mut req = Request::new(CompactNodeRequest {});
+        req.set_timeout(COMPACT_NODE_TIMEOUT);
+        let reply = client.compact(req).await?;
+        decode(&reply.into_inner().data)
+            .map_err(|e| Status::internal(format!("undecodable compaction reply: {e}")))
+    }
+
     /// How long AddLearner waits for the new learner to catch up.
     fn catch_up_timeout(&self) -> Duration {
         Duration::from_millis(self.node.config.raft.election_timeout_max_ms * 20)
@@ -368,6 +416,8 @@ impl Cluster for ClusterService {
                     disk_total_bytes: v.disk_total_bytes,
                     disk_free_bytes: v.disk_free_bytes,
                     voter,
+                    data_bytes: v.data_bytes,
+                    quota_bytes: v.quota_bytes,
                 },
                 Err(e) => NodeStatus {
                     id,
@@ -380,12 +430,111 @@ impl Cluster for ClusterService {
                 },
             })
             .collect::<Vec<_>>();
-        let warnings = status_warnings(&nodes, leader_id);
+        let mut warnings = status_warnings(&nodes, leader_id);
+        let alarms = alarm_messages(self.node.state().alarms());
+        for alarm in &alarms {
+            warnings.push(format!(
+                "alarm {} on node {}: {}; writes that may grow the state are refused \
+                 (steward alarm list)",
+                alarm.kind, alarm.node_id, alarm.reason
+            ));
+        }
         Ok(GrpcResponse::new(ClusterStatusReply {
             nodes,
             leader_id,
             warnings,
+            alarms,
         }))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all)]
+    async fn alarms(
+        &self,
+        _r: Request<AlarmListRequest>,
+    ) -> Result<GrpcResponse<AlarmsReply>, Status> {
+        self.node.read_barrier(Consistency::Linearizable).await?;
+        let alarms = alarm_messages(self.node.state().alarms());
+        Ok(GrpcResponse::new(AlarmsReply { alarms }))
+    }
+
+    #[tracing::instrument(level = "info", skip_all)]
+    async fn alarm_disarm(
+        &self,
+        r: Request<AlarmDisarmRequest>,
+    ) -> Result<GrpcResponse<AlarmsReply>, Status> {
+        let req = r.into_inner();
+        let kind = match req.kind.as_str() {
+            "" => None,
+            name => Some(AlarmKind::parse(name).ok_or_else(|| {
+                Status::invalid_argument(format!(
+                    "kind: unknown alarm kind {name:?} (known: {})",
+                    AlarmKind::NoSpace
+                ))
+            })?),
+        };
+        let action = AlarmAction::Disarm {
+            node_id: (req.node_id != 0).then_some(req.node_id),
+            kind,
+        };
+        tracing::info!(%action, "disarming alarms");
+        match self.node.propose(Command::Alarm { action }).await? {
+            Response::Alarms { alarms } => {
+                let table = AlarmTable::from_list(alarms);
+                Ok(GrpcResponse::new(AlarmsReply {
+                    alarms: alarm_messages(&table),
+                }))
+            }
+            Response::Rejected(r) => Err(errors::rejection(&r)),
+            other => Err(Status::internal(format!(
+                "unexpected answer to alarm disarm: {other:?}"
+            ))),
+        }
+    }
+
+    #[tracing::instrument(level = "info", skip_all)]
+    async fn compact(
+        &self,
+        r: Request<CompactRequest>,
+    ) -> Result<GrpcResponse<CompactReply>, Status> {
+        let members = self.members();
+        let req = r.into_inner();
+        let ids: Vec<NodeId> = if req.node_ids.is_empty() {
+            members.keys().copied().collect()
+        } else {
+            req.node_ids
+        };
+        if let Some(id) = ids.iter().find(|id| !members.contains_key(id)) {
+            return Err(Status::not_found(format!(
+                "node_ids: node {id} is not a member of the cluster"
+            )));
+        }
+        // One node after another: a compaction stalls its node's log writes, and doing all at
+        // once would stall a quorum.
+        let mut nodes = Vec::with_capacity(ids.len());
+        for id in ids {
+            let result = if id == self.node.id {
+                space::compact(&self.node).await
+            } else {
+                self.compact_peer(&members[&id].0).await
+            };
+            nodes.push(match result {
+                Ok(c) => NodeCompaction {
+                    node_id: c.node_id,
+                    snapshot_index: c.snapshot_index,
+                    purged_index: c.purged_index,
+                    data_bytes_before: c.data_bytes_before,
+                    data_bytes_after: c.data_bytes_after,
+                    duration_ms: c.duration_ms,
+                    error: String::new(),
+                },
+                Err(status) => NodeCompaction {
+                    node_id: id,
+                    error: status.message().to_string(),
+                    ..Default::default()
+                },
+            });
+        }
+        Ok(GrpcResponse::new(CompactReply { nodes }))
     }
 
     #[tracing::instrument(level = "debug", skip_all)]

@@ -65,6 +65,7 @@ fn rejection_code(r: &Rejection) -> Code {
         Rejection::UserExists { .. } => Code::AlreadyExists,
         Rejection::AuthState { .. } => Code::FailedPrecondition,
         Rejection::AuthChanged { .. } => Code::Aborted,
+        Rejection::NoSpace { .. } => Code::ResourceExhausted,
     }
 }
 

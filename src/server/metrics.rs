@@ -93,6 +93,7 @@ pub fn refresh(node: &Node) {
     let now_ms = node.clock.now_ms();
     let state = node.state();
     m.store_revision.set(gauge(state.revision()));
+    m.alarms.set(gauge(state.alarms().iter().count() as u64));
     m.store_objects.clear();
     for (kind, n) in state.kind_counts() {
         m.store_objects

@@ -21,6 +21,7 @@ pub mod pools;
 pub mod reservations;
 pub mod resources;
 pub mod scheduler;
+pub mod space;
 pub mod watch;
 pub mod workers;
 
@@ -114,14 +115,14 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
     };
 
     let node_metrics = Arc::new(crate::metrics::Metrics::new());
-    let db = RaftDb::open_observed(&config.data_dir, node_metrics.clone())
+    let db = RaftDb::open_observed(&config.data_dir, node_metrics)
         .context("cannot open the raft database")?;
     let hub = Arc::new(watch::WatchHub::new(&config.limits));
     let sm =
         StateMachine::open(db.clone(), hub.clone()).context("cannot open the state machine")?;
     let state = sm.state();
     hub.reset_to(state.read().unwrap_or_else(|p| p.into_inner()).revision());
-    let log_store = LogStore::new(db);
+    let log_store = LogStore::new(db.clone());
 
     let tls = crate::tls::NodeTls::load(&config.tls)?;
     if tls.is_none() {
@@ -146,7 +147,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         hub,
         channels,
         Arc::new(SystemClock),
-        node_metrics,
+        db,
     ));
     let client_server = server_builder(tls.as_ref().map(|t| t.client_api.clone()), "client API")?;
     let peer_server = server_builder(tls.map(|t| t.peer_server), "peer")?;
@@ -174,6 +175,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         tokio::spawn(scheduler::run_op_sweeper(node.clone(), stop_rx.clone())),
         tokio::spawn(pools::run_reaper(node.clone(), stop_rx.clone())),
         tokio::spawn(pools::run_mason(node.clone(), stop_rx.clone())),
+        tokio::spawn(space::run_monitor(node.clone(), stop_rx.clone())),
     ];
     if let Some(listener) = metrics_listener {
         servers.push(tokio::spawn(metrics::serve_metrics(

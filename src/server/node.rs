@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::proto::raft_v1::ReadIndexRequest;
 use crate::proto::v1::Consistency;
+use crate::raft::log_store::RaftDb;
 use crate::raft::network::PeerChannels;
 use crate::raft::types::{
     ClientWriteError, LinearizableReadError, NodeAddr, NodeId, Raft, RaftError, ReadPolicy,
@@ -60,6 +61,10 @@ pub struct Node {
     pending: Semaphore,
     /// Batches the commands this node forwards to the leader.
     forwarder: Forwarder,
+    /// The node's database (for compaction, `space::compact`); its metrics are `metrics`.
+    pub db: RaftDb,
+    /// Held while a compaction runs on this node: a second one is refused.
+    pub compaction: tokio::sync::Mutex<()>,
 }
 
 impl Node {
@@ -70,7 +75,7 @@ impl Node {
         hub: Arc<WatchHub>,
         channels: PeerChannels,
         clock: Arc<dyn Clock>,
-        metrics: Arc<Metrics>,
+        db: RaftDb,
     ) -> Node {
         Node {
             id: config.id,
@@ -85,8 +90,10 @@ impl Node {
             hub,
             channels,
             clock,
-            metrics,
+            metrics: db.metrics.clone(),
             membership_lock: tokio::sync::Mutex::new(()),
+            db,
+            compaction: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -157,6 +164,11 @@ impl Node {
     /// (`auth::AUTH_REVISION`, set by the auth layer), so apply refuses it if users or roles
     /// changed in between.
     pub async fn propose(&self, command: Command) -> Result<Response, Status> {
+        // Apply would refuse it: not appended, so refused writes do not fill the log further.
+        if let Err(rejection) = self.state().ensure_space_for(&command) {
+            self.metrics.space_refusals.inc();
+            return Err(errors::rejection(&rejection));
+        }
         let command = match crate::server::auth::current_revision() {
             Some(auth_revision) => Command::Guarded {
                 auth_revision,

@@ -8,7 +8,8 @@ use tonic::{Request, Response as GrpcResponse, Status, Streaming};
 
 use crate::proto::raft_v1::raft_peer_server::RaftPeer;
 use crate::proto::raft_v1::{
-    NodeStatusRequest, RaftMessage, ReadIndexReply, ReadIndexRequest, SnapshotChunk,
+    CompactNodeRequest, NodeStatusRequest, RaftMessage, ReadIndexReply, ReadIndexRequest,
+    SnapshotChunk,
 };
 use crate::raft::network::{decode, encode, receive_snapshot};
 use crate::raft::types::*;
@@ -95,12 +96,17 @@ pub struct NodeView {
     pub disk_total_bytes: u64,
     #[serde(default)]
     pub disk_free_bytes: u64,
+    /// Its data directory at the last space check, and its `limits.quota_bytes`.
+    #[serde(default)]
+    pub data_bytes: u64,
+    #[serde(default)]
+    pub quota_bytes: u64,
 }
 
 impl NodeView {
     pub fn of(node: &Node) -> NodeView {
         let revision = node.state().revision();
-        let disk = disk_space(&node.config.data_dir);
+        let disk = crate::server::space::disk_space(&node.config.data_dir);
         let m = node.raft.metrics();
         let m = m.borrow_watched();
         NodeView {
@@ -117,25 +123,10 @@ impl NodeView {
             serving: node.metrics.serving.get() == 1,
             disk_total_bytes: disk.map_or(0, |d| d.0),
             disk_free_bytes: disk.map_or(0, |d| d.1),
+            data_bytes: u64::try_from(node.metrics.data_bytes.get()).unwrap_or(0),
+            quota_bytes: node.config.limits.quota_bytes,
         }
     }
-}
-
-/// (total, available to this process) bytes of the file system holding `dir`.
-fn disk_space(dir: &std::path::Path) -> Option<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs(3) writes only into `stats`, a zeroed plain-data struct we own, and reads
-    // the NUL-terminated `path`, which outlives the call.
-    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(path.as_ptr(), &mut stats) } != 0 {
-        return None;
-    }
-    let block = (stats.f_frsize as u64).max(1);
-    Some((
-        (stats.f_blocks as u64).saturating_mul(block),
-        (stats.f_bavail as u64).saturating_mul(block),
-    ))
 }
 
 #[tonic::async_trait]
@@ -232,5 +223,12 @@ impl RaftPeer for PeerService {
         _request: Request<NodeStatusRequest>,
     ) -> Result<GrpcResponse<RaftMessage>, Status> {
         reply(&NodeView::of(&self.node))
+    }
+
+    async fn compact(
+        &self,
+        _request: Request<CompactNodeRequest>,
+    ) -> Result<GrpcResponse<RaftMessage>, Status> {
+        reply(&crate::server::space::compact(&self.node).await?)
     }
 }

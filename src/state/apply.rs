@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
+use super::alarm::AlarmTable;
 use super::auth::AuthTable;
 use super::command::{Command, Event, Rejection, Response, TxnOp};
 use super::count::{CountBy, Counts, LabelCounts};
@@ -92,6 +93,9 @@ pub struct State {
     /// Users, roles, and whether authentication is on; shared with the client API's
     /// authentication layer, which clones the `Arc` (copied on change).
     auth: Arc<AuthTable>,
+    /// Alarms raised by nodes (NOSPACE): while one is, commands that may grow the state are
+    /// refused.
+    alarms: AlarmTable,
 }
 
 /// What one or more applied entries did besides their `Response`: object changes for resource
@@ -249,6 +253,22 @@ impl State {
     /// Users, roles, and whether authentication is on.
     pub fn auth(&self) -> &Arc<AuthTable> {
         &self.auth
+    }
+
+    /// The raised alarms.
+    pub fn alarms(&self) -> &AlarmTable {
+        &self.alarms
+    }
+
+    /// `Err(NoSpace)` if `cmd` may grow the state while a NOSPACE alarm is raised: apply refuses
+    /// it, and nodes refuse it before proposing (so refused writes do not fill the log).
+    pub fn ensure_space_for(&self, cmd: &Command) -> Result<(), Rejection> {
+        match self.alarms.no_space() {
+            Some(alarm) if cmd.may_grow() => Err(Rejection::NoSpace {
+                alarm: alarm.clone(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Whether `node_id` was retired by `Command::RetireNode`.
@@ -561,7 +581,7 @@ pub fn apply_effects(
     let events_before = out.events.len();
     advance_time(state, ctx);
     observe_term(state, ctx);
-    if let Some(rejection) = mirror_write(cmd) {
+    if let Some(rejection) = mirror_write(cmd).or(state.ensure_space_for(cmd).err()) {
         start_term_clock(state, ctx);
         return Response::Rejected(rejection);
     }
@@ -634,6 +654,7 @@ pub fn apply_effects(
             pool::apply_pool(state, ctx, action, *grace_ms, events, &mut out.pool_events)
         }
         Command::Auth { action } => Arc::make_mut(&mut state.auth).apply(action, state.time_ms),
+        Command::Alarm { action } => state.alarms.apply(action, state.time_ms),
         Command::Guarded { .. } => unreachable!("unwrapped above"),
     };
     // After the command: a sweep that is itself the term's first stamped entry sees no start,

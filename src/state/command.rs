@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::alarm::{Alarm, AlarmAction};
 use super::auth::{AuthAction, User};
 use super::deployment::{DeploymentAction, StatusLimits};
 use super::locks::{Fence, LockHolder, LockLimits, LockMode};
@@ -206,6 +207,8 @@ pub enum Command {
     },
     /// A change to users, roles, or whether authentication is on (`auth`).
     Auth { action: AuthAction },
+    /// A node raises an alarm, or an operator disarms alarms (`alarm`).
+    Alarm { action: AlarmAction },
     /// A client's command, authorized against users and roles at `auth_revision`: applied only
     /// if they have not changed since, else refused with `Rejection::AuthChanged`.
     Guarded {
@@ -335,6 +338,7 @@ impl fmt::Display for Command {
             }
             Command::RetireNode { node_id } => write!(f, "retire-node {node_id}"),
             Command::Auth { action } => write!(f, "{action}"),
+            Command::Alarm { action } => write!(f, "{action}"),
             Command::Guarded {
                 auth_revision,
                 command,
@@ -404,6 +408,48 @@ impl fmt::Display for Command {
 }
 
 impl Command {
+    /// Whether this command may make the state bigger: it adds an object, a lock, a worker, an
+    /// operation, a deployment, or replaces an object with one that may be larger. While a
+    /// NOSPACE alarm is raised these are refused (`Rejection::NoSpace`); deletes, releases,
+    /// heartbeats, reports, sweeps and administration pass, so space can be won back and work
+    /// already under way can finish. Exhaustive on purpose: a new command must choose.
+    pub fn may_grow(&self) -> bool {
+        match self {
+            Command::Create { .. } | Command::Update { .. } | Command::UpdateStatus { .. } => true,
+            Command::Txn { ops, .. } => ops.iter().any(|op| !matches!(op, TxnOp::Delete { .. })),
+            Command::LockAcquire { .. }
+            | Command::WorkerRegister { .. }
+            | Command::OpSubmit { .. } => true,
+            Command::Deployment { action, .. } => matches!(
+                action,
+                DeploymentAction::Create { .. } | DeploymentAction::AddResources { .. }
+            ),
+            Command::Pool { action, .. } => matches!(
+                action,
+                PoolAction::Acquire { .. }
+                    | PoolAction::AcquireByState { .. }
+                    | PoolAction::Sync { .. }
+                    | PoolAction::SyncVirtual { .. }
+            ),
+            Command::Guarded { command, .. } => command.may_grow(),
+            Command::Delete { .. }
+            | Command::RetireNode { .. }
+            | Command::LockRefresh { .. }
+            | Command::LockRelease { .. }
+            | Command::LockCancelWait { .. }
+            | Command::LockSweep { .. }
+            | Command::WorkerHeartbeat { .. }
+            | Command::WorkerDeregister { .. }
+            | Command::OpAssign { .. }
+            | Command::OpReport { .. }
+            | Command::OpAbort { .. }
+            | Command::OpSweep { .. }
+            | Command::Decommission { .. }
+            | Command::Auth { .. }
+            | Command::Alarm { .. } => false,
+        }
+    }
+
     /// The fence of a resource write, if it carries one.
     pub fn fence(&self) -> Option<&Fence> {
         match self {
@@ -468,6 +514,8 @@ pub enum Response {
         revision: u64,
         user: Option<User>,
     },
+    /// Alarm: every raised alarm after it.
+    Alarms { alarms: Vec<Alarm> },
     /// The command changed nothing (except, possibly, the state's time).
     Rejected(Rejection),
 }
@@ -619,6 +667,13 @@ pub enum Rejection {
          {authorized_at}, now {now}); it was not applied: send it again"
     )]
     AuthChanged { authorized_at: u64, now: u64 },
+    /// A command that may grow the state while a NOSPACE alarm is raised.
+    #[error(
+        "the cluster is out of space (alarm {alarm}): only reads, deletes, releases, heartbeats \
+         and reports are accepted until an operator frees space (delete objects, then \
+         `steward compact`) and runs `steward alarm disarm`"
+    )]
+    NoSpace { alarm: Alarm },
 }
 
 /// What a change did to one object, for watchers.

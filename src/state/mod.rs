@@ -22,9 +22,11 @@
 //! - `operations`: lifecycle operations on resources and the workers that run them, assigned
 //!   under the target's lock with the grant's token as epoch.
 //! - `auth`: users, roles, and what each role may do.
+//! - `alarm`: alarms nodes raise through the log (NOSPACE) and what they refuse.
 //! - `apply`: `State`, `apply_effects` (and its resource-only wrapper `apply`), `apply_blank`,
 //!   snapshots.
 
+pub mod alarm;
 pub mod apply;
 pub mod auth;
 pub mod command;

@@ -1,6 +1,9 @@
 //! The Docker Compose cluster of cluster-configs/docker/, as an operator runs it: the image built
-//! FROM scratch by build-image.sh, `docker-compose up`, writes and linearizable reads through
-//! every node from the host, a node stopped and the cluster serving on, the node started again
+//! FROM scratch by build-image.sh, certificates made by gen-certs.sh (`steward certs create`)
+//! into a temp dir the compose file mounts them from (`STEWARD_CERTS`), `docker-compose up`,
+//! every node healthy by its in-container `steward cluster health` over mutual TLS, plaintext
+//! and certificate-less clients refused, writes and linearizable reads through every node from
+//! the host over mutual TLS, a node stopped and the cluster serving on, the node started again
 //! and catching up, `docker-compose down -v`. Skipped, saying so, where no Docker engine or
 //! docker-compose answers.
 
@@ -10,6 +13,7 @@ use std::time::Duration;
 
 use steward::client::Client;
 use steward::proto::v1::Consistency;
+use steward::tls::ClientTls;
 
 use crate::harness::{director, free_port, parse, wait_for};
 
@@ -40,21 +44,73 @@ async fn run(mut cmd: Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// One Compose project; `down -v` and the image removed when dropped, whatever happened.
-struct Project {
+/// How to run docker-compose on one project: its name and the environment the compose file
+/// reads (image, ports, certificates dir).
+#[derive(Clone)]
+struct Compose {
     name: String,
-    image: String,
     env: Vec<(String, String)>,
 }
 
-impl Project {
-    fn compose(&self, args: &[&str]) -> Command {
+impl Compose {
+    fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("docker-compose");
         cmd.current_dir(compose_dir())
             .args(["-p", &self.name, "-f", "docker-compose.yml"])
             .args(args)
             .envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd
+    }
+
+    /// What Docker's healthcheck says of `service`'s container (`starting`, `healthy`,
+    /// `unhealthy`); None when there is no container to ask.
+    fn health(&self, service: &str) -> Option<String> {
+        let ps = self.command(&["ps", "-q", service]).output().ok()?;
+        let id = String::from_utf8_lossy(&ps.stdout).trim().to_string();
+        if id.is_empty() {
+            return None;
+        }
+        let inspect = Command::new("docker")
+            .args(["inspect", "-f", "{{.State.Health.Status}}", &id])
+            .output()
+            .ok()?;
+        inspect
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&inspect.stdout).trim().to_string())
+    }
+}
+
+/// One Compose project; `down -v` and the image removed when dropped, whatever happened.
+struct Project {
+    compose: Compose,
+    image: String,
+}
+
+impl Project {
+    fn compose(&self, args: &[&str]) -> Command {
+        self.compose.command(args)
+    }
+
+    /// Waits until Docker calls the containers of every service in `services` healthy: its
+    /// healthcheck, `steward cluster health` over mutual TLS in the container, passed.
+    async fn wait_healthy(&self, services: &[&str], timeout: Duration) {
+        let what = format!("Docker to call {services:?} healthy");
+        wait_for(&what, timeout, || {
+            let compose = self.compose.clone();
+            let services: Vec<String> = services.iter().map(|s| s.to_string()).collect();
+            async move {
+                tokio::task::spawn_blocking(move || {
+                    services
+                        .iter()
+                        .all(|s| compose.health(s).as_deref() == Some("healthy"))
+                        .then_some(())
+                })
+                .await
+                .expect("join")
+            }
+        })
+        .await
     }
 }
 
@@ -73,16 +129,37 @@ async fn compose_cluster_starts_serves_survives_a_stopped_node_and_stops() {
         eprintln!("SKIPPED: no Docker engine or docker-compose here");
         return;
     }
+    // The binary of this build (the target dir cargo test uses), in the image and making the
+    // certificates.
+    let steward = env!("CARGO_BIN_EXE_steward");
     let tag = format!("steward:compose-test-{}", std::process::id());
     let mut build = Command::new("bash");
     build
         .arg(compose_dir().join("build-image.sh"))
-        .arg(env!("CARGO_BIN_EXE_steward"))
+        .arg(steward)
         .arg(&tag);
     run(build).await;
 
+    // Declared before the project, so dropped after it: the containers go before their files.
+    let certs_root = tempfile::tempdir().expect("tempdir");
+    let certs = certs_root.path().join("certs");
+    let mut gen = Command::new("bash");
+    gen.arg(compose_dir().join("gen-certs.sh"))
+        .arg(steward)
+        .arg(&certs);
+    run(gen).await;
+    let admin = ClientTls::from_files(
+        &certs.join("ca.pem"),
+        Some(&certs.join("admin.pem")),
+        Some(&certs.join("admin-key.pem")),
+    )
+    .expect("admin tls");
+
     let ports: Vec<u16> = (0..6).map(|_| free_port()).collect();
-    let mut env = vec![("STEWARD_IMAGE".to_string(), tag.clone())];
+    let mut env = vec![
+        ("STEWARD_IMAGE".to_string(), tag.clone()),
+        ("STEWARD_CERTS".to_string(), certs.display().to_string()),
+    ];
     for i in 0..3 {
         env.push((format!("STEWARD_PORT_{}", i + 1), ports[i].to_string()));
         env.push((
@@ -91,15 +168,20 @@ async fn compose_cluster_starts_serves_survives_a_stopped_node_and_stops() {
         ));
     }
     let project = Project {
-        name: format!("stewardtest{}", std::process::id()),
+        compose: Compose {
+            name: format!("stewardtest{}", std::process::id()),
+            env,
+        },
         image: tag,
-        env,
     };
     run(project.compose(&["up", "-d"])).await;
 
     let endpoint = |i: usize| format!("127.0.0.1:{}", ports[i]);
+    let connect = |endpoints: &[String]| {
+        Client::connect_with(endpoints, Duration::from_secs(5), Some(&admin)).expect("client")
+    };
     let all: Vec<String> = (0..3).map(endpoint).collect();
-    let client = Client::connect_with_timeout(&all, Duration::from_secs(5)).expect("client");
+    let client = connect(&all);
     let leader = wait_for(
         "the Compose cluster to elect a leader seen by all three nodes",
         Duration::from_secs(90),
@@ -113,16 +195,38 @@ async fn compose_cluster_starts_serves_survives_a_stopped_node_and_stops() {
         },
     )
     .await;
+    let services = ["steward1", "steward2", "steward3"];
+    project
+        .wait_healthy(&services, Duration::from_secs(60))
+        .await;
+
+    // Nothing but mutual TLS is served: plaintext, and TLS without a client certificate, are
+    // refused on every node.
+    let ca_only = ClientTls::from_files(&certs.join("ca.pem"), None, None).expect("ca only");
+    for i in 0..3 {
+        let plaintext =
+            Client::connect_with_timeout(&[endpoint(i)], Duration::from_secs(2)).expect("client");
+        let refused = plaintext.cluster_status().await;
+        assert!(refused.is_err(), "node {} answered plaintext", i + 1);
+        let no_cert = Client::connect_with(&[endpoint(i)], Duration::from_secs(2), Some(&ca_only))
+            .expect("client");
+        let refused = no_cert.cluster_status().await;
+        assert!(
+            refused.is_err(),
+            "node {} answered a client without a certificate",
+            i + 1
+        );
+    }
 
     // Written through each node from the host; read back linearizably through each.
     for i in 0..3 {
-        let node = Client::connect(&[endpoint(i)]).expect("client");
+        let node = connect(&[endpoint(i)]);
         node.create(&parse(&director(&format!("compose-{i}"), &[])))
             .await
             .unwrap_or_else(|e| panic!("create through node {}: {e}", i + 1));
     }
     for i in 0..3 {
-        let node = Client::connect(&[endpoint(i)]).expect("client");
+        let node = connect(&[endpoint(i)]);
         for j in 0..3 {
             node.get(
                 "Director",
@@ -142,7 +246,7 @@ async fn compose_cluster_starts_serves_survives_a_stopped_node_and_stops() {
         .filter(|i| *i as u64 + 1 != leader)
         .map(endpoint)
         .collect();
-    let rest = Client::connect_with_timeout(&others, Duration::from_secs(5)).expect("client");
+    let rest = connect(&others);
     wait_for(
         "a write with the leader's container stopped",
         Duration::from_secs(60),
@@ -160,9 +264,9 @@ async fn compose_cluster_starts_serves_survives_a_stopped_node_and_stops() {
     )
     .await;
 
-    // Started again on its volume, it catches up.
+    // Started again on its volume, it catches up, and Docker calls it healthy again.
     run(project.compose(&["start", &service])).await;
-    let back = Client::connect(&[endpoint(leader as usize - 1)]).expect("client");
+    let back = connect(&[endpoint(leader as usize - 1)]);
     wait_for(
         "the restarted node to serve what was written while it was down",
         Duration::from_secs(90),
@@ -181,8 +285,11 @@ async fn compose_cluster_starts_serves_survives_a_stopped_node_and_stops() {
         },
     )
     .await;
+    project
+        .wait_healthy(&services, Duration::from_secs(60))
+        .await;
 
     let ps = run(project.compose(&["ps"])).await;
-    assert_eq!(ps.matches(" Up ").count(), 3, "{ps}");
+    assert_eq!(ps.matches(" Up (healthy) ").count(), 3, "{ps}");
     run(project.compose(&["down", "-v", "--timeout", "15"])).await;
 }

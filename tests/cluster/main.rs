@@ -16,6 +16,7 @@ mod observability;
 mod operations;
 mod pools;
 mod reservations;
+mod space;
 mod tls;
 mod walkthrough;
 mod watch;

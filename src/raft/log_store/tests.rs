@@ -58,7 +58,8 @@ fn cached(store: &LogStore) -> Vec<u64> {
 /// Deletes log rows behind the store's back, so a read that still returns them must have
 /// been served from memory.
 fn delete_from_redb(store: &LogStore, indexes: std::ops::RangeInclusive<u64>) -> io::Result<()> {
-    let txn = store.db.db.begin_write().map_err(db_err("test"))?;
+    let db = store.db.db.read().unwrap_or_else(|p| p.into_inner());
+    let txn = db.begin_write().map_err(db_err("test"))?;
     {
         let mut table = txn.open_table(LOG_TABLE).map_err(db_err("test"))?;
         for i in indexes {

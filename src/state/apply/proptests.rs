@@ -231,6 +231,7 @@ fn rejection_name(r: &Rejection) -> &'static str {
         Rejection::UserExists { .. } => "UserExists",
         Rejection::AuthState { .. } => "AuthState",
         Rejection::AuthChanged { .. } => "AuthChanged",
+        Rejection::NoSpace { .. } => "NoSpace",
     }
 }
 
@@ -299,6 +300,7 @@ fn model_step(model: &mut Model, cmd: &Command) -> Result<(), (Option<usize>, &'
         Command::Auth { .. } | Command::Guarded { .. } => {
             unreachable!("auth is tested in auth::tests and apply::tests")
         }
+        Command::Alarm { .. } => unreachable!("alarms are tested in apply::tests"),
     };
     model.apply_op(&op).map_err(|e| (None, e))
 }

@@ -15,6 +15,7 @@ use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::State;
+use crate::state::alarm::{Alarm, AlarmTable};
 use crate::state::auth::AuthTable;
 use crate::state::count::LabelCounts;
 use crate::state::deployment::{DeploymentRecord, DeploymentTable};
@@ -29,7 +30,11 @@ use crate::state::resource::{ObjectKey, Resource};
 /// 3: `operations`, `workers`.
 /// 4: `deployments`.
 /// 5: `auth` (users, roles, on or off).
-pub const SNAPSHOT_FORMAT: u32 = 5;
+/// 6: `alarms`.
+pub const SNAPSHOT_FORMAT: u32 = 6;
+
+/// Format 5 (no alarms) is still read: it restores with no alarm raised.
+const SNAPSHOT_FORMAT_NO_ALARMS: u32 = 5;
 
 /// Format 4 (no auth) is still read: it restores with no users and authentication off.
 const SNAPSHOT_FORMAT_NO_AUTH: u32 = 4;
@@ -61,6 +66,7 @@ struct SnapshotRef<'a> {
     workers: Vec<&'a Worker>,
     deployments: Vec<DeploymentRecord>,
     auth: &'a AuthTable,
+    alarms: Vec<&'a Alarm>,
 }
 
 type ObjectMap = imbl::OrdMap<ObjectKey, Arc<Resource>>;
@@ -100,6 +106,8 @@ struct SnapshotBody {
     deployments: Vec<DeploymentRecord>,
     #[serde(default)]
     auth: AuthTable,
+    #[serde(default)]
+    alarms: Vec<Alarm>,
 }
 
 /// The objects as read, each put into the map as it is decoded: a `Vec` of them first would cost
@@ -161,6 +169,7 @@ impl State {
             workers,
             deployments: self.deployments.parts(),
             auth: &self.auth,
+            alarms: self.alarms.iter().collect(),
         };
         // Only `out` can fail: all map keys are strings and no Serialize impl here errors.
         serde_json::to_writer(out, &body).map_err(io::Error::from)
@@ -190,6 +199,7 @@ impl State {
     fn from_snapshot_body(body: SnapshotBody) -> Result<State, String> {
         let known = [
             SNAPSHOT_FORMAT,
+            SNAPSHOT_FORMAT_NO_ALARMS,
             SNAPSHOT_FORMAT_NO_AUTH,
             SNAPSHOT_FORMAT_NO_DEPLOYMENTS,
             SNAPSHOT_FORMAT_NO_OPERATIONS,
@@ -198,6 +208,7 @@ impl State {
         if !known.contains(&body.format) {
             return Err(format!(
                 "snapshot format {} is not supported (expected {SNAPSHOT_FORMAT}, \
+                 {SNAPSHOT_FORMAT_NO_ALARMS} without alarms, \
                  {SNAPSHOT_FORMAT_NO_AUTH} without users, \
                  {SNAPSHOT_FORMAT_NO_DEPLOYMENTS} without deployments, \
                  {SNAPSHOT_FORMAT_NO_OPERATIONS} without operations, or \
@@ -223,7 +234,13 @@ impl State {
                 body.format
             ));
         }
-        if body.format < SNAPSHOT_FORMAT && body.auth != AuthTable::default() {
+        if body.format < SNAPSHOT_FORMAT && !body.alarms.is_empty() {
+            return Err(format!(
+                "snapshot format {} cannot hold alarms",
+                body.format
+            ));
+        }
+        if body.format < SNAPSHOT_FORMAT_NO_ALARMS && body.auth != AuthTable::default() {
             return Err(format!("snapshot format {} cannot hold users", body.format));
         }
         let deployments = DeploymentTable::from_parts(body.deployments)
@@ -275,6 +292,7 @@ impl State {
             term: body.term,
             term_started_ms: body.term_started_ms,
             auth: Arc::new(body.auth),
+            alarms: AlarmTable::from_list(body.alarms),
         })
     }
 }

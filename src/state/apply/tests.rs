@@ -651,3 +651,74 @@ fn a_guarded_command_applies_only_at_the_auth_revision_it_was_authorized_at() {
     assert_eq!(restored, log.state);
     assert_eq!(restored.auth().revision, 1);
 }
+
+fn alarm(action: crate::state::alarm::AlarmAction) -> Command {
+    Command::Alarm { action }
+}
+
+/// While a NOSPACE alarm is raised, what may grow the state is refused and changes nothing;
+/// deletes (alone or in a txn) pass; a guarded command is judged by what it wraps; the alarm
+/// survives a snapshot; once disarmed, writes pass again.
+#[test]
+fn no_space_refuses_growth_until_disarmed() {
+    use crate::state::alarm::{AlarmAction, AlarmKind};
+    let mut log = Log::new();
+    log.ok(10, create(director("a")));
+    log.ok(11, create(director("b")));
+    let raised = log.run(
+        12,
+        alarm(AlarmAction::Raise {
+            node_id: 2,
+            kind: AlarmKind::NoSpace,
+            reason: "data dir holds 9 MiB".into(),
+        }),
+    );
+    let Response::Alarms { alarms } = raised else {
+        panic!("expected alarms, got {raised:?}");
+    };
+    let no_space = Rejection::NoSpace {
+        alarm: alarms[0].clone(),
+    };
+    assert_eq!(alarms[0].raised_ms, 12);
+    log.rejected(13, create(director("c")), no_space.clone());
+    log.rejected(14, update(director("a"), None), no_space.clone());
+    log.rejected(15, update_status(director("a"), None), no_space.clone());
+    let mixed = txn(vec![
+        TxnOp::Delete {
+            key: key("a"),
+            expected_revision: None,
+        },
+        TxnOp::Create {
+            object: director("c"),
+        },
+    ]);
+    log.rejected(16, mixed, no_space.clone());
+    let guarded = Command::Guarded {
+        auth_revision: 0,
+        command: Box::new(create(director("c"))),
+    };
+    log.rejected(17, guarded, no_space.clone());
+    assert!(no_space.to_string().contains("alarm NOSPACE on node 2"));
+
+    // Space can be won back.
+    log.ok(18, delete("a", None));
+    let deletes_only = txn(vec![TxnOp::Delete {
+        key: key("b"),
+        expected_revision: None,
+    }]);
+    log.ok(19, deletes_only);
+
+    let restored = State::from_snapshot_bytes(&log.state.to_snapshot_bytes()).expect("restore");
+    assert_eq!(restored, log.state);
+    assert!(restored.alarms().has(2, AlarmKind::NoSpace));
+
+    let disarmed = log.run(
+        20,
+        alarm(AlarmAction::Disarm {
+            node_id: None,
+            kind: None,
+        }),
+    );
+    assert_eq!(disarmed, Response::Alarms { alarms: vec![] });
+    log.ok(21, create(director("c")));
+}

@@ -1,0 +1,368 @@
+//! `steward certs create`: a new CA and the certificates of a cluster's nodes and clients, as
+//! PEM files for the nodes' `[tls]` sections and the clients' `--cacert`, `--cert` and `--key`.
+//! The certificates are made by `crate::tls::issue`; this module turns the command line into a
+//! `PkiPlan` (host name patterns expanded per node) and prints what was written.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde_json::json;
+
+use super::render::{self, OutputFormat, Table};
+use super::GlobalOpts;
+use crate::tls::{node_common_name, GeneratedPki, PkiPlan};
+
+/// Most node certificates one `certs create` makes (`--nodes`).
+pub const CERTS_NODES_MAX: u64 = 100;
+
+/// The CA's subject common name.
+const CA_NAME: &str = "steward CA";
+
+#[derive(Debug, clap::Subcommand)]
+pub enum CertsCommand {
+    /// Make a new CA, a certificate for each of nodes 1 to N and one per client, in a directory.
+    #[command(after_help = CREATE_EXAMPLES)]
+    Create(CreateArgs),
+}
+
+const CREATE_EXAMPLES: &str = "\
+Examples:
+  # The Docker Compose cluster (cluster-configs/docker/gen-certs.sh runs this):
+  steward certs create --out certs --nodes 3 --host 'steward{id}' --host localhost,127.0.0.1 --client admin
+  # The Kubernetes StatefulSet steward in namespace default (pod steward-0 is node 1):
+  steward certs create --out certs --nodes 3 --client admin,probe \\
+    --host 'steward-{ordinal}.steward,steward-{ordinal}.steward.default.svc.cluster.local' \\
+    --host steward-client,steward-client.default.svc.cluster.local,localhost,127.0.0.1";
+
+#[derive(Debug, clap::Args)]
+pub struct CreateArgs {
+    /// Directory to write into (created, readable by its owner only, if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Nodes 1 to N each get a certificate, with common name steward-node-<id> (the peer port
+    /// admits no other).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=CERTS_NODES_MAX))]
+    pub nodes: u64,
+    /// A DNS name or IP address clients and peers dial the nodes by; `{id}` stands for the
+    /// node's id and `{ordinal}` for id - 1 (a StatefulSet pod's ordinal). Repeat the flag or
+    /// separate names with commas; every node's certificate gets every name.
+    #[arg(
+        long = "host",
+        value_name = "NAME",
+        required = true,
+        value_delimiter = ','
+    )]
+    pub hosts: Vec<String>,
+    /// A client certificate with this common name (the user name when authentication is on).
+    /// Repeat the flag or separate names with commas.
+    #[arg(long = "client", value_name = "NAME", value_delimiter = ',')]
+    pub clients: Vec<String>,
+    /// Replace files already in DIR (a new CA: certificates signed by the old one stop being
+    /// trusted by nodes that load it).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `steward certs ...`.
+pub fn run(cmd: CertsCommand, global: &GlobalOpts) -> anyhow::Result<()> {
+    match cmd {
+        CertsCommand::Create(args) => {
+            let plan = plan(&args)?;
+            if !args.force {
+                let files = plan.files(&args.out)?;
+                if let Some(existing) = files.iter().find(|f| f.exists()) {
+                    anyhow::bail!(
+                        "{} already exists: pass --force to replace the whole set (a new CA), \
+                         or choose another --out",
+                        existing.display()
+                    );
+                }
+            }
+            let pki = crate::tls::issue(&args.out, &plan)
+                .with_context(|| format!("certs create in {}", args.out.display()))?;
+            print!("{}", describe(&pki, &plan, global.output)?);
+            Ok(())
+        }
+    }
+}
+
+/// The plan the command line asks for: a new CA whose key is kept, nodes 1 to N each with
+/// the host patterns expanded for it.
+fn plan(args: &CreateArgs) -> anyhow::Result<PkiPlan> {
+    let mut nodes = Vec::with_capacity(args.nodes as usize);
+    for id in 1..=args.nodes {
+        let mut hosts: Vec<String> = Vec::with_capacity(args.hosts.len());
+        for pattern in &args.hosts {
+            let host = expand_host(pattern, id)?;
+            if !hosts.contains(&host) {
+                hosts.push(host);
+            }
+        }
+        nodes.push((id, hosts));
+    }
+    Ok(PkiPlan {
+        ca_name: CA_NAME.to_string(),
+        nodes,
+        clients: args.clients.clone(),
+        keep_ca_key: true,
+        overwrite: args.force,
+    })
+}
+
+/// `pattern` for node `id`: `{id}` and `{ordinal}` (id - 1) replaced. Refuses other braces,
+/// ports, and what cannot be a DNS name or an IP address.
+fn expand_host(pattern: &str, id: u64) -> anyhow::Result<String> {
+    let host = pattern
+        .trim()
+        .replace("{id}", &id.to_string())
+        .replace("{ordinal}", &(id - 1).to_string());
+    if host.contains(['{', '}']) {
+        anyhow::bail!("--host {pattern:?}: the only placeholders are {{id}} and {{ordinal}}");
+    }
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(host);
+    }
+    if host.contains(':') {
+        anyhow::bail!("--host {pattern:?}: give the host name or IP address without a port");
+    }
+    let label_ok = |label: &str| {
+        !label.is_empty()
+            && label.len() <= 63
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    // A wildcard may stand for the leftmost label only.
+    let named = host.strip_prefix("*.").unwrap_or(&host);
+    if host.len() > 253 || !named.split('.').all(label_ok) {
+        anyhow::bail!("--host {pattern:?}: {host:?} is neither a DNS name nor an IP address");
+    }
+    Ok(host)
+}
+
+/// What was written: a table (or JSON/YAML) of the certificates and keys with what each is
+/// for, and where the CA's key must not go.
+fn describe(pki: &GeneratedPki, plan: &PkiPlan, format: OutputFormat) -> anyhow::Result<String> {
+    let show = |p: &Path| p.display().to_string();
+    let ca_key = pki.ca_key.as_deref().map(show).unwrap_or_default();
+    let hosts = |id: u64| {
+        plan.nodes
+            .iter()
+            .find(|(n, _)| *n == id)
+            .map(|(_, h)| h.clone())
+            .unwrap_or_default()
+    };
+    if format != OutputFormat::Table {
+        let nodes: Vec<_> = pki
+            .nodes
+            .iter()
+            .map(|(id, f)| {
+                json!({"id": id, "commonName": node_common_name(*id), "cert": show(&f.cert),
+                       "key": show(&f.key), "hosts": hosts(*id)})
+            })
+            .collect();
+        let clients: Vec<_> = pki
+            .clients
+            .iter()
+            .map(
+                |(name, f)| json!({"commonName": name, "cert": show(&f.cert), "key": show(&f.key)}),
+            )
+            .collect();
+        let value = json!({"ca": {"cert": show(&pki.ca), "key": ca_key},
+                           "nodes": nodes, "clients": clients});
+        return render::structured(&value, format);
+    }
+    let mut table = Table::new(&["FOR", "COMMON-NAME", "CERT", "KEY", "HOSTS"]);
+    table.row(vec![
+        "CA".to_string(),
+        plan.ca_name.clone(),
+        show(&pki.ca),
+        ca_key.clone(),
+    ]);
+    for (id, files) in &pki.nodes {
+        table.row(vec![
+            format!("node {id}"),
+            node_common_name(*id),
+            show(&files.cert),
+            show(&files.key),
+            hosts(*id).join(","),
+        ]);
+    }
+    for (name, files) in &pki.clients {
+        table.row(vec![
+            "client".to_string(),
+            name.clone(),
+            show(&files.cert),
+            show(&files.key),
+        ]);
+    }
+    let mut out = table.render();
+    if !ca_key.is_empty() {
+        out.push_str(&format!(
+            "Keep {ca_key} away from nodes and clients (none of them needs it): whoever holds it \
+             can sign certificates the whole cluster trusts.\n"
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TlsConfig;
+    use crate::tls::{common_name, ClientTls, NodeTls};
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> CreateArgs {
+        let mut argv = vec!["steward", "certs", "create"];
+        argv.extend_from_slice(args);
+        match super::super::Cli::try_parse_from(argv)
+            .expect("parse")
+            .command
+        {
+            super::super::Command::Certs(CertsCommand::Create(args)) => args,
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    fn der(path: &Path) -> Vec<u8> {
+        let pem = std::fs::read_to_string(path).expect("read");
+        let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b64).expect("b64")
+    }
+
+    #[test]
+    fn host_patterns_expand_per_node() {
+        assert_eq!(expand_host("steward{id}", 2).expect("id"), "steward2");
+        assert_eq!(
+            expand_host("steward-{ordinal}.steward.default.svc.cluster.local", 1).expect("ord"),
+            "steward-0.steward.default.svc.cluster.local"
+        );
+        assert_eq!(expand_host("127.0.0.1", 3).expect("ip"), "127.0.0.1");
+        assert_eq!(expand_host("::1", 3).expect("ipv6"), "::1");
+        assert_eq!(expand_host("*.steward", 3).expect("wildcard"), "*.steward");
+        for (bad, want) in [
+            ("steward{node}", "the only placeholders"),
+            ("steward1:7000", "without a port"),
+            ("stew ard", "neither a DNS name"),
+            ("", "neither a DNS name"),
+            ("a..b", "neither a DNS name"),
+            ("-a", "neither a DNS name"),
+            ("a.*.b", "neither a DNS name"),
+        ] {
+            let err = expand_host(bad, 1).expect_err(bad).to_string();
+            assert!(err.contains(want), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_command_line_becomes_a_plan() {
+        let args = parse(&[
+            "--out",
+            "certs",
+            "--nodes",
+            "2",
+            "--host",
+            "steward{id},localhost",
+            "--host",
+            "127.0.0.1",
+            "--host",
+            "localhost",
+            "--client",
+            "admin",
+            "--client",
+            "probe",
+        ]);
+        let plan = plan(&args).expect("plan");
+        assert_eq!(
+            plan.nodes,
+            [
+                (
+                    1,
+                    vec!["steward1".into(), "localhost".into(), "127.0.0.1".into()]
+                ),
+                (
+                    2,
+                    vec!["steward2".into(), "localhost".into(), "127.0.0.1".into()]
+                ),
+            ]
+        );
+        assert_eq!(plan.clients, ["admin", "probe"]);
+        assert!(plan.keep_ca_key && !plan.overwrite);
+        let refused = |args: &[&str]| {
+            let mut argv = vec!["steward", "certs", "create", "--out", "d"];
+            argv.extend_from_slice(args);
+            super::super::Cli::try_parse_from(argv).is_err()
+        };
+        assert!(refused(&["--nodes", "3"]), "--host is required");
+        assert!(refused(&["--nodes", "0", "--host", "a"]));
+        assert!(refused(&["--nodes", "101", "--host", "a"]));
+    }
+
+    /// What an operator does: create a set, load it as a node and as a client would, and be
+    /// refused a second run without --force.
+    #[test]
+    fn created_files_load_as_node_and_client_tls_and_are_not_overwritten() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("certs");
+        let out_arg = out.display().to_string();
+        let args = parse(&[
+            "--out",
+            &out_arg,
+            "--nodes",
+            "3",
+            "--host",
+            "steward{id},localhost,127.0.0.1",
+            "--client",
+            "admin",
+        ]);
+        let cli = super::super::Cli::try_parse_from(["steward", "certs", "create", "--out", "x"])
+            .err()
+            .expect("--nodes is required");
+        assert!(cli.to_string().contains("--nodes"), "{cli}");
+        let plan = plan(&args).expect("plan");
+        let pki = crate::tls::issue(&out, &plan).expect("issue");
+        for (id, files) in &pki.nodes {
+            let config = TlsConfig {
+                ca_file: Some(pki.ca.clone()),
+                cert_file: Some(files.cert.clone()),
+                key_file: Some(files.key.clone()),
+                client_cert_required: true,
+                ..TlsConfig::default()
+            };
+            assert!(NodeTls::load(&config).expect("node tls").is_some());
+            assert_eq!(
+                common_name(&der(&files.cert)).and_then(|cn| crate::tls::node_id_of(&cn)),
+                Some(*id)
+            );
+        }
+        assert_eq!(pki.nodes[2].1.cert, out.join("steward-node-3.pem"));
+        let admin = &pki.clients[0].1;
+        ClientTls::from_files(&pki.ca, Some(&admin.cert), Some(&admin.key)).expect("client");
+        assert_eq!(
+            pki.ca_key.as_deref(),
+            Some(out.join("ca-key.pem").as_path())
+        );
+
+        let text = describe(&pki, &plan, OutputFormat::Table).expect("describe");
+        assert!(
+            text.lines().nth(2).is_some_and(
+                |l| l.starts_with("node 1") && l.ends_with("steward1,localhost,127.0.0.1")
+            ),
+            "{text}"
+        );
+        assert!(text.contains("ca-key.pem away from nodes"), "{text}");
+        let json: serde_json::Value =
+            serde_json::from_str(&describe(&pki, &plan, OutputFormat::Json).expect("json"))
+                .expect("json");
+        assert_eq!(json["nodes"][1]["commonName"], "steward-node-2");
+
+        let global = super::super::Cli::try_parse_from(["steward", "cluster", "status"])
+            .expect("parse")
+            .global;
+        let err = run(CertsCommand::Create(args), &global)
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("ca.pem already exists: pass --force"), "{err}");
+    }
+}
