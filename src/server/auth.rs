@@ -52,8 +52,8 @@ pub struct Caller {
     pub revision: u64,
     /// The authenticated user (`None` when authentication is off).
     pub user: Option<Arc<User>>,
-    /// The method, for messages.
-    pub method: String,
+    /// The method ("/package.Service/Method"), for messages; shares the request's bytes.
+    pub method: http::uri::PathAndQuery,
 }
 
 impl Caller {
@@ -96,16 +96,21 @@ pub fn check(node: &Node, caller: Option<&Caller>, access: Access<'_>) -> Result
 }
 
 fn deny(node: &Node, caller: &Caller, access: Access<'_>) -> Status {
+    refuse(node, caller, access)
+}
+
+/// PermissionDenied for `caller`, who lacks `need`: logged, counted, and named in the message.
+fn refuse(node: &Node, caller: &Caller, need: impl std::fmt::Display) -> Status {
     let user = caller.user_name();
     let roles = caller
         .user
         .as_deref()
         .map(User::roles_text)
         .unwrap_or_default();
-    tracing::warn!(user, roles, method = %caller.method, need = %access, "permission denied");
+    tracing::warn!(user, roles, method = %caller.method, %need, "permission denied");
     count(node, "permission_denied");
     Status::permission_denied(format!(
-        "user {user} (roles {roles}) may not call {}: it needs {access}",
+        "user {user} (roles {roles}) may not call {}: it needs {need}",
         caller.method
     ))
 }
@@ -218,7 +223,7 @@ impl MethodAccess {
 }
 
 /// Splits a bearer token into its user and checks it against the user's stored hash.
-fn token_user<'a>(auth: &'a AuthTable, token: &str) -> Option<&'a User> {
+fn token_user<'a>(auth: &'a AuthTable, token: &str) -> Option<&'a Arc<User>> {
     let (name, _secret) = token.rsplit_once('.')?;
     let user = auth.users.get(name)?;
     let stored = user.token_sha256.as_deref()?;
@@ -300,7 +305,7 @@ fn authenticate<B>(
         if from_member {
             let name = value.to_str().unwrap_or_default();
             return match auth.users.get(name) {
-                Some(user) => Ok(Arc::new(user.clone())),
+                Some(user) => Ok(user.clone()),
                 None => Err(format!("{cn} acts for {name:?}, which is not a user")),
             };
         }
@@ -313,7 +318,7 @@ fn authenticate<B>(
             .map(str::trim)
             .ok_or("the authorization header is not \"Bearer <token>\"")?;
         return token_user(auth, token)
-            .map(|u| Arc::new(u.clone()))
+            .cloned()
             .ok_or_else(|| {
                 "the bearer token is not valid (unknown user, rotated or removed token); ask an \
              admin for a new one (steward user token NAME)"
@@ -322,7 +327,7 @@ fn authenticate<B>(
     }
     match key {
         ClientKey::Certificate(cn) => match auth.users.get(&cn) {
-            Some(user) => Ok(Arc::new(user.clone())),
+            Some(user) => Ok(user.clone()),
             None => Err(format!(
                 "the client certificate's common name {cn:?} is not a user (steward user add \
                  {cn} --no-token --role ...)"
@@ -383,8 +388,12 @@ where
     }
 
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
-        let method = request.uri().path().to_string();
-        let class = method_access(&method);
+        let method = request
+            .uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+        let class = method_access(method.path());
         if class == MethodAccess::Open {
             return Box::pin(self.inner.call(request));
         }
@@ -406,19 +415,7 @@ where
                 }
             }
             if !class.admits(&caller) {
-                let user = caller.user_name().to_string();
-                let roles = caller
-                    .user
-                    .as_deref()
-                    .map(User::roles_text)
-                    .unwrap_or_default();
-                tracing::warn!(user, roles, method = %caller.method, need = class.need(), "permission denied");
-                count(&self.node, "permission_denied");
-                let status = Status::permission_denied(format!(
-                    "user {user} (roles {roles}) may not call {}: it needs {}",
-                    caller.method,
-                    class.need()
-                ));
+                let status = refuse(&self.node, &caller, class.need());
                 return Box::pin(async move { Ok(status.into_http()) });
             }
         }
@@ -560,7 +557,7 @@ impl Auth for AuthApi {
             .get(&name)
             .ok_or_else(|| Status::not_found(format!("user {name} not found")))?;
         Ok(GrpcResponse::new(Self::user_reply(
-            Some(user.clone()),
+            Some(User::clone(user)),
             String::new(),
             auth.revision,
         )))
@@ -577,7 +574,7 @@ impl Auth for AuthApi {
         let state = self.node.state();
         let auth = state.auth();
         Ok(GrpcResponse::new(UserListReply {
-            users: auth.users.values().map(user_info).collect(),
+            users: auth.users.values().map(|u| user_info(u)).collect(),
             revision: auth.revision,
             enabled: auth.enabled,
         }))

@@ -18,6 +18,7 @@
 //! authorized at (`Command::Guarded`); apply refuses it if users or roles changed since, so a
 //! revoked role stops every write that was authorized before the revocation but applied after it.
 
+use std::sync::Arc;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
@@ -173,7 +174,8 @@ pub struct AuthTable {
     pub enabled: bool,
     /// +1 on every change; a `Command::Guarded` authorized at another revision is refused.
     pub revision: u64,
-    pub users: BTreeMap<String, User>,
+    /// Shared with the callers the client API's auth layer authenticates (copied on change).
+    pub users: BTreeMap<String, Arc<User>>,
 }
 
 /// Checks a user name: 1 to `USER_NAME_MAX` bytes of ASCII letters, digits, `-`, `_` and `.`,
@@ -232,6 +234,7 @@ impl AuthTable {
     fn user_mut(&mut self, name: &str) -> Result<&mut User, Rejection> {
         self.users
             .get_mut(name)
+            .map(Arc::make_mut)
             .ok_or_else(|| Rejection::UserNotFound {
                 name: name.to_string(),
             })
@@ -249,7 +252,9 @@ impl AuthTable {
                         AuthAction::Enable { .. } | AuthAction::DeleteUser { .. } => None,
                         AuthAction::AddUser { name, .. }
                         | AuthAction::SetRoles { name, .. }
-                        | AuthAction::SetToken { name, .. } => self.users.get(name).cloned(),
+                        | AuthAction::SetToken { name, .. } => {
+                            self.users.get(name).map(|u| User::clone(u))
+                        }
                     },
                 }
             }
@@ -286,13 +291,13 @@ impl AuthTable {
                 }
                 self.users.insert(
                     name.clone(),
-                    User {
+                    Arc::new(User {
                         name: name.clone(),
                         roles: roles.iter().cloned().collect(),
                         token_sha256: token_sha256.clone(),
                         created_ms: now_ms,
                         updated_ms: now_ms,
-                    },
+                    }),
                 );
             }
             AuthAction::SetRoles {
