@@ -36,6 +36,9 @@ pub trait ApplyObserver: Send + Sync + 'static {
     fn on_applied(&self, effects: &Effects, revision: u64);
     /// The whole state was replaced (snapshot installed): history before `revision` is gone.
     fn on_reset(&self, revision: u64);
+    /// Users, roles or authentication changed: the state's auth revision is now
+    /// `auth_revision`. Called before the `on_applied` of the batch that changed it.
+    fn on_auth(&self, _auth_revision: u64) {}
 }
 
 /// An observer that ignores everything (tests, offline tools).
@@ -60,6 +63,8 @@ pub struct StateMachine {
     last_membership: StoredMembership,
     /// Gets the effects of each applied batch, after the lock is released.
     observer: Arc<dyn ApplyObserver>,
+    /// The state's auth revision as last told to `observer`.
+    auth_revision: u64,
 }
 
 impl StateMachine {
@@ -80,11 +85,19 @@ impl StateMachine {
         };
         Ok(StateMachine {
             db,
+            auth_revision: state.auth().revision,
             state: Arc::new(RwLock::new(state)),
             last_applied,
             last_membership,
             observer,
         })
+    }
+
+    fn tell_auth(&mut self, auth_revision: u64) {
+        if auth_revision != self.auth_revision {
+            self.auth_revision = auth_revision;
+            self.observer.on_auth(auth_revision);
+        }
     }
 
     /// The state readers use (never hold the lock across an await).
@@ -122,14 +135,17 @@ impl StateMachine {
         let mut effects = Effects::default();
         let mut replies = Vec::with_capacity(batch.len());
         let state_lock = self.state.clone();
-        let revision = {
+        let (revision, auth_revision) = {
             let mut state = state_lock.write().map_err(|_| poisoned())?;
             for (entry, responder) in batch {
                 let response = self.apply_entry(&mut state, entry, &mut effects);
                 replies.push((responder, response));
             }
-            state.revision()
+            (state.revision(), state.auth().revision)
         };
+        // Before anything of this batch is handed out, so no stream sends it under the
+        // authorization the batch revoked.
+        self.tell_auth(auth_revision);
         for (responder, response) in replies {
             if let Some(responder) = responder {
                 responder.send(response);
@@ -254,8 +270,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         })
         .await?;
 
-        let revision = state.revision();
+        let (revision, auth_revision) = (state.revision(), state.auth().revision);
         *self.state.write().map_err(|_| poisoned())? = state;
+        self.tell_auth(auth_revision);
         self.last_applied = meta.last_log_id;
         self.last_membership = meta.last_membership.clone();
         self.observer.on_reset(revision);

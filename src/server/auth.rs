@@ -95,6 +95,91 @@ pub fn check(node: &Node, caller: Option<&Caller>, access: Access<'_>) -> Result
     }
 }
 
+/// An `Access` that owns its namespace or worker id, for a stream that outlives its request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamAccess {
+    Read(Option<String>),
+    ClusterRead,
+    Worker(String),
+}
+
+impl StreamAccess {
+    fn access(&self) -> Access<'_> {
+        match self {
+            StreamAccess::Read(ns) => Access::Read(ns.as_deref()),
+            StreamAccess::ClusterRead => Access::ClusterRead,
+            StreamAccess::Worker(id) => Access::Worker(id),
+        }
+    }
+}
+
+/// What an open stream (a watch, an assignment stream) was authorized for, checked again
+/// whenever users, roles or authentication change while it is open: a stream whose caller lost
+/// the access (a role revoked, the user deleted, authentication turned on under an anonymous
+/// stream) ends with PermissionDenied or Unauthenticated before it sends anything more. A
+/// token rotated meanwhile does not end it: the stream was authenticated when it opened.
+pub struct StreamAuth {
+    node: Arc<Node>,
+    caller: Option<Caller>,
+    access: StreamAccess,
+}
+
+impl StreamAuth {
+    /// Authorizes the call's caller for `access` now (as `authorize`), and keeps both.
+    pub fn open<T>(
+        node: &Arc<Node>,
+        request: &Request<T>,
+        access: StreamAccess,
+    ) -> Result<StreamAuth, Status> {
+        let caller = caller(request);
+        check(node, caller.as_ref(), access.access())?;
+        Ok(StreamAuth {
+            node: node.clone(),
+            caller,
+            access,
+        })
+    }
+
+    /// Ok while the caller still has the access; checks again only if the auth revision this
+    /// node applied moved since the last check (an atomic load otherwise).
+    pub fn recheck(&mut self) -> Result<(), Status> {
+        let Some(caller) = self.caller.as_mut() else {
+            return Ok(());
+        };
+        if self.node.hub.auth_revision() == caller.revision {
+            return Ok(());
+        }
+        let auth = self.node.state().auth().clone();
+        caller.revision = auth.revision;
+        caller.enabled = auth.enabled;
+        if auth.enabled {
+            let why = match caller.user.take() {
+                Some(user) => match auth.users.get(&user.name) {
+                    Some(now) => {
+                        caller.user = Some(now.clone());
+                        None
+                    }
+                    None => Some(format!(
+                        "user {} was deleted while this stream was open",
+                        user.name
+                    )),
+                },
+                None => Some(
+                    "authentication was turned on while this stream was open; open it again \
+                     with a bearer token or a client certificate"
+                        .to_string(),
+                ),
+            };
+            if let Some(why) = why {
+                tracing::warn!(method = %caller.method, why, "stream ended: unauthenticated");
+                count(&self.node, "unauthenticated");
+                return Err(Status::unauthenticated(why));
+            }
+        }
+        check(&self.node, Some(caller), self.access.access())
+    }
+}
+
 fn deny(node: &Node, caller: &Caller, access: Access<'_>) -> Status {
     refuse(node, caller, access)
 }
@@ -317,13 +402,11 @@ fn authenticate<B>(
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)
             .ok_or("the authorization header is not \"Bearer <token>\"")?;
-        return token_user(auth, token)
-            .cloned()
-            .ok_or_else(|| {
-                "the bearer token is not valid (unknown user, rotated or removed token); ask an \
+        return token_user(auth, token).cloned().ok_or_else(|| {
+            "the bearer token is not valid (unknown user, rotated or removed token); ask an \
              admin for a new one (steward user token NAME)"
-                    .to_string()
-            });
+                .to_string()
+        });
     }
     match key {
         ClientKey::Certificate(cn) => match auth.users.get(&cn) {
@@ -404,7 +487,12 @@ where
             user: None,
             method,
         };
-        if auth.enabled {
+        if !auth.enabled {
+            // Not needed now, but kept when it is valid: a stream opened with credentials
+            // before authentication was turned on (or before this node applied it) goes on as
+            // its user (`StreamAuth`).
+            caller.user = authenticate(&self.node, &auth, &request).ok();
+        } else {
             match authenticate(&self.node, &auth, &request) {
                 Ok(user) => caller.user = Some(user),
                 Err(why) => {

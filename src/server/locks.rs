@@ -345,12 +345,23 @@ impl Locks for LocksService {
         &self,
         request: Request<WatchLocksRequest>,
     ) -> Result<GrpcResponse<LockEventStream>, Status> {
+        let mut allowed = crate::server::auth::StreamAuth::open(
+            &self.node,
+            &request,
+            crate::server::auth::StreamAccess::ClusterRead,
+        )?;
         let prefix = request.into_inner().prefix;
         let stream = relay(
             self.node.hub.subscribe_locks(),
             "lock",
             "get the locks again and watch anew",
-            move |e| e.name.starts_with(&prefix).then(|| event_message(e)),
+            move |e| {
+                if !e.name.starts_with(&prefix) {
+                    return Ok(None);
+                }
+                allowed.recheck()?;
+                Ok(Some(event_message(e)))
+            },
         );
         Ok(GrpcResponse::new(Box::pin(stream)))
     }

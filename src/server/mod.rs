@@ -121,7 +121,11 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
     let sm =
         StateMachine::open(db.clone(), hub.clone()).context("cannot open the state machine")?;
     let state = sm.state();
-    hub.reset_to(state.read().unwrap_or_else(|p| p.into_inner()).revision());
+    {
+        let state = state.read().unwrap_or_else(|p| p.into_inner());
+        hub.reset_to(state.revision());
+        hub.set_auth_revision(state.auth().revision);
+    }
     let log_store = LogStore::new(db.clone());
 
     let tls = crate::tls::NodeTls::load(&config.tls)?;

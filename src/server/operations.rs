@@ -407,23 +407,25 @@ impl Operations for OperationsService {
         &self,
         request: Request<WatchOperationsRequest>,
     ) -> Result<GrpcResponse<OpStream>, Status> {
-        let caller = auth::caller(&request);
-        let req = request.into_inner();
+        let req = request.get_ref();
         let filter = OpFilter {
             state: None,
             target: target_filter(&req.kind, &req.namespace, &req.name)?,
-            worker: (!req.worker.is_empty()).then_some(req.worker),
+            worker: (!req.worker.is_empty()).then(|| req.worker.clone()),
         };
-        let ns = filter.target.as_ref().map(|t| t.namespace.as_str());
-        auth::check(&self.node, caller.as_ref(), Access::Read(ns))?;
+        let ns = filter.target.as_ref().map(|t| t.namespace.to_string());
+        let mut allowed =
+            auth::StreamAuth::open(&self.node, &request, auth::StreamAccess::Read(ns))?;
         let stream = relay(
             self.node.hub.subscribe_ops(),
             "operation",
             "list the operations again and watch anew",
             move |e| {
-                filter
-                    .matches(&e.operation)
-                    .then(|| operation_info(&e.operation))
+                if !filter.matches(&e.operation) {
+                    return Ok(None);
+                }
+                allowed.recheck()?;
+                Ok(Some(operation_info(&e.operation)))
             },
         );
         Ok(GrpcResponse::new(Box::pin(stream)))

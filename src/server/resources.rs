@@ -16,6 +16,7 @@ use tonic::{Request, Response as GrpcResponse, Status};
 use crate::proto::v1::resources_server::Resources;
 use crate::proto::v1::*;
 use crate::server::auth;
+use crate::server::auth::StreamAccess;
 use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::watch::{Delivery, WatchFilter};
@@ -424,8 +425,9 @@ impl Resources for ResourcesService {
         &self,
         request: Request<WatchRequest>,
     ) -> Result<GrpcResponse<WatchStream>, Status> {
-        let ns = (!request.get_ref().namespace.is_empty()).then_some(&*request.get_ref().namespace);
-        auth::authorize(&self.node, &request, Access::Read(ns))?;
+        let ns =
+            (!request.get_ref().namespace.is_empty()).then(|| request.get_ref().namespace.clone());
+        let mut allowed = auth::StreamAuth::open(&self.node, &request, StreamAccess::Read(ns))?;
         let req = request.into_inner();
         if req.kind.is_empty() {
             return Err(Status::invalid_argument("kind: required"));
@@ -448,26 +450,36 @@ impl Resources for ResourcesService {
                 hub: hub.clone(),
                 id,
             };
+            // Every message goes out only if the caller may still read (users or roles may
+            // change while the watch is open).
+            let send = |message: Result<WatchEvent, Status>, allowed: &mut auth::StreamAuth| {
+                let message = allowed.recheck().and(message);
+                let end = message.is_err();
+                let out = &out;
+                async move { out.send(message).await.is_ok() && !end }
+            };
             for e in reg.replay.drain(..) {
-                if out
-                    .send(Ok(watch_event(&Delivery::Event(e))))
-                    .await
-                    .is_err()
-                {
+                if !send(Ok(watch_event(&Delivery::Event(e))), &mut allowed).await {
                     return;
                 }
             }
             let mut tick = tokio::time::interval(Duration::from_millis(interval_ms));
             tick.tick().await;
             loop {
-                tokio::select! {
+                let more = tokio::select! {
                     item = reg.rx.recv() => match item {
-                        Some(Ok(d)) => if out.send(Ok(watch_event(&d))).await.is_err() { return },
-                        Some(Err(status)) => { let _ = out.send(Err(status)).await; return }
-                        None => { let _ = out.send(Err(Status::unavailable("watch closed by the server"))).await; return }
+                        Some(Ok(d)) => send(Ok(watch_event(&d)), &mut allowed).await,
+                        Some(Err(status)) => send(Err(status), &mut allowed).await,
+                        None => send(Err(Status::unavailable("watch closed by the server")), &mut allowed).await,
                     },
-                    _ = tick.tick() => hub.bookmark(id),
-                    _ = out.closed() => return,
+                    _ = tick.tick() => match allowed.recheck() {
+                        Ok(()) => { hub.bookmark(id); true }
+                        Err(status) => send(Err(status), &mut allowed).await,
+                    },
+                    _ = out.closed() => false,
+                };
+                if !more {
+                    return;
                 }
             }
         });

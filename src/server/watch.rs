@@ -7,6 +7,7 @@
 //! OutOfRange naming the current revision, so the client can re-list.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
@@ -81,6 +82,9 @@ pub struct WatchHub {
     history_bytes_max: usize,
     buffer: usize,
     watchers_max: usize,
+    /// The applied state's auth revision, set before the events of the batch that changed it
+    /// are handed out: open streams re-check their caller when it moves (`auth::StreamAuth`).
+    auth_revision: AtomicU64,
 }
 
 /// A registered watch: replayed history first, then live events from `rx`.
@@ -108,6 +112,7 @@ impl WatchHub {
             history_bytes_max: limits.watch_history_bytes,
             buffer: limits.watch_buffer,
             watchers_max: limits.max_watchers,
+            auth_revision: AtomicU64::new(0),
         }
     }
 
@@ -130,6 +135,16 @@ impl WatchHub {
         &self,
     ) -> tokio::sync::broadcast::Receiver<crate::state::pool::PoolEvent> {
         self.pools.subscribe()
+    }
+
+    /// The auth revision of the state applied so far (see `ApplyObserver::on_auth`).
+    pub fn auth_revision(&self) -> u64 {
+        self.auth_revision.load(Ordering::Acquire)
+    }
+
+    /// Sets the auth revision (at start-up, from the loaded state; then on every change).
+    pub fn set_auth_revision(&self, revision: u64) {
+        self.auth_revision.store(revision, Ordering::Release);
     }
 
     /// The revision up to which every event has been handed to watchers.
@@ -285,10 +300,15 @@ impl ApplyObserver for WatchHub {
     fn on_reset(&self, revision: u64) {
         self.reset_to(revision);
     }
+
+    fn on_auth(&self, auth_revision: u64) {
+        self.set_auth_revision(auth_revision);
+    }
 }
 
 /// Relays a broadcast subscription to a gRPC server stream: `pick` turns an event into the
-/// message for this stream, or `None` to skip it. A subscriber that falls behind the broadcast
+/// message for this stream, or `None` to skip it, or an error that ends the stream (its caller
+/// lost the right to read it). A subscriber that falls behind the broadcast
 /// gets ResourceExhausted saying how to recover (`what` watcher fell behind...; `recover`), a
 /// node shutting down ends it with Unavailable, and a client that goes away stops the relay.
 pub(crate) fn relay<E, M, F>(
@@ -300,7 +320,7 @@ pub(crate) fn relay<E, M, F>(
 where
     E: Clone + Send + 'static,
     M: Send + 'static,
-    F: FnMut(&E) -> Option<M> + Send + 'static,
+    F: FnMut(&E) -> Result<Option<M>, Status> + Send + 'static,
 {
     use tokio::sync::broadcast::error::RecvError;
     let (out, out_rx) = tokio::sync::mpsc::channel::<Result<M, Status>>(64);
@@ -308,13 +328,18 @@ where
         loop {
             tokio::select! {
                 ev = events.recv() => match ev {
-                    Ok(e) => {
-                        if let Some(m) = pick(&e) {
+                    Ok(e) => match pick(&e) {
+                        Ok(Some(m)) => {
                             if out.send(Ok(m)).await.is_err() {
                                 return;
                             }
                         }
-                    }
+                        Ok(None) => {}
+                        Err(status) => {
+                            let _ = out.send(Err(status)).await;
+                            return;
+                        }
+                    },
                     Err(RecvError::Lagged(n)) => {
                         let _ = out.send(Err(Status::resource_exhausted(format!(
                             "{what} watcher fell behind by {n} events; {recover}"

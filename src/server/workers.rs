@@ -289,11 +289,8 @@ impl Workers for WorkersService {
         &self,
         request: Request<AssignmentsRequest>,
     ) -> Result<GrpcResponse<AssignmentStream>, Status> {
-        auth::authorize(
-            &self.node,
-            &request,
-            Access::Worker(&request.get_ref().worker),
-        )?;
+        let access = auth::StreamAccess::Worker(request.get_ref().worker.clone());
+        let mut allowed = auth::StreamAuth::open(&self.node, &request, access)?;
         let worker = request.into_inner().worker;
         // Subscribe first: an assignment applied after the read below still arrives.
         let mut events = self.node.hub.subscribe_ops();
@@ -316,15 +313,28 @@ impl Workers for WorkersService {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 let alive = tokio::select! {
-                    ev = events.recv() => match ev {
+                    // Nothing more goes out to a caller who lost the worker role meanwhile.
+                    ev = events.recv() => match allowed.recheck().map(|()| ev) {
+                        Err(status) => {
+                            let _ = sender.out.send(Err(status)).await;
+                            false
+                        }
+                        Ok(ev) => match ev {
                         Ok(e) => sender.offer(&e.operation).await,
                         Err(RecvError::Lagged(_)) => sender.rescan(&node).await,
                         Err(RecvError::Closed) => {
                             let _ = sender.out.send(Err(Status::unavailable("this node is shutting down"))).await;
                             false
                         }
+                        },
                     },
-                    _ = tick.tick() => sender.rescan(&node).await,
+                    _ = tick.tick() => match allowed.recheck() {
+                        Ok(()) => sender.rescan(&node).await,
+                        Err(status) => {
+                            let _ = sender.out.send(Err(status)).await;
+                            false
+                        }
+                    },
                     _ = sender.out.closed() => false,
                 };
                 if !alive {

@@ -18,10 +18,10 @@
 //! authorized at (`Command::Guarded`); apply refuses it if users or roles changed since, so a
 //! revoked role stops every write that was authorized before the revocation but applied after it.
 
-use std::sync::Arc;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 

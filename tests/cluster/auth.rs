@@ -470,3 +470,91 @@ async fn a_client_certificate_logs_in_as_the_user_it_names() {
         .expect_err("no such user");
     assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
 }
+
+/// The next item of a stream, within a few seconds.
+async fn next_item<T, S>(stream: &mut S) -> Result<T, tonic::Status>
+where
+    S: futures::Stream<Item = Result<T, tonic::Status>> + Unpin,
+{
+    use futures::StreamExt;
+    tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("an item within 10 s")
+        .expect("the stream did not end silently")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn open_watches_end_when_their_caller_loses_the_right_to_read() {
+    let cluster = TestCluster::start(3).await;
+    cluster.wait_leader().await;
+    let followers = cluster.followers().await;
+    let all: Vec<String> = (1..=3).map(|id| cluster.endpoint(id)).collect();
+    let open = Client::connect(&all).expect("client");
+    let token = |name: &'static str, role: &'static str| {
+        let open = open.clone();
+        async move {
+            let reply = open.user_add(name, &[role.to_string()], false).await;
+            reply.expect(name).token
+        }
+    };
+    let root = token("root", "admin").await;
+    let viewer = token("viewer", "read-only").await;
+    let leaving = token("leaving", "read-only").await;
+    open.auth_enable(true).await.expect("enable");
+    let admin = open.with_token(Some(&root)).expect("token");
+    // Streams on a follower: the revocation reaches it through the log.
+    let on_follower = |token: &str| {
+        Client::connect(&[cluster.endpoint(followers[0])])
+            .expect("client")
+            .with_token(Some(token))
+            .expect("token")
+    };
+    let viewer = on_follower(&viewer);
+    let mut objects = viewer.watch("Director", "", "", 0).await.expect("watch");
+    let mut locks = viewer.lock_watch("").await.expect("lock watch");
+    let leaving = on_follower(&leaving);
+    let mut leaving_objects = leaving.watch("Director", "", "", 0).await.expect("watch");
+
+    // Served while allowed.
+    admin
+        .create(&director("default", "one"))
+        .await
+        .expect("create");
+    let no_wait = None;
+    admin
+        .lock_acquire("l1", LockMode::Write, "root@h", None, None, no_wait)
+        .await
+        .expect("lock");
+    for stream in [&mut objects, &mut leaving_objects] {
+        let event = next_item(stream).await.expect("first event");
+        assert_eq!(event.object.expect("object")["metadata"]["name"], "one");
+    }
+    let event = next_item(&mut locks).await.expect("first lock event");
+    assert_eq!(event.name, "l1");
+
+    // Revoked and deleted: the next thing each stream would send is refused instead.
+    admin
+        .user_roles("viewer", &[], &["read-only".to_string()])
+        .await
+        .expect("revoke");
+    admin.user_delete("leaving").await.expect("delete");
+    admin
+        .create(&director("default", "two"))
+        .await
+        .expect("create");
+    admin
+        .lock_acquire("l2", LockMode::Write, "root@h", None, None, no_wait)
+        .await
+        .expect("lock");
+    let ended = next_item(&mut objects).await.expect_err("revoked");
+    assert_eq!(ended.code(), Code::PermissionDenied, "{ended:?}");
+    assert!(ended.message().contains("user viewer"), "{ended:?}");
+    let ended = next_item(&mut locks).await.expect_err("revoked");
+    assert_eq!(ended.code(), Code::PermissionDenied, "{ended:?}");
+    let ended = next_item(&mut leaving_objects).await.expect_err("deleted");
+    assert_eq!(ended.code(), Code::Unauthenticated, "{ended:?}");
+    assert!(
+        ended.message().contains("user leaving was deleted"),
+        "{ended:?}"
+    );
+}
