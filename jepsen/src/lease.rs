@@ -29,6 +29,7 @@ use steward::client::Client;
 use steward::proto::v1 as pb;
 use tonic::Code;
 
+use crate::finding::{self, write_jsonl, Finding};
 use crate::history::Outcome;
 use crate::outcome::classify;
 use crate::rng::Rng;
@@ -352,6 +353,21 @@ pub fn check(leases: &[Lease]) -> LeaseReport {
         }
     }
     report
+}
+
+/// Writes the leases to `history_file` and checks them (no overlap, right answers).
+pub fn finding(leases: &[Lease], history_file: &std::path::Path) -> anyhow::Result<Finding> {
+    write_jsonl(history_file, leases)?;
+    let report = check(leases);
+    let (_, code) = finding::verdict(report.valid(), true);
+    Ok(Finding {
+        summary: report.summary(),
+        report: serde_json::to_string_pretty(&report)?,
+        code,
+        points: finding::points(leases, |l| {
+            (l.acquire_invoke_ns, l.acquire_complete_ns, l.acquire)
+        }),
+    })
 }
 
 #[cfg(test)]

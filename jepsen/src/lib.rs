@@ -6,11 +6,14 @@
 //!   `clock` (libfaketime settings) and `membership` (remove a member, add a fresh one) do the
 //!   last two.
 //! - `register`, `set`, `lockrmw`, `watch`, `operations`, `lease`: workloads; `history`: what clients saw; `outcome`: ok / fail / unknown.
+//! - `finding`: what a checked run comes to (summary, report, exit code, plot points), the
+//!   same shape for every workload.
 //! - `checker`: linearizability (register) ; `set::check`, `watch::check`, `operations::check`; `plot`: latency over time with faults.
 
 pub mod checker;
 pub mod clock;
 pub mod cluster;
+pub mod finding;
 pub mod history;
 pub mod lease;
 pub mod lockrmw;

@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use steward::client::{Client, Consistency, Fence, LockMode};
 
+use crate::finding::{self, write_jsonl, Counts, Finding};
 use crate::history::Outcome;
 use crate::outcome::classify;
 
@@ -164,6 +165,30 @@ pub fn check(incs: &[Increment], final_value: i64) -> LockReport {
         lost,
         token_order_violations,
     }
+}
+
+/// Writes the increments to `history_file` and judges them against the counter's final value.
+pub fn finding(
+    incs: &[Increment],
+    final_value: i64,
+    history_file: &std::path::Path,
+) -> anyhow::Result<Finding> {
+    write_jsonl(history_file, incs)?;
+    let report = check(incs, final_value);
+    let counts = Counts::of(incs.iter().map(|i| i.outcome));
+    let (word, code) = finding::verdict(report.valid(), true);
+    let anomalies =
+        report.duplicate_writes.len() + report.lost as usize + report.token_order_violations;
+    Ok(Finding {
+        summary: format!(
+            "lock: {} fenced increments ({counts}), counter {}, anomalies {anomalies}: {word}",
+            incs.len(),
+            report.final_value
+        ),
+        report: serde_json::to_string_pretty(&report)?,
+        code,
+        points: finding::points(incs, |i| (i.invoke_ns, i.complete_ns, i.outcome)),
+    })
 }
 
 #[cfg(test)]

@@ -11,11 +11,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use jepsen::checker::{self, Verdict};
 use jepsen::cluster::{ClusterSpec, NetCluster};
-use jepsen::history::{Outcome, RegisterEvent};
+use jepsen::finding::{Finding, EXIT_INVALID, EXIT_UNKNOWN};
+use jepsen::history::RegisterEvent;
 use jepsen::nemesis::{self, Nemesis};
-use jepsen::plot::{self, Point};
+use jepsen::plot;
 use jepsen::{lease, lockrmw, operations, register, set, watch};
 use steward::client::Client;
 
@@ -63,8 +63,6 @@ struct Args {
     snapshot_every: Option<u64>,
 }
 
-const EXIT_INVALID: i32 = 1;
-const EXIT_UNKNOWN: i32 = 2;
 const EXIT_NO_NETNS: i32 = 77;
 
 #[tokio::main]
@@ -291,173 +289,35 @@ async fn run_workload(
         serde_json::to_string_pretty(nemesis.timeline())?,
     )?;
 
-    let (summary, verdict_text, code, points) = if args.workload == "register" {
-        register_history.extend(reg_out.lock().unwrap_or_else(|p| p.into_inner()).drain(..));
-        register_history.sort_by_key(|e| (e.invoke_ns, e.complete_ns));
-        write_jsonl(&out.join("history.jsonl"), &register_history)?;
-        let (verdict, stats) = checker::check_register(&register_history, args.check_time_limit);
-        let counts = count(register_history.iter().map(|e| e.outcome));
-        let (word, code) = match &verdict {
-            Verdict::Valid => ("VALID", 0),
-            Verdict::Invalid { .. } => ("INVALID", EXIT_INVALID),
-            Verdict::Unknown { .. } => ("UNKNOWN", EXIT_UNKNOWN),
-        };
-        let anomalies = usize::from(matches!(verdict, Verdict::Invalid { .. }));
-        let points: Vec<Point> = register_history
-            .iter()
-            .filter(|e| e.process != u64::MAX)
-            .map(|e| Point {
-                invoke_ns: e.invoke_ns,
-                latency_ns: e.complete_ns - e.invoke_ns,
-                outcome: e.outcome,
-            })
-            .collect();
-        (
-            format!(
-                "register: {} ops ({} ok, {} failed, {} unknown), {} keys, {} states explored in {:?}, anomalies {anomalies}: {word}",
-                register_history.len(), counts.0, counts.1, counts.2, stats.keys, stats.states_explored, stats.elapsed
-            ),
-            checker::render(&verdict),
-            code,
-            points,
-        )
-    } else if args.workload == "lock" {
-        let incs = lock_out.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        write_jsonl(&out.join("history.jsonl"), &incs)?;
-        let final_value = final_counter(&all).await?;
-        let report = lockrmw::check(&incs, final_value);
-        let counts = count(incs.iter().map(|i| i.outcome));
-        let (word, code) = if report.valid() {
-            ("VALID", 0)
-        } else {
-            ("INVALID", EXIT_INVALID)
-        };
-        let anomalies =
-            report.duplicate_writes.len() + report.lost as usize + report.token_order_violations;
-        let points: Vec<Point> = incs
-            .iter()
-            .map(|i| Point {
-                invoke_ns: i.invoke_ns,
-                latency_ns: i.complete_ns - i.invoke_ns,
-                outcome: i.outcome,
-            })
-            .collect();
-        (
-            format!(
-                "lock: {} fenced increments ({} ok, {} failed, {} unknown), counter {}, anomalies {anomalies}: {word}",
-                incs.len(),
-                counts.0,
-                counts.1,
-                counts.2,
-                report.final_value
-            ),
-            serde_json::to_string_pretty(&report)?,
-            code,
-            points,
-        )
-    } else if args.workload == "lease" {
-        let leases = lease_out.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        write_jsonl(&out.join("history.jsonl"), &leases)?;
-        let report = lease::check(&leases);
-        let code = if report.valid() { 0 } else { EXIT_INVALID };
-        let points: Vec<Point> = leases
-            .iter()
-            .map(|l| Point {
-                invoke_ns: l.acquire_invoke_ns,
-                latency_ns: l.acquire_complete_ns.saturating_sub(l.acquire_invoke_ns),
-                outcome: l.acquire,
-            })
-            .collect();
-        (
-            report.summary(),
-            serde_json::to_string_pretty(&report)?,
-            code,
-            points,
-        )
-    } else if let Some(ops_run) = ops_run {
+    let history_file = out.join("history.jsonl");
+    let finding = if let Some(ops_run) = ops_run {
         let (records, report) = ops_run.finish(&all).await?;
-        write_jsonl(&out.join("history.jsonl"), &records)?;
-        let code = if report.valid() { 0 } else { EXIT_INVALID };
-        (
-            report.summary(),
-            serde_json::to_string_pretty(&report)?,
-            code,
-            operations::points(&records),
-        )
-    } else if args.workload == "watch" {
-        let writes = watch_out.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let final_revision = watch::final_revision(&all).await?;
-        let logs = watch::finish(final_revision, &watch_target, watchers).await?;
-        write_jsonl(&out.join("history.jsonl"), &watch::records(&writes, &logs))?;
-        let report = watch::check(watch_from, final_revision, &writes, &logs);
-        let (word, code) = if report.valid() {
-            ("VALID", 0)
-        } else if report.invalid() {
-            ("INVALID", EXIT_INVALID)
-        } else {
-            ("UNKNOWN", EXIT_UNKNOWN)
-        };
-        let points: Vec<Point> = writes
-            .iter()
-            .map(|w| Point {
-                invoke_ns: w.invoke_ns,
-                latency_ns: w.complete_ns - w.invoke_ns,
-                outcome: w.outcome,
-            })
-            .collect();
-        let sum =
-            |f: fn(&watch::WatcherSummary) -> usize| report.watchers.iter().map(f).sum::<usize>();
-        (
-            format!(
-                "watch: {} writes ({} ok, {} failed, {} unknown), {} watchers over revisions {}..={}, {} events, {} streams ({} resumed after a failure, {} from a bookmark), anomalies {}: {word}",
-                writes.len(),
-                report.writes_acknowledged,
-                report.writes_failed,
-                report.writes_unknown,
-                report.watchers.len(),
-                report.from_revision,
-                report.final_revision,
-                report.revisions_seen,
-                sum(|w| w.streams),
-                sum(|w| w.resumed_after_failure),
-                sum(|w| w.resumed_from_bookmark),
-                report.anomaly_count
-            ),
-            serde_json::to_string_pretty(&report)?,
-            code,
-            points,
-        )
+        operations::finding(&records, &report, &history_file)?
     } else {
-        let adds = set_out.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        write_jsonl(&out.join("history.jsonl"), &adds)?;
-        let present = final_set(&all).await?;
-        let report = set::check(&adds, &present);
-        let counts = count(adds.iter().map(|a| a.outcome));
-        let (word, code) = if report.valid() {
-            ("VALID", 0)
-        } else {
-            ("INVALID", EXIT_INVALID)
-        };
-        let anomalies =
-            report.lost.len() + report.unexpected.len() + report.refused_but_present.len();
-        let points: Vec<Point> = adds
-            .iter()
-            .map(|a| Point {
-                invoke_ns: a.invoke_ns,
-                latency_ns: a.complete_ns - a.invoke_ns,
-                outcome: a.outcome,
-            })
-            .collect();
-        (
-            format!(
-                "set: {} adds ({} ok, {} failed, {} unknown), {} present, anomalies {anomalies}: {word}",
-                adds.len(), counts.0, counts.1, counts.2, report.present
-            ),
-            serde_json::to_string_pretty(&report)?,
-            code,
-            points,
-        )
+        match args.workload.as_str() {
+            "register" => {
+                register_history.extend(taken(&reg_out));
+                register::finding(register_history, args.check_time_limit, &history_file)?
+            }
+            "lock" => {
+                lockrmw::finding(&taken(&lock_out), final_counter(&all).await?, &history_file)?
+            }
+            "lease" => lease::finding(&taken(&lease_out), &history_file)?,
+            "watch" => {
+                let writes = taken(&watch_out);
+                let final_revision = watch::final_revision(&all).await?;
+                let logs = watch::finish(final_revision, &watch_target, watchers).await?;
+                watch::finding(watch_from, final_revision, &writes, &logs, &history_file)?
+            }
+            _ => set::finding(&taken(&set_out), &final_set(&all).await?, &history_file)?,
+        }
     };
+    let Finding {
+        summary,
+        report: verdict_text,
+        code,
+        points,
+    } = finding;
     let (summary, code) = if crashed.is_empty() {
         (summary, code)
     } else {
@@ -478,6 +338,11 @@ async fn run_workload(
     std::fs::write(out.join("latency.svg"), plot::svg(&points, &faults, &title))?;
     println!("{summary}  [{}]", out.display());
     Ok(code)
+}
+
+/// What the clients recorded, taken out of their shared vector.
+fn taken<T>(out: &Mutex<Vec<T>>) -> Vec<T> {
+    std::mem::take(&mut *out.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
 /// Fault windows from the timeline: each fault until the next heal.
@@ -535,24 +400,6 @@ where
             Err(e) => anyhow::bail!("final read: {e}"),
         }
     }
-}
-
-fn count(outcomes: impl Iterator<Item = Outcome>) -> (usize, usize, usize) {
-    outcomes.fold((0, 0, 0), |(ok, fail, unknown), o| match o {
-        Outcome::Ok => (ok + 1, fail, unknown),
-        Outcome::Fail => (ok, fail + 1, unknown),
-        Outcome::Unknown => (ok, fail, unknown + 1),
-    })
-}
-
-fn write_jsonl<T: serde::Serialize>(path: &std::path::Path, items: &[T]) -> anyhow::Result<()> {
-    let mut s = String::new();
-    for i in items {
-        s.push_str(&serde_json::to_string(i)?);
-        s.push('\n');
-    }
-    std::fs::write(path, s)?;
-    Ok(())
 }
 
 /// The nodes' Raft settings: the defaults, with `--snapshot-every` applied.

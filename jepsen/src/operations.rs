@@ -45,6 +45,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::Code;
 
+use crate::finding::{self, write_jsonl, Finding};
 use crate::history::Outcome;
 use crate::outcome::classify;
 use crate::plot::Point;
@@ -87,6 +88,22 @@ const MAX_ATTEMPTS: u32 = 8;
 /// How long the run waits after the heal for every operation to end.
 pub const SETTLE: Duration = Duration::from_secs(60);
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Writes the run's records to `history_file`; the finding is the checker's `report`.
+pub fn finding(
+    records: &[Record],
+    report: &OpsReport,
+    history_file: &std::path::Path,
+) -> anyhow::Result<Finding> {
+    write_jsonl(history_file, records)?;
+    let (_, code) = finding::verdict(report.valid(), true);
+    Ok(Finding {
+        summary: report.summary(),
+        report: serde_json::to_string_pretty(report)?,
+        code,
+        points: points(records),
+    })
+}
 
 /// Submit latencies, for the plot.
 pub fn points(records: &[Record]) -> Vec<Point> {

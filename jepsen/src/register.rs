@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use steward::client::{Client, Consistency};
 
+use crate::checker::{self, Verdict};
+use crate::finding::{self, write_jsonl, Counts, Finding};
 use crate::history::{Outcome, RegisterEvent, RegisterOp};
 use crate::outcome::classify;
 use crate::rng::Rng;
@@ -154,4 +156,35 @@ async fn cas(client: &Client, key: &str, rng: &mut Rng, ev: &mut RegisterEvent) 
 fn fail(ev: &mut RegisterEvent, e: &tonic::Status) {
     ev.outcome = classify(e);
     ev.error = format!("{:?}: {}", e.code(), e.message());
+}
+
+/// Sorts the history, writes it to `history_file`, and checks it for linearizability within
+/// `limit` (UNKNOWN past it).
+pub fn finding(
+    mut history: Vec<RegisterEvent>,
+    limit: Duration,
+    history_file: &std::path::Path,
+) -> anyhow::Result<Finding> {
+    history.sort_by_key(|e| (e.invoke_ns, e.complete_ns));
+    write_jsonl(history_file, &history)?;
+    let (verdict, stats) = checker::check_register(&history, limit);
+    let counts = Counts::of(history.iter().map(|e| e.outcome));
+    let invalid = matches!(verdict, Verdict::Invalid { .. });
+    let (word, code) = finding::verdict(matches!(verdict, Verdict::Valid), invalid);
+    let anomalies = usize::from(invalid);
+    // The initial writes (process u64::MAX) are not the clients'.
+    let client_ops: Vec<&RegisterEvent> =
+        history.iter().filter(|e| e.process != u64::MAX).collect();
+    Ok(Finding {
+        summary: format!(
+            "register: {} ops ({counts}), {} keys, {} states explored in {:?}, anomalies {anomalies}: {word}",
+            history.len(),
+            stats.keys,
+            stats.states_explored,
+            stats.elapsed
+        ),
+        report: checker::render(&verdict),
+        code,
+        points: finding::points(&client_ops, |e| (e.invoke_ns, e.complete_ns, e.outcome)),
+    })
 }

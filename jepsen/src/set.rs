@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::json;
 use steward::client::Client;
 
+use crate::finding::{self, write_jsonl, Counts, Finding};
 use crate::history::Outcome;
 use crate::outcome::classify;
 
@@ -110,6 +111,29 @@ pub fn check(adds: &[AddEvent], final_read: &BTreeSet<String>) -> SetReport {
             .filter(|a| a.outcome == Outcome::Unknown && final_read.contains(&a.element))
             .count(),
     }
+}
+
+/// Writes the adds to `history_file` and judges them against the final read.
+pub fn finding(
+    adds: &[AddEvent],
+    present: &BTreeSet<String>,
+    history_file: &std::path::Path,
+) -> anyhow::Result<Finding> {
+    write_jsonl(history_file, adds)?;
+    let report = check(adds, present);
+    let counts = Counts::of(adds.iter().map(|a| a.outcome));
+    let (word, code) = finding::verdict(report.valid(), true);
+    let anomalies = report.lost.len() + report.unexpected.len() + report.refused_but_present.len();
+    Ok(Finding {
+        summary: format!(
+            "set: {} adds ({counts}), {} present, anomalies {anomalies}: {word}",
+            adds.len(),
+            report.present
+        ),
+        report: serde_json::to_string_pretty(&report)?,
+        code,
+        points: finding::points(adds, |a| (a.invoke_ns, a.complete_ns, a.outcome)),
+    })
 }
 
 #[cfg(test)]

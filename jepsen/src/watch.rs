@@ -44,6 +44,7 @@ use steward::client::{
 };
 use tonic::Code;
 
+use crate::finding::{self, write_jsonl, Finding};
 use crate::history::Outcome;
 use crate::outcome::classify;
 use crate::rng::Rng;
@@ -534,6 +535,42 @@ pub fn records(writes: &[WriteOp], watchers: &[WatcherLog]) -> Vec<Value> {
 }
 
 // ---- the check ----
+
+/// Writes every write and what each watcher saw to `history_file`, and checks that each
+/// watcher saw exactly the acknowledged writes between `from_revision` and `final_revision`, in
+/// order, once each.
+pub fn finding(
+    from_revision: u64,
+    final_revision: u64,
+    writes: &[WriteOp],
+    logs: &[WatcherLog],
+    history_file: &std::path::Path,
+) -> anyhow::Result<Finding> {
+    write_jsonl(history_file, &records(writes, logs))?;
+    let report = check(from_revision, final_revision, writes, logs);
+    let (word, code) = finding::verdict(report.valid(), report.invalid());
+    let sum = |f: fn(&WatcherSummary) -> usize| report.watchers.iter().map(f).sum::<usize>();
+    Ok(Finding {
+        summary: format!(
+            "watch: {} writes ({} ok, {} failed, {} unknown), {} watchers over revisions {}..={}, {} events, {} streams ({} resumed after a failure, {} from a bookmark), anomalies {}: {word}",
+            writes.len(),
+            report.writes_acknowledged,
+            report.writes_failed,
+            report.writes_unknown,
+            report.watchers.len(),
+            report.from_revision,
+            report.final_revision,
+            report.revisions_seen,
+            sum(|w| w.streams),
+            sum(|w| w.resumed_after_failure),
+            sum(|w| w.resumed_from_bookmark),
+            report.anomaly_count
+        ),
+        report: serde_json::to_string_pretty(&report)?,
+        code,
+        points: finding::points(writes, |w| (w.invoke_ns, w.complete_ns, w.outcome)),
+    })
+}
 
 mod check;
 pub use check::*;
