@@ -156,18 +156,36 @@ pub struct GeneratedPki {
     pub clients: Vec<(String, CertFiles)>,
 }
 
-/// What `issue` makes: a new CA, and certificates it signs for nodes and clients.
+/// How long a CA that `issue` makes is valid: long enough to outlive many rounds of node and
+/// client certificates, which `steward certs sign` renews with it.
+pub const CA_VALIDITY: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 86_400);
+
+/// How far back certificates' validity starts, so a node whose clock is a little behind still
+/// accepts them.
+pub const CLOCK_SKEW_ALLOWANCE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The CA that signs what `issue` makes.
+#[derive(Clone, Debug)]
+pub enum CaSource {
+    /// A new CA with this subject common name, valid for `CA_VALIDITY`; with `keep_key` its key
+    /// is written as `ca-key.pem` (to sign more later), else forgotten.
+    New { name: String, keep_key: bool },
+    /// An existing CA (its certificate and key as PEM), already in the directory as `ca.pem`
+    /// and `ca-key.pem`: more certificates for a cluster that trusts it.
+    Existing { cert_pem: String, key_pem: String },
+}
+
+/// What `issue` makes: certificates for nodes and clients, signed by a new or an existing CA.
 #[derive(Clone, Debug)]
 pub struct PkiPlan {
-    /// The CA certificate's subject common name.
-    pub ca_name: String,
+    pub ca: CaSource,
     /// Each node's id and the names its certificate is valid for (DNS names or IP addresses,
     /// for both its ports); at least one each.
     pub nodes: Vec<(u64, Vec<String>)>,
     /// Common names of client certificates (user names, when authentication is on).
     pub clients: Vec<String>,
-    /// Write the CA's key as `ca-key.pem` (to sign more later), or forget it.
-    pub keep_ca_key: bool,
+    /// How long each node and client certificate is valid, from now.
+    pub valid_for: std::time::Duration,
     /// Replace files already there; otherwise `issue` refuses to write over any of them.
     pub overwrite: bool,
 }
@@ -203,9 +221,12 @@ impl PkiPlan {
             }
             names.push(name.clone());
         }
-        let mut files = vec![dir.join("ca.pem")];
-        if self.keep_ca_key {
-            files.push(dir.join("ca-key.pem"));
+        let mut files = Vec::new();
+        if let CaSource::New { keep_key, .. } = &self.ca {
+            files.push(dir.join("ca.pem"));
+            if *keep_key {
+                files.push(dir.join("ca-key.pem"));
+            }
         }
         for name in names {
             files.push(dir.join(format!("{name}.pem")));
@@ -251,33 +272,55 @@ pub fn issue(dir: &Path, plan: &PkiPlan) -> anyhow::Result<GeneratedPki> {
             anyhow::bail!("{} already exists; not overwriting it", existing.display());
         }
     }
+    if plan.valid_for.is_zero() {
+        anyhow::bail!("a certificate must be valid for some time (got 0)");
+    }
+    let now = time::OffsetDateTime::now_utc();
+    let not_before = now - CLOCK_SKEW_ALLOWANCE;
+    let until = |valid_for: std::time::Duration| -> anyhow::Result<time::OffsetDateTime> {
+        now.checked_add(time::Duration::try_from(valid_for)?)
+            .ok_or_else(|| anyhow::anyhow!("a validity of {valid_for:?} ends past year 9999"))
+    };
+    let leaf_not_after = until(plan.valid_for)?;
     create_private_dir(dir)?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, plan.ca_name.as_str());
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
     let ca_path = dir.join("ca.pem");
-    write_file(&ca_path, ca.pem().as_bytes(), false, plan.overwrite)?;
-    let ca_key = if plan.keep_ca_key {
-        let path = dir.join("ca-key.pem");
-        write_file(
-            &path,
-            ca.key().serialize_pem().as_bytes(),
-            true,
-            plan.overwrite,
-        )?;
-        Some(path)
-    } else {
-        None
+    let (new_ca, existing_ca);
+    let (ca, ca_key): (&rcgen::Issuer<'_, KeyPair>, Option<PathBuf>) = match &plan.ca {
+        CaSource::New { name, keep_key } => {
+            let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+            ca_params
+                .distinguished_name
+                .push(DnType::CommonName, name.as_str());
+            ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+            ca_params.not_before = not_before;
+            ca_params.not_after = until(CA_VALIDITY.max(plan.valid_for))?;
+            new_ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+            write_file(&ca_path, new_ca.pem().as_bytes(), false, plan.overwrite)?;
+            let ca_key = if *keep_key {
+                let path = dir.join("ca-key.pem");
+                let pem = new_ca.key().serialize_pem();
+                write_file(&path, pem.as_bytes(), true, plan.overwrite)?;
+                Some(path)
+            } else {
+                None
+            };
+            (&new_ca, ca_key)
+        }
+        CaSource::Existing { cert_pem, key_pem } => {
+            let key = KeyPair::from_pem(key_pem).context("the CA's key (ca-key.pem)")?;
+            existing_ca = rcgen::Issuer::from_ca_cert_pem(cert_pem, key)
+                .context("the CA's certificate (ca.pem)")?;
+            (&existing_ca, Some(dir.join("ca-key.pem")))
+        }
     };
 
     let leaf = |name: &str, sans: &[String], server: bool| -> anyhow::Result<CertFiles> {
         let mut params = CertificateParams::new(sans.to_vec())
             .with_context(|| format!("the certificate of {name}: names {sans:?}"))?;
         params.distinguished_name.push(DnType::CommonName, name);
+        params.not_before = not_before;
+        params.not_after = leaf_not_after;
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
@@ -291,7 +334,7 @@ pub fn issue(dir: &Path, plan: &PkiPlan) -> anyhow::Result<GeneratedPki> {
             vec![ExtendedKeyUsagePurpose::ClientAuth]
         };
         let key = KeyPair::generate()?;
-        let cert = params.signed_by(&key, &ca)?;
+        let cert = params.signed_by(&key, ca)?;
         let files = CertFiles {
             cert: dir.join(format!("{name}.pem")),
             key: dir.join(format!("{name}-key.pem")),
@@ -332,10 +375,13 @@ pub fn generate(
     issue(
         dir,
         &PkiPlan {
-            ca_name: "steward throw-away CA".to_string(),
+            ca: CaSource::New {
+                name: "steward throw-away CA".to_string(),
+                keep_key: false,
+            },
             nodes: node_ids.iter().map(|&id| (id, hosts.to_vec())).collect(),
             clients: client_names.to_vec(),
-            keep_ca_key: false,
+            valid_for: CA_VALIDITY,
             overwrite: true,
         },
     )
@@ -489,13 +535,16 @@ mod tests {
 
     fn plan(nodes: &[(u64, &[&str])], clients: &[&str]) -> PkiPlan {
         PkiPlan {
-            ca_name: "test CA".to_string(),
+            ca: CaSource::New {
+                name: "test CA".to_string(),
+                keep_key: true,
+            },
             nodes: nodes
                 .iter()
                 .map(|(id, hosts)| (*id, hosts.iter().map(|h| h.to_string()).collect()))
                 .collect(),
             clients: clients.iter().map(|c| c.to_string()).collect(),
-            keep_ca_key: true,
+            valid_for: std::time::Duration::from_secs(86_400),
             overwrite: false,
         }
     }
@@ -591,7 +640,10 @@ mod tests {
             assert!(err.contains(want), "{err} (want {want})");
         }
         let mut no_key = plan(&[(1, &["a"])], &["admin"]);
-        no_key.keep_ca_key = false;
+        no_key.ca = CaSource::New {
+            name: "test CA".to_string(),
+            keep_key: false,
+        };
         assert_eq!(no_key.files(dir).expect("files").len(), 5);
     }
 

@@ -1,16 +1,18 @@
 //! `steward certs create`: a new CA and the certificates of a cluster's nodes and clients, as
-//! PEM files for the nodes' `[tls]` sections and the clients' `--cacert`, `--cert` and `--key`.
+//! PEM files for the nodes' `[tls]` sections and the clients' `--cacert`, `--cert` and `--key`;
+//! `steward certs sign`: more of them (a new node or client, renewals) with that CA.
 //! The certificates are made by `crate::tls::issue`; this module turns the command line into a
 //! `PkiPlan` (host name patterns expanded per node) and prints what was written.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::json;
 
 use super::render::{self, OutputFormat, Table};
 use super::GlobalOpts;
-use crate::tls::{node_common_name, GeneratedPki, PkiPlan};
+use crate::tls::{node_common_name, CaSource, GeneratedPki, PkiPlan};
 
 /// Most node certificates one `certs create` makes (`--nodes`).
 pub const CERTS_NODES_MAX: u64 = 100;
@@ -23,6 +25,44 @@ pub enum CertsCommand {
     /// Make a new CA, a certificate for each of nodes 1 to N and one per client, in a directory.
     #[command(after_help = CREATE_EXAMPLES)]
     Create(CreateArgs),
+    /// Sign more certificates with the CA `certs create` made: a node being added to the
+    /// cluster, a new client, or renewals of expiring ones (--force).
+    #[command(after_help = SIGN_EXAMPLES)]
+    Sign(SignArgs),
+}
+
+const SIGN_EXAMPLES: &str = "\
+Examples:
+  # Node 4, before `steward member add-learner --id 4 ...`:
+  steward certs sign --ca-dir certs --node 4 --host 'steward{id}' --host localhost,127.0.0.1
+  # A client certificate for user alice, and node 2's renewed for another year:
+  steward certs sign --ca-dir certs --client alice
+  steward certs sign --ca-dir certs --node 2 --host 'steward{id}' --force";
+
+/// How long node and client certificates are valid unless `--valid-for` says otherwise.
+const DEFAULT_VALID_FOR: &str = "365days";
+
+#[derive(Debug, clap::Args)]
+pub struct SignArgs {
+    /// The directory `certs create` wrote: its ca.pem and ca-key.pem sign, and the new files go
+    /// there too.
+    #[arg(long, value_name = "DIR")]
+    pub ca_dir: PathBuf,
+    /// A node id to sign a certificate for (repeat the flag or separate ids with commas).
+    #[arg(long = "node", value_name = "ID", value_delimiter = ',')]
+    pub nodes: Vec<u64>,
+    /// As for `certs create`; needed with --node.
+    #[arg(long = "host", value_name = "NAME", value_delimiter = ',')]
+    pub hosts: Vec<String>,
+    /// A client certificate with this common name (repeat or separate with commas).
+    #[arg(long = "client", value_name = "NAME", value_delimiter = ',')]
+    pub clients: Vec<String>,
+    /// How long the certificates are valid, from now (e.g. 90days, 1y).
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_VALID_FOR, value_parser = humantime::parse_duration)]
+    pub valid_for: Duration,
+    /// Replace certificates already there (a renewal: the CA stays, so nothing else changes).
+    #[arg(long)]
+    pub force: bool,
 }
 
 const CREATE_EXAMPLES: &str = "\
@@ -57,6 +97,10 @@ pub struct CreateArgs {
     /// Repeat the flag or separate names with commas.
     #[arg(long = "client", value_name = "NAME", value_delimiter = ',')]
     pub clients: Vec<String>,
+    /// How long the node and client certificates are valid, from now (e.g. 90days, 1y); the
+    /// CA is valid for ten years, and `certs sign` renews the others with it.
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_VALID_FOR, value_parser = humantime::parse_duration)]
+    pub valid_for: Duration,
     /// Replace files already in DIR (a new CA: certificates signed by the old one stop being
     /// trusted by nodes that load it).
     #[arg(long)]
@@ -83,16 +127,67 @@ pub fn run(cmd: CertsCommand, global: &GlobalOpts) -> anyhow::Result<()> {
             print!("{}", describe(&pki, &plan, global.output)?);
             Ok(())
         }
+        CertsCommand::Sign(args) => {
+            let plan = sign_plan(&args)?;
+            if !args.force {
+                let files = plan.files(&args.ca_dir)?;
+                if let Some(existing) = files.iter().find(|f| f.exists()) {
+                    anyhow::bail!(
+                        "{} already exists: pass --force to renew it (the CA stays the same)",
+                        existing.display()
+                    );
+                }
+            }
+            let pki = crate::tls::issue(&args.ca_dir, &plan)
+                .with_context(|| format!("certs sign in {}", args.ca_dir.display()))?;
+            print!("{}", describe(&pki, &plan, global.output)?);
+            Ok(())
+        }
     }
 }
 
-/// The plan the command line asks for: a new CA whose key is kept, nodes 1 to N each with
-/// the host patterns expanded for it.
-fn plan(args: &CreateArgs) -> anyhow::Result<PkiPlan> {
-    let mut nodes = Vec::with_capacity(args.nodes as usize);
-    for id in 1..=args.nodes {
-        let mut hosts: Vec<String> = Vec::with_capacity(args.hosts.len());
-        for pattern in &args.hosts {
+/// The plan `certs sign` asks for: the CA in --ca-dir, the nodes and clients named.
+fn sign_plan(args: &SignArgs) -> anyhow::Result<PkiPlan> {
+    if args.nodes.is_empty() && args.clients.is_empty() {
+        anyhow::bail!("nothing to sign: name a --node or a --client");
+    }
+    if !args.nodes.is_empty() && args.hosts.is_empty() {
+        anyhow::bail!("--node needs --host: the names clients and peers dial the node by");
+    }
+    let read = |file: &str| {
+        let path = args.ca_dir.join(file);
+        std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "cannot read {} (certs sign needs the ca.pem and ca-key.pem of certs create)",
+                path.display()
+            )
+        })
+    };
+    let ca = CaSource::Existing {
+        cert_pem: read("ca.pem")?,
+        key_pem: read("ca-key.pem")?,
+    };
+    Ok(PkiPlan {
+        ca,
+        nodes: node_hosts(args.nodes.iter().copied(), &args.hosts)?,
+        clients: args.clients.clone(),
+        valid_for: args.valid_for,
+        overwrite: args.force,
+    })
+}
+
+/// Each node with the host patterns expanded for it, without repeats.
+fn node_hosts(
+    ids: impl Iterator<Item = u64>,
+    patterns: &[String],
+) -> anyhow::Result<Vec<(u64, Vec<String>)>> {
+    let mut nodes = Vec::new();
+    for id in ids {
+        if id == 0 {
+            anyhow::bail!("--node: node ids start at 1");
+        }
+        let mut hosts: Vec<String> = Vec::with_capacity(patterns.len());
+        for pattern in patterns {
             let host = expand_host(pattern, id)?;
             if !hosts.contains(&host) {
                 hosts.push(host);
@@ -100,11 +195,20 @@ fn plan(args: &CreateArgs) -> anyhow::Result<PkiPlan> {
         }
         nodes.push((id, hosts));
     }
+    Ok(nodes)
+}
+
+/// The plan the command line asks for: a new CA whose key is kept, nodes 1 to N each with
+/// the host patterns expanded for it.
+fn plan(args: &CreateArgs) -> anyhow::Result<PkiPlan> {
     Ok(PkiPlan {
-        ca_name: CA_NAME.to_string(),
-        nodes,
+        ca: CaSource::New {
+            name: CA_NAME.to_string(),
+            keep_key: true,
+        },
+        nodes: node_hosts(1..=args.nodes, &args.hosts)?,
         clients: args.clients.clone(),
-        keep_ca_key: true,
+        valid_for: args.valid_for,
         overwrite: args.force,
     })
 }
@@ -173,9 +277,13 @@ fn describe(pki: &GeneratedPki, plan: &PkiPlan, format: OutputFormat) -> anyhow:
         return render::structured(&value, format);
     }
     let mut table = Table::new(&["FOR", "COMMON-NAME", "CERT", "KEY", "HOSTS"]);
+    let ca_name = match &plan.ca {
+        CaSource::New { name, .. } => name.clone(),
+        CaSource::Existing { .. } => "(existing, signed with)".to_string(),
+    };
     table.row(vec![
         "CA".to_string(),
-        plan.ca_name.clone(),
+        ca_name,
         show(&pki.ca),
         ca_key.clone(),
     ]);
@@ -197,6 +305,13 @@ fn describe(pki: &GeneratedPki, plan: &PkiPlan, format: OutputFormat) -> anyhow:
         ]);
     }
     let mut out = table.render();
+    let until = std::time::SystemTime::now() + plan.valid_for;
+    out.push_str(&format!(
+        "Node and client certificates valid until {} (--valid-for {}); renew them with \
+         `steward certs sign ... --force` before then.\n",
+        humantime::format_rfc3339_seconds(until),
+        humantime::format_duration(plan.valid_for)
+    ));
     if !ca_key.is_empty() {
         out.push_str(&format!(
             "Keep {ca_key} away from nodes and clients (none of them needs it): whoever holds it \
@@ -288,7 +403,8 @@ mod tests {
             ]
         );
         assert_eq!(plan.clients, ["admin", "probe"]);
-        assert!(plan.keep_ca_key && !plan.overwrite);
+        assert!(matches!(plan.ca, CaSource::New { keep_key: true, .. }) && !plan.overwrite);
+        assert_eq!(plan.valid_for, Duration::from_secs(365 * 86_400));
         let refused = |args: &[&str]| {
             let mut argv = vec!["steward", "certs", "create", "--out", "d"];
             argv.extend_from_slice(args);
@@ -361,5 +477,80 @@ mod tests {
             .expect_err("refused")
             .to_string();
         assert!(err.contains("ca.pem already exists: pass --force"), "{err}");
+    }
+
+    /// A node added later and a new client get certificates from the same CA, chained to it and
+    /// valid for what --valid-for said; a second sign is refused without --force, and renews
+    /// with it.
+    #[test]
+    fn sign_adds_certificates_chained_to_the_same_ca() {
+        use x509_parser::prelude::{FromDer, X509Certificate};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("certs");
+        let out_arg = out.display().to_string();
+        let created = parse(&["--out", &out_arg, "--nodes", "3", "--host", "steward{id}"]);
+        crate::tls::issue(&out, &plan(&created).expect("plan")).expect("create");
+        let sign = |extra: &[&str]| -> anyhow::Result<GeneratedPki> {
+            let mut argv = vec!["steward", "certs", "sign", "--ca-dir", &out_arg];
+            argv.extend_from_slice(extra);
+            let cli = super::super::Cli::try_parse_from(argv).expect("parse");
+            let super::super::Command::Certs(CertsCommand::Sign(args)) = cli.command else {
+                panic!("not certs sign");
+            };
+            let plan = sign_plan(&args)?;
+            if !args.force && plan.files(&args.ca_dir)?.iter().any(|f| f.exists()) {
+                anyhow::bail!("exists");
+            }
+            crate::tls::issue(&args.ca_dir, &plan)
+        };
+        let pki = sign(&[
+            "--node",
+            "4",
+            "--host",
+            "steward{id}",
+            "--client",
+            "alice",
+            "--valid-for",
+            "30days",
+        ])
+        .expect("sign");
+        let ca_der = der(&out.join("ca.pem"));
+        let (_, ca) = X509Certificate::from_der(&ca_der).expect("ca");
+        for files in [&pki.nodes[0].1, &pki.clients[0].1] {
+            let leaf_der = der(&files.cert);
+            let (_, leaf) = X509Certificate::from_der(&leaf_der).expect("leaf");
+            assert_eq!(leaf.issuer(), ca.subject());
+            leaf.verify_signature(Some(ca.public_key()))
+                .expect("signed by the CA");
+            let days = (leaf.validity().not_after.timestamp()
+                - leaf.validity().not_before.timestamp())
+                / 86_400;
+            assert_eq!(days, 30, "30 days, plus the clock-skew allowance");
+        }
+        assert_eq!(
+            common_name(&der(&pki.nodes[0].1.cert)).as_deref(),
+            Some("steward-node-4")
+        );
+        let again = sign(&["--client", "alice"]).expect_err("exists");
+        assert_eq!(again.to_string(), "exists");
+        sign(&["--client", "alice", "--force"]).expect("renewed");
+        let refused = |extra: &[&str]| sign(extra).expect_err("refused").to_string();
+        assert!(refused(&[]).contains("nothing to sign"));
+        assert!(refused(&["--node", "5"]).contains("--node needs --host"));
+        let empty = dir.path().join("empty").display().to_string();
+        let err = {
+            let argv = [
+                "steward", "certs", "sign", "--ca-dir", &empty, "--client", "x",
+            ];
+            let cli = super::super::Cli::try_parse_from(argv).expect("parse");
+            let super::super::Command::Certs(CertsCommand::Sign(args)) = cli.command else {
+                panic!("not certs sign");
+            };
+            format!("{:#}", sign_plan(&args).expect_err("no CA"))
+        };
+        assert!(
+            err.contains("certs sign needs the ca.pem and ca-key.pem"),
+            "{err}"
+        );
     }
 }
