@@ -310,7 +310,7 @@ fn describe(pki: &GeneratedPki, plan: &PkiPlan, format: OutputFormat) -> anyhow:
         "Node and client certificates valid until {} (--valid-for {}); renew them with \
          `steward certs sign ... --force` before then.\n",
         humantime::format_rfc3339_seconds(until),
-        humantime::format_duration(plan.valid_for)
+        whole_days(plan.valid_for)
     ));
     if !ca_key.is_empty() {
         out.push_str(&format!(
@@ -319,6 +319,17 @@ fn describe(pki: &GeneratedPki, plan: &PkiPlan, format: OutputFormat) -> anyhow:
         ));
     }
     Ok(out)
+}
+
+/// "365days" for a whole number of days (humantime would say "11months 30days 3h 50m 24s"),
+/// else humantime's form.
+fn whole_days(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs % 86_400 == 0 && d.subsec_nanos() == 0 {
+        format!("{}days", secs / 86_400)
+    } else {
+        humantime::format_duration(d).to_string()
+    }
 }
 
 #[cfg(test)]
@@ -405,6 +416,8 @@ mod tests {
         assert_eq!(plan.clients, ["admin", "probe"]);
         assert!(matches!(plan.ca, CaSource::New { keep_key: true, .. }) && !plan.overwrite);
         assert_eq!(plan.valid_for, Duration::from_secs(365 * 86_400));
+        assert_eq!(whole_days(plan.valid_for), "365days");
+        assert_eq!(whole_days(Duration::from_secs(90)), "1m 30s");
         let refused = |args: &[&str]| {
             let mut argv = vec!["steward", "certs", "create", "--out", "d"];
             argv.extend_from_slice(args);
