@@ -54,12 +54,8 @@ pub struct SignArgs {
     /// As for `certs create`; needed with --node.
     #[arg(long = "host", value_name = "NAME", value_delimiter = ',')]
     pub hosts: Vec<String>,
-    /// A client certificate with this common name (repeat or separate with commas).
-    #[arg(long = "client", value_name = "NAME", value_delimiter = ',')]
-    pub clients: Vec<String>,
-    /// How long the certificates are valid, from now (e.g. 90days, 1y).
-    #[arg(long, value_name = "DURATION", default_value = DEFAULT_VALID_FOR, value_parser = humantime::parse_duration)]
-    pub valid_for: Duration,
+    #[command(flatten)]
+    pub leaves: Leaves,
     /// Replace certificates already there (a renewal: the CA stays, so nothing else changes).
     #[arg(long)]
     pub force: bool,
@@ -93,18 +89,37 @@ pub struct CreateArgs {
         value_delimiter = ','
     )]
     pub hosts: Vec<String>,
-    /// A client certificate with this common name (the user name when authentication is on).
-    /// Repeat the flag or separate names with commas.
-    #[arg(long = "client", value_name = "NAME", value_delimiter = ',')]
-    pub clients: Vec<String>,
-    /// How long the node and client certificates are valid, from now (e.g. 90days, 1y); the
-    /// CA is valid for ten years, and `certs sign` renews the others with it.
-    #[arg(long, value_name = "DURATION", default_value = DEFAULT_VALID_FOR, value_parser = humantime::parse_duration)]
-    pub valid_for: Duration,
+    #[command(flatten)]
+    pub leaves: Leaves,
     /// Replace files already in DIR (a new CA: certificates signed by the old one stop being
     /// trusted by nodes that load it).
     #[arg(long)]
     pub force: bool,
+}
+
+/// What `create` and `sign` share: the client certificates, and how long certificates last.
+#[derive(Debug, clap::Args)]
+pub struct Leaves {
+    /// A client certificate with this common name (the user name when authentication is on).
+    /// Repeat the flag or separate names with commas.
+    #[arg(long = "client", value_name = "NAME", value_delimiter = ',')]
+    pub clients: Vec<String>,
+    /// How long the node and client certificates are valid, from now (e.g. 90days, 1y); a CA
+    /// `certs create` makes is valid for ten years, and `certs sign` renews the others with it.
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_VALID_FOR, value_parser = humantime::parse_duration)]
+    pub valid_for: Duration,
+}
+
+/// Refuses, naming the first of `plan`'s files already in `dir`, unless `force`; `hint` says
+/// what --force would do.
+fn refuse_existing(plan: &PkiPlan, dir: &Path, force: bool, hint: &str) -> anyhow::Result<()> {
+    if force {
+        return Ok(());
+    }
+    match plan.files(dir)?.into_iter().find(|f| f.exists()) {
+        Some(existing) => anyhow::bail!("{} already exists: {hint}", existing.display()),
+        None => Ok(()),
+    }
 }
 
 /// `steward certs ...`.
@@ -112,16 +127,8 @@ pub fn run(cmd: CertsCommand, global: &GlobalOpts) -> anyhow::Result<()> {
     match cmd {
         CertsCommand::Create(args) => {
             let plan = plan(&args)?;
-            if !args.force {
-                let files = plan.files(&args.out)?;
-                if let Some(existing) = files.iter().find(|f| f.exists()) {
-                    anyhow::bail!(
-                        "{} already exists: pass --force to replace the whole set (a new CA), \
-                         or choose another --out",
-                        existing.display()
-                    );
-                }
-            }
+            let hint = "pass --force to replace the whole set (a new CA), or choose another --out";
+            refuse_existing(&plan, &args.out, args.force, hint)?;
             let pki = crate::tls::issue(&args.out, &plan)
                 .with_context(|| format!("certs create in {}", args.out.display()))?;
             print!("{}", describe(&pki, &plan, global.output)?);
@@ -129,15 +136,8 @@ pub fn run(cmd: CertsCommand, global: &GlobalOpts) -> anyhow::Result<()> {
         }
         CertsCommand::Sign(args) => {
             let plan = sign_plan(&args)?;
-            if !args.force {
-                let files = plan.files(&args.ca_dir)?;
-                if let Some(existing) = files.iter().find(|f| f.exists()) {
-                    anyhow::bail!(
-                        "{} already exists: pass --force to renew it (the CA stays the same)",
-                        existing.display()
-                    );
-                }
-            }
+            let hint = "pass --force to renew it (the CA stays the same)";
+            refuse_existing(&plan, &args.ca_dir, args.force, hint)?;
             let pki = crate::tls::issue(&args.ca_dir, &plan)
                 .with_context(|| format!("certs sign in {}", args.ca_dir.display()))?;
             print!("{}", describe(&pki, &plan, global.output)?);
@@ -148,7 +148,7 @@ pub fn run(cmd: CertsCommand, global: &GlobalOpts) -> anyhow::Result<()> {
 
 /// The plan `certs sign` asks for: the CA in --ca-dir, the nodes and clients named.
 fn sign_plan(args: &SignArgs) -> anyhow::Result<PkiPlan> {
-    if args.nodes.is_empty() && args.clients.is_empty() {
+    if args.nodes.is_empty() && args.leaves.clients.is_empty() {
         anyhow::bail!("nothing to sign: name a --node or a --client");
     }
     if !args.nodes.is_empty() && args.hosts.is_empty() {
@@ -170,8 +170,8 @@ fn sign_plan(args: &SignArgs) -> anyhow::Result<PkiPlan> {
     Ok(PkiPlan {
         ca,
         nodes: node_hosts(args.nodes.iter().copied(), &args.hosts)?,
-        clients: args.clients.clone(),
-        valid_for: args.valid_for,
+        clients: args.leaves.clients.clone(),
+        valid_for: args.leaves.valid_for,
         overwrite: args.force,
     })
 }
@@ -207,8 +207,8 @@ fn plan(args: &CreateArgs) -> anyhow::Result<PkiPlan> {
             keep_key: true,
         },
         nodes: node_hosts(1..=args.nodes, &args.hosts)?,
-        clients: args.clients.clone(),
-        valid_for: args.valid_for,
+        clients: args.leaves.clients.clone(),
+        valid_for: args.leaves.valid_for,
         overwrite: args.force,
     })
 }
@@ -511,9 +511,7 @@ mod tests {
                 panic!("not certs sign");
             };
             let plan = sign_plan(&args)?;
-            if !args.force && plan.files(&args.ca_dir)?.iter().any(|f| f.exists()) {
-                anyhow::bail!("exists");
-            }
+            refuse_existing(&plan, &args.ca_dir, args.force, "exists")?;
             crate::tls::issue(&args.ca_dir, &plan)
         };
         let pki = sign(&[
@@ -545,7 +543,12 @@ mod tests {
             Some("steward-node-4")
         );
         let again = sign(&["--client", "alice"]).expect_err("exists");
-        assert_eq!(again.to_string(), "exists");
+        assert!(
+            again
+                .to_string()
+                .ends_with("alice.pem already exists: exists"),
+            "{again}"
+        );
         sign(&["--client", "alice", "--force"]).expect("renewed");
         let refused = |extra: &[&str]| sign(extra).expect_err("refused").to_string();
         assert!(refused(&[]).contains("nothing to sign"));
