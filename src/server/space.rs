@@ -23,6 +23,10 @@ use crate::state::Command;
 /// How long a compaction waits for its snapshot to be built.
 pub const COMPACT_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How long a compaction waits for the snapshot it asked for before asking again (openraft
+/// ignores the request while another build runs).
+pub const COMPACT_SNAPSHOT_RETRIGGER: Duration = Duration::from_secs(5);
+
 /// How long a compaction waits for the log to be purged up to its snapshot. A leader purges only
 /// what no replication stream is still sending, so a slow follower may hold it back; the
 /// compaction then goes on with what was purged and says so.
@@ -218,19 +222,28 @@ pub async fn compact(node: &Node) -> Result<Compaction, Status> {
     let data_bytes_before = measure("measure the data dir").await?;
     let applied = index(&node.raft.metrics().borrow_watched().last_applied);
     let fatal = |e| Status::unavailable(format!("node {}'s Raft has stopped: {e}", node.id));
-    node.raft.trigger().snapshot().await.map_err(fatal)?;
-    let snapshot_index = node
-        .raft
-        .wait(Some(COMPACT_SNAPSHOT_TIMEOUT))
-        .metrics(|m| index(&m.snapshot) >= applied, "snapshot built")
-        .await
-        .map(|m| index(&m.snapshot))
-        .map_err(|e| {
-            Status::deadline_exceeded(format!(
-                "node {}: no snapshot up to index {applied} within {COMPACT_SNAPSHOT_TIMEOUT:?}: {e}",
-                node.id
-            ))
-        })?;
+    let deadline = Instant::now() + COMPACT_SNAPSHOT_TIMEOUT;
+    let snapshot_index = loop {
+        node.raft.trigger().snapshot().await.map_err(fatal)?;
+        let built = node
+            .raft
+            .wait(Some(COMPACT_SNAPSHOT_RETRIGGER))
+            .metrics(|m| index(&m.snapshot) >= applied, "snapshot built")
+            .await;
+        match built {
+            Ok(m) => break index(&m.snapshot),
+            // A build already running when we asked ignores the trigger and may end short of
+            // `applied`: ask again.
+            Err(_) if Instant::now() < deadline => continue,
+            Err(e) => {
+                return Err(Status::deadline_exceeded(format!(
+                    "node {}: no snapshot up to index {applied} within \
+                     {COMPACT_SNAPSHOT_TIMEOUT:?}: {e}",
+                    node.id
+                )))
+            }
+        }
+    };
     node.raft
         .trigger()
         .purge_log(snapshot_index)
