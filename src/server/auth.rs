@@ -86,7 +86,7 @@ pub fn caller<T>(request: &Request<T>) -> Option<Caller> {
 pub fn check(node: &Node, caller: Option<&Caller>, access: Access<'_>) -> Result<(), Status> {
     match caller {
         Some(caller) if caller.allows(access) => Ok(()),
-        Some(caller) => Err(deny(node, caller, access)),
+        Some(caller) => Err(refuse(node, caller, access)),
         // Every call passes the layer, which always leaves a Caller: a missing one is a wiring
         // fault, and refused.
         None => Err(Status::permission_denied(
@@ -178,10 +178,6 @@ impl StreamAuth {
         }
         check(&self.node, Some(caller), self.access.access())
     }
-}
-
-fn deny(node: &Node, caller: &Caller, access: Access<'_>) -> Status {
-    refuse(node, caller, access)
 }
 
 /// PermissionDenied for `caller`, who lacks `need`: logged, counted, and named in the message.

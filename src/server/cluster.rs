@@ -22,7 +22,7 @@ use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::peer::NodeView;
 use crate::server::space::{self, Compaction};
-use crate::state::alarm::{AlarmAction, AlarmKind, AlarmTable};
+use crate::state::alarm::{AlarmAction, AlarmKind};
 use crate::state::{Command, Rejection, Response};
 
 /// A node whose applied index is more than this many entries behind the leader's commit
@@ -37,9 +37,8 @@ pub const STATUS_DISK_WARN_PERCENT: u64 = 90;
 pub const STATUS_QUOTA_WARN_PERCENT: u64 = 80;
 
 /// The alarms as the API shows them.
-fn alarm_messages(table: &AlarmTable) -> Vec<Alarm> {
-    table
-        .iter()
+fn alarm_messages<'a>(alarms: impl Iterator<Item = &'a crate::state::alarm::Alarm>) -> Vec<Alarm> {
+    alarms
         .map(|a| Alarm {
             node_id: a.node_id,
             kind: a.kind.to_string(),
@@ -431,7 +430,7 @@ impl Cluster for ClusterService {
             })
             .collect::<Vec<_>>();
         let mut warnings = status_warnings(&nodes, leader_id);
-        let alarms = alarm_messages(self.node.state().alarms());
+        let alarms = alarm_messages(self.node.state().alarms().iter());
         for alarm in &alarms {
             warnings.push(format!(
                 "alarm {} on node {}: {}; writes that may grow the state are refused \
@@ -453,7 +452,7 @@ impl Cluster for ClusterService {
         _r: Request<AlarmListRequest>,
     ) -> Result<GrpcResponse<AlarmsReply>, Status> {
         self.node.read_barrier(Consistency::Linearizable).await?;
-        let alarms = alarm_messages(self.node.state().alarms());
+        let alarms = alarm_messages(self.node.state().alarms().iter());
         Ok(GrpcResponse::new(AlarmsReply { alarms }))
     }
 
@@ -478,12 +477,9 @@ impl Cluster for ClusterService {
         };
         tracing::info!(%action, "disarming alarms");
         match self.node.propose(Command::Alarm { action }).await? {
-            Response::Alarms { alarms } => {
-                let table = AlarmTable::from_list(alarms);
-                Ok(GrpcResponse::new(AlarmsReply {
-                    alarms: alarm_messages(&table),
-                }))
-            }
+            Response::Alarms { alarms } => Ok(GrpcResponse::new(AlarmsReply {
+                alarms: alarm_messages(alarms.iter()),
+            })),
             Response::Rejected(r) => Err(errors::rejection(&r)),
             other => Err(Status::internal(format!(
                 "unexpected answer to alarm disarm: {other:?}"
