@@ -33,7 +33,7 @@ pub enum CertsCommand {
 
 const SIGN_EXAMPLES: &str = "\
 Examples:
-  # Node 4, before `steward member add-learner --id 4 ...`:
+  # Node 4, before `steward member add-learner 4 ...`:
   steward certs sign --ca-dir certs --node 4 --host 'steward{id}' --host localhost,127.0.0.1
   # A client certificate for user alice, and node 2's renewed for another year:
   steward certs sign --ca-dir certs --client alice

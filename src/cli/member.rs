@@ -17,9 +17,8 @@ pub enum MemberCommand {
     /// Add a running node (started with `steward serve --id N ...` and no initial members) as a
     /// learner; returns once it has caught up.
     AddLearner {
-        /// The new node's id; never reuse a removed node's id.
-        #[arg(long)]
-        id: u64,
+        #[command(flatten)]
+        id: MemberId,
         /// Its peer (Raft) address, host:port.
         #[arg(long)]
         peer_addr: String,
@@ -29,19 +28,53 @@ pub enum MemberCommand {
     },
     /// Make a learner a voter.
     Promote {
-        /// The learner's id.
-        id: u64,
+        #[command(flatten)]
+        id: MemberId,
     },
     /// Remove a voter or learner; its id is retired.
     Remove {
-        /// The member's id.
-        id: u64,
+        #[command(flatten)]
+        id: MemberId,
     },
     /// Hand leadership to another voter.
     TransferLeader {
-        /// The new leader; omit to pick the most up-to-date other voter.
-        id: Option<u64>,
+        #[command(flatten)]
+        id: NewLeaderId,
     },
+}
+
+/// A member id, given the way etcdctl takes it (`member remove 4`) or as `--id 4`: every member
+/// command accepts both, so a habit from one command never fails on another.
+#[derive(Debug, clap::Args)]
+#[group(required = true, multiple = false)]
+pub struct MemberId {
+    /// The member's id.
+    #[arg(value_name = "ID")]
+    positional: Option<u64>,
+    /// The member's id, as a flag (the same as the positional ID).
+    #[arg(long = "id", value_name = "ID")]
+    flag: Option<u64>,
+}
+
+impl MemberId {
+    fn get(&self) -> u64 {
+        // The group is required and takes one of the two, so one is set; 0 is no member id and
+        // the server refuses it with a message naming the field.
+        self.positional.or(self.flag).unwrap_or(0)
+    }
+}
+
+/// `transfer-leader`'s optional target: positional or `--id`, at most one; none picks the most
+/// up-to-date other voter.
+#[derive(Debug, clap::Args)]
+#[group(required = false, multiple = false)]
+pub struct NewLeaderId {
+    /// The new leader; omit to pick the most up-to-date other voter.
+    #[arg(value_name = "ID")]
+    positional: Option<u64>,
+    /// The new leader, as a flag (the same as the positional ID).
+    #[arg(long = "id", value_name = "ID")]
+    flag: Option<u64>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -64,19 +97,21 @@ pub async fn run_member(cmd: MemberCommand, global: &GlobalOpts) -> anyhow::Resu
             peer_addr,
             client_addr,
         } => {
+            let id = id.get();
             let reply = client.add_learner(id, &peer_addr, &client_addr).await?;
             (reply, Some(format!("Member {id} added as a learner")))
         }
         MemberCommand::Promote { id } => (
-            client.promote(id).await?,
-            Some(format!("Member {id} promoted to voter")),
+            client.promote(id.get()).await?,
+            Some(format!("Member {} promoted to voter", id.get())),
         ),
         MemberCommand::Remove { id } => (
-            client.remove_member(id).await?,
-            Some(format!("Member {id} removed")),
+            client.remove_member(id.get()).await?,
+            Some(format!("Member {} removed", id.get())),
         ),
         MemberCommand::TransferLeader { id } => {
-            let reply = client.transfer_leader(id.unwrap_or(0)).await?;
+            let target = id.positional.or(id.flag);
+            let reply = client.transfer_leader(target.unwrap_or(0)).await?;
             let leader = reply.leader_id;
             (reply, Some(format!("Leader is now member {leader}")))
         }
@@ -473,5 +508,80 @@ mod tests {
             cluster_status_json(&reply)["warnings"][0],
             "node 2 is unreachable: connection refused"
         );
+    }
+}
+
+#[cfg(test)]
+mod id_tests {
+    use clap::Parser;
+
+    use super::MemberCommand;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: MemberCommand,
+    }
+
+    fn parse(args: &[&str]) -> Result<MemberCommand, clap::Error> {
+        let argv = std::iter::once("member").chain(args.iter().copied());
+        Cli::try_parse_from(argv).map(|cli| cli.cmd)
+    }
+
+    /// The id each command names (`None` for `list` or a transfer without a target).
+    fn id_of(cmd: &MemberCommand) -> Option<u64> {
+        match cmd {
+            MemberCommand::List => None,
+            MemberCommand::AddLearner { id, .. }
+            | MemberCommand::Promote { id }
+            | MemberCommand::Remove { id } => Some(id.get()),
+            MemberCommand::TransferLeader { id } => id.positional.or(id.flag),
+        }
+    }
+
+    #[test]
+    fn every_member_command_takes_the_id_positionally_or_as_a_flag() {
+        let addrs = [
+            "--peer-addr",
+            "127.0.0.1:7104",
+            "--client-addr",
+            "127.0.0.1:7004",
+        ];
+        for form in [["4"].as_slice(), ["--id", "4"].as_slice()] {
+            let with_addrs: Vec<&str> = ["add-learner"]
+                .into_iter()
+                .chain(form.iter().copied())
+                .chain(addrs)
+                .collect();
+            for args in [
+                with_addrs,
+                [&["promote"][..], form].concat(),
+                [&["remove"][..], form].concat(),
+                [&["transfer-leader"][..], form].concat(),
+            ] {
+                let cmd = parse(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+                assert_eq!(id_of(&cmd), Some(4), "{args:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_id_is_required_once() {
+        for args in [
+            &["promote"][..],
+            &["remove"],
+            &["add-learner", "--peer-addr", "a:1", "--client-addr", "a:2"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?} parsed without an id");
+        }
+        for args in [
+            &["promote", "4", "--id", "5"][..],
+            &["remove", "4", "--id", "4"],
+            &["transfer-leader", "2", "--id", "3"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?} parsed with two ids");
+        }
+        let cmd = parse(&["transfer-leader"]).expect("transfer-leader without a target");
+        assert_eq!(id_of(&cmd), None);
     }
 }
