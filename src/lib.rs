@@ -2,11 +2,14 @@
 //!
 //! Components, from the wire inwards:
 //! - `server`: gRPC services (client API and peer service), forwarding, watch hub, membership,
-//!   and the leader-only tasks that propose (lock sweeper, operation scheduler and sweeper).
+//!   auth and client limits, and the tasks that propose: leader-only (lock sweeper, operation
+//!   scheduler and sweeper, reservation decommissions, pool reaper, Mason) and per node (the
+//!   space monitor's NOSPACE alarm).
 //! - `raft`: openraft adapters: type config, redb log store, state machine, tonic peer network.
 //! - `state`: the PURE domain: `apply_effects(&mut State, &ApplyContext, &Command, &mut Effects)`;
-//!   resources, the lock table, lifecycle operations and workers; no I/O, no clock, no randomness.
-//! - `client`: the Rust client used by the CLI, tests and jepsen/.
+//!   resources, the lock table, lifecycle operations and workers, reservations, leased pools and
+//!   Mason, deployment status, users and roles, alarms; no I/O, no clock, no randomness.
+//! - `client`: the Rust client used by the CLI, workers, tests, jepsen/ and bench/.
 //! - `cli`: the `steward` command line.
 //!
 //! Write flow: client -> any node's `Resources` service -> validate -> (follower: forward to the

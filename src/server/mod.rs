@@ -1,10 +1,25 @@
 //! A steward node: start-up, shutdown, and the `Node` context every gRPC handler shares.
 //!
 //! `serve` opens storage, starts Raft, bootstraps a fresh cluster once, and runs the client API
-//! and the peer service on their own listeners until SIGTERM / Ctrl-C, with the leader-only tasks
-//! that propose (the lock sweeper in locks.rs, the operation scheduler and sweeper in
-//! scheduler.rs). Handlers (resources.rs, cluster.rs, locks.rs, operations.rs, workers.rs, reservations.rs,
-//! peer.rs) stay thin: validate, then `Node::propose` or `Node::read_barrier` + read.
+//! and the peer service on their own listeners until SIGTERM / Ctrl-C, beside the tasks that run
+//! on every node:
+//! - leader-only tasks, which act only while this node leads and only *propose* (apply decides):
+//!   the lock sweeper (`locks::run_sweeper`), the operation scheduler, its sweeper and the
+//!   reservation decommissions (`scheduler`), the pool reaper and Mason's fulfil/recycle loop
+//!   (`pools::run_reaper`, `pools::run_mason`);
+//! - per-node tasks: the space monitor (`space::run_monitor`: measures the data dir and disk and
+//!   proposes the NOSPACE alarm), the health reporter (`metrics::run_health`), the client-limit
+//!   forgetter (`client_limits`), and `/metrics` when `metrics_addr` is set.
+//!
+//! The client API, each service in its own file and thin (validate, then `Node::propose` or
+//! `Node::read_barrier` + read, answer through the one error table in `errors`): `resources`,
+//! `locks`, `operations` + `workers` (lifecycle operations and the workers that run them),
+//! `reservations`, `pools` (`LeaseService`, Boskos' API, and Mason), `deployments`
+//! (`StatusService`, EMCO's deployment status), `cluster` (status, membership), with `auth` and
+//! `client_limits` as tower layers in front of all of them. Behind them: `node` (propose, read
+//! barrier, waits), `forward` (followers' writes batched to the leader), `watch` (the watch hub),
+//! `peer` (the peer service: Raft RPCs, forwarded batches, read indexes, status), `space`,
+//! `metrics`.
 
 pub mod auth;
 pub mod client_limits;

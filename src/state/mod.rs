@@ -2,11 +2,14 @@
 //! command changes the store.
 //!
 //! Flow: a server parses and validates a request (`Resource::from_json`, `validate_object`,
-//! `Selector::parse`), builds a `Command`, and the leader proposes it as a `Proposal` stamped with
-//! its clock. Once committed, the Raft state machine calls [`apply_effects`] on every replica, in
-//! log order, and returns the `Response` to the proposer and the `Effects` (object `Event`s and
-//! `LockEvent`s, `OpEvent`s) to watchers, waiting acquires and worker streams. Reads use `State::get` / `State::list` /
-//! `State::lock` / `State::locks` / `State::operation` / `State::workers` after the read barrier.
+//! `Selector::parse`, each domain's `rules`), builds a `Command`, and the leader proposes it as a
+//! `Proposal` stamped with its clock. Once committed, the Raft state machine calls
+//! [`apply_effects`] on every replica, in log order: the one entry point that changes `State`. It
+//! returns the `Response` to the proposer and fills the `Effects` (object `Event`s, `LockEvent`s,
+//! `OpEvent`s, pool events) for watchers, waiting acquires and worker streams. ([`apply`] is a
+//! resource-only wrapper of it for tests and tools; [`apply_blank`] applies a blank or membership
+//! entry, which only advances time and term.) Reads are `State` queries (`get`, `list`, `lock`, `operation`, `workers`, pools,
+//! deployments, reservations, counts) after the read barrier.
 //!
 //! Nothing in this module does I/O, reads a clock, draws randomness or depends on hash order, so
 //! replicas that apply the same log reach the same `State` (and the same snapshot bytes).
@@ -15,16 +18,21 @@
 //! - `raw_json`: `RawJson`, a spec kept as its canonical JSON text.
 //! - `validate`: structural rules for kinds, names, labels, annotations, sizes.
 //! - `selector`: label selectors.
+//! - `count`: counts of a kind by a label's or a status field's value.
 //! - `command`: `Proposal`, `Command`, `TxnOp`, `Response`, `Rejection`, `Event`.
 //! - `locks`: READ/WRITE locks with TTLs, fair queues, lock-delay and fencing tokens.
-//! - `reservation`: resources that reserve units on a node until they expire into a
-//!   decommission operation, and the per-node counters.
 //! - `operations`: lifecycle operations on resources and the workers that run them, assigned
 //!   under the target's lock with the grant's token as epoch.
+//! - `reservation`: resources that reserve units on a node until they expire into a
+//!   decommission operation, and the per-node counters.
+//! - `pool`: Boskos' leased resource pools (fair waiting acquires, request ids, expiry by state),
+//!   dynamic pools, and Mason's virtual resources built from leased ones.
+//! - `deployment`, `readiness`: EMCO's deployment status (AppContext, rsync and cluster status)
+//!   and the k8splugin's readiness of raw Kubernetes objects.
 //! - `auth`: users, roles, and what each role may do.
 //! - `alarm`: alarms nodes raise through the log (NOSPACE) and what they refuse.
-//! - `apply`: `State`, `apply_effects` (and its resource-only wrapper `apply`), `apply_blank`,
-//!   snapshots.
+//! - `apply`: `State`, `apply_effects` and the per-capability apply code under `apply/`
+//!   (objects, lifecycle operations, pools with Mason, deployments), snapshots.
 
 pub mod alarm;
 pub mod apply;
