@@ -23,6 +23,7 @@
 //!   under the target's lock with the grant's token as epoch.
 //! - `auth`: users, roles, and what each role may do.
 //! - `alarm`: alarms nodes raise through the log (NOSPACE) and what they refuse.
+//! - `wait`: when a wait or deadline has ended (`wait_ended`), for every queue and deadline.
 //! - `apply`: `State`, `apply_effects` (and its resource-only wrapper `apply`), `apply_blank`,
 //!   snapshots.
 
@@ -41,6 +42,7 @@ pub mod reservation;
 pub mod resource;
 pub mod selector;
 pub mod validate;
+pub(crate) mod wait;
 
 pub use apply::{
     apply, apply_blank, apply_effects, ApplyContext, Effects, ListPage, State, SNAPSHOT_FORMAT,
