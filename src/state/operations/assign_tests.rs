@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::tests::*;
 use super::*;
-use crate::state::command::{Command, Rejection, WorkerReport};
+use crate::state::command::{Command, Rejection, Response, WorkerReport};
 use crate::state::locks::LockMode;
 use crate::state::raw_json::RawJson;
 use crate::state::validate::{json_len, OBJECT_BYTES_MAX};
@@ -455,4 +455,30 @@ fn a_plan_besides_pending_assignments_skips_them_and_their_room() {
     // Pending on both slots: nothing.
     pending.insert(ids[1], "w1".to_string());
     assert_eq!(planned(&log, &pending), Vec::<OperationId>::new());
+}
+
+#[test]
+fn an_operation_past_its_deadline_is_never_assigned() {
+    let mut log = Log::new();
+    log.run(1_000, create("d1"));
+    log.run(1_000, register("w1", &DIRECTOR_VERBS, 1, 100_000));
+    let mut with_deadline = policy("d1", "update");
+    with_deadline.deadline_ms = Some(500);
+    let id = log.submit(1_000, submit_with("d1", "update", with_deadline));
+    // The leader's plan skips it from its deadline on, by the same rule apply uses.
+    assert_eq!(log.state.ops_dispatchable(1_499, 4, 8).len(), 1);
+    assert!(log.state.ops_dispatchable(1_500, 4, 8).is_empty());
+    // A plan made just before, applied at the deadline: refused, nothing changes, no lock.
+    let late = Rejection::OperationDeadlinePassed {
+        id,
+        deadline_at_ms: 1_500,
+        now_ms: 1_500,
+    };
+    log.rejected(1_500, assign(id, "w1"), late);
+    assert!(log.state.lock("d1").is_none());
+    // The sweep, not the refused assignment, ends it.
+    let swept = log.run(1_500, sweep(&[], &[id], 0));
+    assert!(!matches!(swept, Response::Rejected(_)), "{swept:?}");
+    assert_eq!(log.op(id).state, Failed);
+    log.check();
 }
