@@ -482,3 +482,29 @@ fn an_operation_past_its_deadline_is_never_assigned() {
     assert_eq!(log.op(id).state, Failed);
     log.check();
 }
+
+#[test]
+fn an_operation_ending_does_not_grant_its_lock_to_a_waiter_whose_wait_ended() {
+    let mut log = Log::new();
+    log.run(1_000, create("d1"));
+    log.run(1_000, register("w1", &DIRECTOR_VERBS, 1, 100_000));
+    let id = log.submit(1_000, submit("d1", "update"));
+    let op = log.op_ok(1_000, assign(id, "w1"));
+    // A client queues behind the operation for 100 ms; its cancel is never proposed.
+    let lock = "Director/default/d1";
+    let waits = Command::LockAcquire {
+        name: lock.into(),
+        holder: "broker".into(),
+        mode: LockMode::Write,
+        ttl_ms: None,
+        details: serde_json::Value::Null,
+        wait_ms: 100,
+        limits: LOCK_LIMITS,
+    };
+    let queued = log.run(1_000, waits);
+    assert!(matches!(queued, Response::LockQueued { .. }), "{queued:?}");
+    // The operation ends at the end of that wait: the lock is free, not the broker's for ever.
+    log.op_ok(1_100, report(&op, succeeded()));
+    assert!(log.state.lock(lock).is_none(), "{:?}", log.state.lock(lock));
+    log.check();
+}
