@@ -53,6 +53,7 @@ fn rejection_code(r: &Rejection) -> Code {
         | Rejection::PoolEmpty { .. } => Code::NotFound,
         Rejection::OperationState { .. }
         | Rejection::OperationBehind { .. }
+        | Rejection::OperationDeadlinePassed { .. }
         | Rejection::WorkerUnfit { .. }
         | Rejection::ReservationNotDue { .. }
         | Rejection::DeploymentState { .. }

@@ -634,6 +634,17 @@ pub enum Rejection {
         target: ObjectKey,
         ahead: OperationId,
     },
+    /// An assignment of an operation whose deadline has passed (`wait::wait_ended`): it is
+    /// never assigned; the deadline sweep fails it (or, if it runs, aborts it).
+    #[error(
+        "operation {id} cannot be assigned: its deadline passed at {deadline_at_ms} ms (now \
+         {now_ms} ms); the deadline sweep ends it"
+    )]
+    OperationDeadlinePassed {
+        id: OperationId,
+        deadline_at_ms: u64,
+        now_ms: u64,
+    },
     /// The worker is past its heartbeat, does not handle the verb, or is full.
     #[error("worker {worker} cannot take operation {id}: {reason}")]
     WorkerUnfit {

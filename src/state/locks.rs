@@ -43,6 +43,8 @@ mod proptests;
 mod rules;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wait_tests;
 
 pub(crate) use ops::{LockContext, OperationGrant};
 pub(crate) use rules::check_name;
@@ -118,7 +120,8 @@ pub struct LockWaiter {
     pub ttl_ms: Option<u64>,
     pub details: serde_json::Value,
     pub queued_at_ms: u64,
-    /// Past this, a sweep removes the waiter (its caller has given up by then).
+    /// From this time on (`wait::wait_ended`) its caller has given up: it is never granted, and
+    /// a sweep or the next grant point removes it (`WaitExpired`).
     pub wait_until_ms: u64,
     /// `limits.lock_holders_max` when it was queued: it is granted only while fewer hold the
     /// lock, so waiting never lets a lock exceed the limit it was admitted under.
@@ -175,7 +178,8 @@ pub enum LockEventType {
     /// A sweep removed a holder past its expiry.
     Expired,
     WaitCancelled,
-    /// A sweep removed a waiter past its deadline.
+    /// A waiter's wait ended before it was granted: removed by a sweep, or by the grant point
+    /// (release, cancel, acquire, downgrade) that found it ended.
     WaitExpired,
 }
 

@@ -31,6 +31,7 @@
 //!   and the k8splugin's readiness of raw Kubernetes objects.
 //! - `auth`: users, roles, and what each role may do.
 //! - `alarm`: alarms nodes raise through the log (NOSPACE) and what they refuse.
+//! - `wait`: when a wait or deadline has ended (`wait_ended`), for every queue and deadline.
 //! - `apply`: `State`, `apply_effects` and the per-capability apply code under `apply/`
 //!   (objects, lifecycle operations, pools with Mason, deployments), snapshots.
 
@@ -49,6 +50,7 @@ pub mod reservation;
 pub mod resource;
 pub mod selector;
 pub mod validate;
+pub(crate) mod wait;
 
 pub use apply::{
     apply, apply_blank, apply_effects, ApplyContext, Effects, ListPage, State, SNAPSHOT_FORMAT,

@@ -32,6 +32,8 @@ mod mason;
 mod mason_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wait_tests;
 
 pub use dynamic::{dynamic_name, DynamicPool, DYNAMIC_COUNT_MAX, DYNAMIC_KIND};
 pub use mason::{
@@ -470,11 +472,12 @@ impl PoolIndex {
             .map(CompactString::as_str)
     }
 
-    /// Claims past their deadline at `now_ms`, earliest first, at most `max`.
+    /// Claims whose wait has ended at `now_ms` (`wait_ended`: at their deadline), earliest
+    /// first, at most `max`.
     pub fn claims_expired(&self, now_ms: u64, max: usize) -> Vec<String> {
         self.claim_deadlines
             .iter()
-            .take_while(|(at, _)| *at < now_ms)
+            .take_while(|(at, _)| crate::state::wait::wait_ended(*at, now_ms))
             .take(max)
             .map(|(_, name)| name.to_string())
             .collect()

@@ -26,6 +26,7 @@ use crate::state::operations::{
 };
 use crate::state::reservation::{format_time_ms, DECOMMISSION_KEY_PREFIX};
 use crate::state::resource::{ObjectKey, Resource};
+use crate::state::wait::wait_ended;
 use sweep::{apply_sweep, deregister, Sweep};
 
 mod sweep;
@@ -402,6 +403,15 @@ fn assign(
         return Err(Rejection::OperationBehind { id, target, ahead });
     }
     let now = state.time_ms;
+    // Refused, not failed here: a refusal changes nothing, and ending the operation stays the
+    // deadline sweep's (`pass_deadline`), which waits out the grace after a leader change.
+    if let Some(at) = op.deadline_at_ms.filter(|&at| wait_ended(at, now)) {
+        return Err(Rejection::OperationDeadlinePassed {
+            id,
+            deadline_at_ms: at,
+            now_ms: now,
+        });
+    }
     let worker = state
         .ops
         .worker(worker_id)

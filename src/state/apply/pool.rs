@@ -1,6 +1,11 @@
 //! `Command::Pool`: leases of pool resources (`state::pool`). Every check runs before the first
 //! change, so a refused command changes nothing; an accepted one changes each resource it names
 //! once (one revision and one event each). Time is the entry's (`State::time_ms`).
+//!
+//! A claim whose wait has ended (`wait_ended` at the entry's time) is never granted, even if its
+//! waiter's cancel and the reaper's expiry were never proposed: the waiter was already answered
+//! DeadlineExceeded. Every command drops such claims before it grants (`grant_waiting`) and an
+//! acquire does so before it counts the queue, so they are no queue and no demand either.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -13,6 +18,7 @@ use crate::state::pool::{
     PoolView, POOL_API_VERSION, POOL_CLAIM_KIND, POOL_KIND, POOL_WAITERS_MAX,
 };
 use crate::state::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
+use crate::state::wait::wait_ended;
 
 mod dynamic;
 mod mason;
@@ -352,6 +358,9 @@ fn acquire(
     ask: &Ask<'_>,
     events: &mut Writes<'_>,
 ) -> Result<Response, Rejection> {
+    // Ended waits hold no place: not in the queue, not against POOL_WAITERS_MAX, and a retry
+    // of a request whose wait ended queues anew. Undone with the rest if the acquire is refused.
+    drop_ended_claims(state, ctx, events)?;
     if !ask.request_id.is_empty() {
         if let Some(name) = state.pools.by_request(ask.owner, ask.request_id) {
             let (object, _) = current(state, name)?;
@@ -434,13 +443,29 @@ fn remove_claim(
     Ok(events.record(change))
 }
 
+/// Removes every claim whose wait has ended at this entry's time, each with the event the
+/// reaper's `ExpireClaims` sends (its waiter, if still there, answers DeadlineExceeded).
+fn drop_ended_claims(
+    state: &mut State,
+    ctx: &ApplyContext,
+    events: &mut Writes<'_>,
+) -> Result<(), Rejection> {
+    // Bounded by the claims that exist: POOL_WAITERS_MAX per (type, state).
+    for name in state.pools.claims_expired(state.time_ms, usize::MAX) {
+        remove_claim(state, ctx, &name, None, events)?;
+    }
+    Ok(())
+}
+
 /// Serves waiting acquires: while a (type, state) has both a waiter and a free resource, the
-/// first waiter gets the oldest-updated one. Waiters past their deadline are dropped.
+/// first waiter gets the oldest-updated one. Waiters whose wait has ended are dropped first,
+/// never served.
 fn grant_waiting(
     state: &mut State,
     ctx: &ApplyContext,
     events: &mut Writes<'_>,
 ) -> Result<(), Rejection> {
+    drop_ended_claims(state, ctx, events)?;
     for (rtype, from) in state.pools.claimed() {
         while let Some(claim_name) = state.pools.first_claim(&rtype, &from).map(str::to_string) {
             let Some(free) = state.pools.oldest_free(&rtype, &from).map(str::to_string) else {
@@ -450,10 +475,6 @@ fn grant_waiting(
             let Some(claim) = state.objects.get(&k).and_then(|o| ClaimView::of(o)) else {
                 break;
             };
-            if claim.deadline_ms < state.time_ms {
-                remove_claim(state, ctx, &claim_name, None, events)?;
-                continue;
-            }
             let (object, mut view) = current(state, &free)?;
             view.state = claim.dest.clone();
             view.owner = claim.owner.clone();
@@ -523,7 +544,7 @@ fn expire_claims(
         let Some(c) = state.objects.get(&k).and_then(|o| ClaimView::of(o)) else {
             continue;
         };
-        if c.deadline_ms < state.time_ms {
+        if wait_ended(c.deadline_ms, state.time_ms) {
             removed.push(remove_claim(state, ctx, name, None, events)?);
         }
     }

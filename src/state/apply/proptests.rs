@@ -219,6 +219,7 @@ fn rejection_name(r: &Rejection) -> &'static str {
         Rejection::WorkerNotFound { .. } => "WorkerNotFound",
         Rejection::OperationState { .. } => "OperationState",
         Rejection::OperationBehind { .. } => "OperationBehind",
+        Rejection::OperationDeadlinePassed { .. } => "OperationDeadlinePassed",
         Rejection::WorkerUnfit { .. } => "WorkerUnfit",
         Rejection::StaleAssignment { .. } => "StaleAssignment",
         Rejection::ReservationNotDue { .. } => "ReservationNotDue",

@@ -3,6 +3,12 @@
 //!
 //! Each command runs its checks before its first mutation (inside `LockTable::with_lock`), so a
 //! `Rejection` leaves the table, the token counter and the event list exactly as they were.
+//!
+//! A waiter whose wait has ended (`wait_ended` at the entry's time) is never granted, even when
+//! its cancel was never proposed (no leader, pending full, auth changed): its caller was already
+//! told DeadlineExceeded, so a grant would go to nobody and, without a ttl, hold the lock for
+//! ever. Every grant point (`grant_queue`) first drops such waiters with the `WaitExpired` event
+//! the sweep emits, and they are no queue for a new acquire (`blocker`, `enqueue`).
 
 use serde_json::Value;
 
@@ -15,6 +21,7 @@ use super::{
 };
 use crate::state::command::{Command, Rejection, Response};
 use crate::state::operations::OperationId;
+use crate::state::wait::wait_ended;
 
 /// What a lock command needs to know about the entry being applied.
 #[derive(Clone, Copy, Debug)]
@@ -204,16 +211,16 @@ impl LockTable {
         self.with_lock(req.name, now, |lock, last_token| {
             if let Some(i) = lock.holders.iter().position(|h| h.holder == req.holder) {
                 if req.operation.is_some() {
-                    return Err(busy(lock));
+                    return Err(busy(lock, now));
                 }
                 check_owner(lock, &lock.holders[i], None)?;
                 return reacquire(lock, i, req, ctx, last_token, events);
             }
             if let Some(blocker) = blocker(lock, req.mode, req.limits.holders_max, now) {
                 if req.wait_ms == 0 {
-                    return Err(blocker.rejection(lock));
+                    return Err(blocker.rejection(lock, now));
                 }
-                return enqueue(lock, req, ctx, no_room);
+                return enqueue(lock, req, ctx, no_room, events);
             }
             if let Some(rejection) = no_room {
                 return Err(rejection);
@@ -221,6 +228,7 @@ impl LockTable {
             let token = next_token(last_token)?;
             // Not in force (or it would block), so it has passed.
             lock.delay_until_ms = None;
+            drop_ended_waiters(lock, now, events);
             let holder = LockHolder {
                 holder: req.holder.to_string(),
                 mode: req.mode,
@@ -376,7 +384,7 @@ fn sweep_lock(
     events: &mut Vec<LockEvent>,
     tally: &mut Tally,
 ) {
-    let due = |at: u64| at <= now;
+    let due = |at: u64| wait_ended(at, now);
     let (expired, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut lock.holders)
         .into_iter()
         .partition(|h| h.expires_at_ms.is_some_and(due));
@@ -387,15 +395,9 @@ fn sweep_lock(
             lock.delay_until_ms = Some(now.saturating_add(lock_delay_ms));
         }
     }
-    let (late, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut lock.waiters)
-        .into_iter()
-        .partition(|w| due(w.wait_until_ms));
-    lock.waiters = waiting.into();
-    for w in &late {
-        events.push(waiter_event(LockEventType::WaitExpired, lock, w, now));
-    }
+    let late = drop_ended_waiters(lock, now, events);
     tally.expired = tally.expired.saturating_add(u32_of(expired.len()));
-    tally.waiters_expired = tally.waiters_expired.saturating_add(u32_of(late.len()));
+    tally.waiters_expired = tally.waiters_expired.saturating_add(late);
     let granted = grant_queue(lock, now, last_token, events);
     tally.granted = tally.granted.saturating_add(granted);
 }
@@ -416,9 +418,9 @@ fn reacquire(
     let held = lock.holders[i].mode;
     if held == LockMode::Read && req.mode == LockMode::Write && lock.holders.len() > 1 {
         if req.wait_ms == 0 {
-            return Err(busy(lock));
+            return Err(busy(lock, ctx.now_ms));
         }
-        return enqueue(lock, req, ctx, None);
+        return enqueue(lock, req, ctx, None, events);
     }
     let token = if held == req.mode {
         lock.holders[i].token
@@ -446,17 +448,16 @@ fn enqueue(
     req: &Acquire<'_>,
     ctx: &LockContext,
     no_room: Option<Rejection>,
+    events: &mut Vec<LockEvent>,
 ) -> Result<Response, Rejection> {
     if let Some(rejection) = no_room {
         return Err(rejection);
     }
+    let now = ctx.now_ms;
     let waiters_max = req.limits.waiters_max;
-    if lock.waiters.len() >= usize_of(waiters_max) {
-        let what = format!(
-            "lock {} already has {} waiters",
-            lock.name,
-            lock.waiters.len()
-        );
+    let waiting = live_waiters(lock, now);
+    if waiting >= usize_of(waiters_max) {
+        let what = format!("lock {} already has {waiting} waiters", lock.name);
         return Err(at_limit(
             "waiters",
             what,
@@ -464,7 +465,8 @@ fn enqueue(
             waiters_max,
         ));
     }
-    let now = ctx.now_ms;
+    // The ended ones leave first (they hold no place, see `blocker`), with their events.
+    drop_ended_waiters(lock, now, events);
     lock.waiters.push_back(LockWaiter {
         wait_id: ctx.log_index,
         holder: req.holder.to_string(),
@@ -485,7 +487,7 @@ fn enqueue(
 enum Blocker {
     /// Lock-delay is in force until then.
     Delayed(u64),
-    /// Others wait already (FIFO: no jumping the queue).
+    /// Others wait already, and their waits have not ended (FIFO: no jumping the queue).
     Queue,
     /// The held mode excludes the asked one.
     Mode,
@@ -496,7 +498,7 @@ enum Blocker {
 fn blocker(lock: &Lock, mode: LockMode, holders_max: u32, now: u64) -> Option<Blocker> {
     if let Some(until) = lock.delay_until_ms.filter(|&until| until > now) {
         Some(Blocker::Delayed(until))
-    } else if !lock.waiters.is_empty() {
+    } else if live_waiters(lock, now) > 0 {
         Some(Blocker::Queue)
     } else if !compatible(lock, mode) {
         Some(Blocker::Mode)
@@ -508,13 +510,13 @@ fn blocker(lock: &Lock, mode: LockMode, holders_max: u32, now: u64) -> Option<Bl
 }
 
 impl Blocker {
-    fn rejection(&self, lock: &Lock) -> Rejection {
+    fn rejection(&self, lock: &Lock, now: u64) -> Rejection {
         match self {
             Blocker::Delayed(until_ms) => Rejection::LockDelayed {
                 name: lock.name.clone(),
                 until_ms: *until_ms,
             },
-            Blocker::Queue | Blocker::Mode => busy(lock),
+            Blocker::Queue | Blocker::Mode => busy(lock, now),
             Blocker::HoldersMax(max) => {
                 let what = format!(
                     "lock {} already has {} holders",
@@ -527,14 +529,46 @@ impl Blocker {
     }
 }
 
-fn busy(lock: &Lock) -> Rejection {
-    let front = lock.waiters.front().map(|w| w.mode);
+/// `LockBusy`, counting only the waiters whose wait has not ended at `now` (the others are
+/// dropped at the next grant point and hold no place in the queue).
+fn busy(lock: &Lock, now: u64) -> Rejection {
+    let live = lock
+        .waiters
+        .iter()
+        .filter(|w| !wait_ended(w.wait_until_ms, now));
+    let front = live.clone().next().map(|w| w.mode);
     Rejection::LockBusy {
         name: lock.name.clone(),
         mode_held: lock.mode().or(front).unwrap_or(LockMode::Write),
         holders: u32_of(lock.holders.len()),
-        waiters: u32_of(lock.waiters.len()),
+        waiters: u32_of(live.count()),
     }
+}
+
+/// How many waiters have not ended their wait at `now`.
+fn live_waiters(lock: &Lock, now: u64) -> usize {
+    let live = lock
+        .waiters
+        .iter()
+        .filter(|w| !wait_ended(w.wait_until_ms, now));
+    live.count()
+}
+
+/// Removes every waiter whose wait has ended at `now`, each with the `WaitExpired` event the
+/// sweep emits (the acquire call waiting on it, if still there, answers DeadlineExceeded).
+/// Returns how many went.
+fn drop_ended_waiters(lock: &mut Lock, now: u64, events: &mut Vec<LockEvent>) -> u32 {
+    if live_waiters(lock, now) == lock.waiters.len() {
+        return 0;
+    }
+    let (ended, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut lock.waiters)
+        .into_iter()
+        .partition(|w| wait_ended(w.wait_until_ms, now));
+    lock.waiters = waiting.into();
+    for w in &ended {
+        events.push(waiter_event(LockEventType::WaitExpired, lock, w, now));
+    }
+    u32_of(ended.len())
 }
 
 /// Whether a new holder in `mode` is compatible with the current holders.
@@ -573,13 +607,15 @@ fn grant_slot(lock: &Lock, w: &LockWaiter) -> Option<Slot> {
 
 /// Grants from the front of the queue while the front can be granted: consecutive READs
 /// together, a WRITE only alone; nothing while lock-delay is in force (a passed delay is
-/// cleared). Returns how many waiters were granted.
+/// cleared). Waiters whose wait has ended are dropped first, never granted. Returns how many
+/// waiters were granted.
 fn grant_queue(
     lock: &mut Lock,
     now: u64,
     last_token: &mut u64,
     events: &mut Vec<LockEvent>,
 ) -> u32 {
+    drop_ended_waiters(lock, now, events);
     if lock.delay_active(now) {
         return 0;
     }

@@ -4,8 +4,10 @@
 //! new grant's token is above every token before it; the state's holders are exactly the model's
 //! live grants; a fenced write applies iff the model has its token as a live WRITE holder; release
 //! and refresh succeed iff the model has that grant; no expiry inside the grace, no grant inside a
-//! lock-delay, queue grants in FIFO order; a rejection changes nothing; `locks_due` agrees with a
-//! full scan; and snapshots round-trip.
+//! lock-delay, queue grants in FIFO order; no grant ever goes to a waiter whose wait had ended at
+//! the entry's time, and no wait expires early (the steps make such waiters common: cancels that
+//! never come, time jumps past waits, sweeps that skip the lock); a rejection changes nothing;
+//! `locks_due` agrees with a full scan; and snapshots round-trip.
 
 use std::collections::BTreeMap;
 
@@ -76,7 +78,7 @@ fn step() -> impl Strategy<Value = Step> {
     let name = 0..NAMES.len();
     let holder = 0..HOLDERS.len();
     let ttl = prop_oneof![Just(None), (1u64..400).prop_map(Some)];
-    let wait = prop_oneof![Just(0u64), 1u64..600];
+    let wait = prop_oneof![Just(0u64), 1u64..100, 1u64..600];
     prop_oneof![
         6 => (name.clone(), holder.clone(), any::<bool>(), ttl.clone(), wait).prop_map(
             |(name, holder, write, ttl_ms, wait_ms)| Step::Acquire { name, holder, write, ttl_ms, wait_ms }
@@ -98,6 +100,11 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
+/// How far the leader's clock moves before a step: mostly a little, sometimes past every wait.
+fn time_step() -> impl Strategy<Value = u64> {
+    prop_oneof![8 => 0u64..300, 1 => 300u64..1_500]
+}
+
 /// What the model knows, learned only from responses and events.
 #[derive(Debug, Default)]
 struct Model {
@@ -107,6 +114,8 @@ struct Model {
     issued: u64,
     /// Every queued acquire: (lock, holder, wait id).
     waits: Vec<(String, String, u64)>,
+    /// Wait id -> `wait_until_ms` of each queued acquire not yet granted, cancelled or expired.
+    open_waits: BTreeMap<u64, u64>,
     /// Per lock, the wait id of its last grant from the queue: FIFO means these only grow.
     last_queue_grant: BTreeMap<String, u64>,
     /// Per lock, the end of the lock-delay its last WRITE expiry started.
@@ -190,6 +199,13 @@ impl Judge<'_> {
                 if let Some(wait_id) = e.wait_id {
                     let last = model.last_queue_grant.insert(e.name.clone(), wait_id);
                     prop_assert!(last.is_none_or(|last| wait_id > last), "queue not FIFO");
+                    let until = model.open_waits.remove(&wait_id);
+                    prop_assert!(until.is_some(), "granted wait {wait_id} is not open");
+                    prop_assert!(
+                        until.is_some_and(|until| until > self.now),
+                        "granted wait {wait_id} at {}, its wait had ended at {until:?}",
+                        self.now
+                    );
                 }
             }
             LockEventType::Released | LockEventType::Expired => {
@@ -211,7 +227,18 @@ impl Judge<'_> {
             }
             LockEventType::WaitCancelled | LockEventType::WaitExpired => {
                 prop_assert_eq!(e.token, 0);
-                prop_assert!(e.wait_id.is_some());
+                let until = e.wait_id.and_then(|w| model.open_waits.remove(&w));
+                prop_assert!(
+                    until.is_some(),
+                    "wait {:?} ended twice or never was",
+                    e.wait_id
+                );
+                if e.event_type == LockEventType::WaitExpired {
+                    prop_assert!(
+                        until.is_some_and(|until| until <= self.now),
+                        "expired early"
+                    );
+                }
             }
         }
         Ok(())
@@ -459,7 +486,11 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
                             _ => prop_assert_eq!(h.token, model.issued + 1),
                         }
                         if own.is_none() {
-                            let queue = before.lock(name).map_or(0, |l| l.waiters.len());
+                            let waiting = |l: &Lock| {
+                                let live = l.waiters.iter().filter(|w| w.wait_until_ms > now);
+                                live.count()
+                            };
+                            let queue = before.lock(name).map_or(0, waiting);
                             prop_assert_eq!(queue, 0, "a newcomer jumped the queue");
                         }
                     }
@@ -468,6 +499,10 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
                         model
                             .waits
                             .push((name.to_string(), holder.to_string(), index));
+                        let Step::Acquire { wait_ms, .. } = step else {
+                            unreachable!("matched above")
+                        };
+                        model.open_waits.insert(index, now + wait_ms);
                     }
                     Response::Rejected(
                         Rejection::LockBusy { .. }
@@ -518,6 +553,13 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
         prop_assert_eq!(state.last_lock_token(), model.issued);
         prop_assert_eq!(state.term_started_ms(), model.term_started_ms);
         prop_assert!(state.lock_count() <= LIMITS.locks_max as usize);
+        let queued = state.locks().flat_map(|l| l.waiters.iter());
+        let queued: BTreeMap<u64, u64> = queued.map(|w| (w.wait_id, w.wait_until_ms)).collect();
+        prop_assert_eq!(
+            &queued,
+            &model.open_waits,
+            "the queues are not the open waits"
+        );
         for lock in state.locks() {
             prop_assert_eq!(lock.check_invariants(model.issued), Ok(()));
             prop_assert!(lock.waiters.len() <= LIMITS.waiters_max as usize);
@@ -552,7 +594,7 @@ proptest! {
 
     #[test]
     fn apply_agrees_with_the_lock_model(
-        steps in prop::collection::vec((0u64..300, prop::bool::weighted(0.1), step()), 1..80)
+        steps in prop::collection::vec((time_step(), prop::bool::weighted(0.1), step()), 1..80)
     ) {
         run(&steps)?;
     }

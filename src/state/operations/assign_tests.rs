@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::tests::*;
 use super::*;
-use crate::state::command::{Command, Rejection, WorkerReport};
+use crate::state::command::{Command, Rejection, Response, WorkerReport};
 use crate::state::locks::LockMode;
 use crate::state::raw_json::RawJson;
 use crate::state::validate::{json_len, OBJECT_BYTES_MAX};
@@ -455,4 +455,56 @@ fn a_plan_besides_pending_assignments_skips_them_and_their_room() {
     // Pending on both slots: nothing.
     pending.insert(ids[1], "w1".to_string());
     assert_eq!(planned(&log, &pending), Vec::<OperationId>::new());
+}
+
+#[test]
+fn an_operation_past_its_deadline_is_never_assigned() {
+    let mut log = Log::new();
+    log.run(1_000, create("d1"));
+    log.run(1_000, register("w1", &DIRECTOR_VERBS, 1, 100_000));
+    let mut with_deadline = policy("d1", "update");
+    with_deadline.deadline_ms = Some(500);
+    let id = log.submit(1_000, submit_with("d1", "update", with_deadline));
+    // The leader's plan skips it from its deadline on, by the same rule apply uses.
+    assert_eq!(log.state.ops_dispatchable(1_499, 4, 8).len(), 1);
+    assert!(log.state.ops_dispatchable(1_500, 4, 8).is_empty());
+    // A plan made just before, applied at the deadline: refused, nothing changes, no lock.
+    let late = Rejection::OperationDeadlinePassed {
+        id,
+        deadline_at_ms: 1_500,
+        now_ms: 1_500,
+    };
+    log.rejected(1_500, assign(id, "w1"), late);
+    assert!(log.state.lock("d1").is_none());
+    // The sweep, not the refused assignment, ends it.
+    let swept = log.run(1_500, sweep(&[], &[id], 0));
+    assert!(!matches!(swept, Response::Rejected(_)), "{swept:?}");
+    assert_eq!(log.op(id).state, Failed);
+    log.check();
+}
+
+#[test]
+fn an_operation_ending_does_not_grant_its_lock_to_a_waiter_whose_wait_ended() {
+    let mut log = Log::new();
+    log.run(1_000, create("d1"));
+    log.run(1_000, register("w1", &DIRECTOR_VERBS, 1, 100_000));
+    let id = log.submit(1_000, submit("d1", "update"));
+    let op = log.op_ok(1_000, assign(id, "w1"));
+    // A client queues behind the operation for 100 ms; its cancel is never proposed.
+    let lock = "Director/default/d1";
+    let waits = Command::LockAcquire {
+        name: lock.into(),
+        holder: "broker".into(),
+        mode: LockMode::Write,
+        ttl_ms: None,
+        details: serde_json::Value::Null,
+        wait_ms: 100,
+        limits: LOCK_LIMITS,
+    };
+    let queued = log.run(1_000, waits);
+    assert!(matches!(queued, Response::LockQueued { .. }), "{queued:?}");
+    // The operation ends at the end of that wait: the lock is free, not the broker's for ever.
+    log.op_ok(1_100, report(&op, succeeded()));
+    assert!(log.state.lock(lock).is_none(), "{:?}", log.state.lock(lock));
+    log.check();
 }

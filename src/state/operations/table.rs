@@ -10,6 +10,7 @@ use super::{
 };
 use crate::state::locks::LockTable;
 use crate::state::resource::ObjectKey;
+use crate::state::wait::wait_ended;
 
 /// All operations and workers, with indexes derived from them. Owned by `State`; changed only by
 /// the methods in `ops` (called from `apply/lifecycle.rs`).
@@ -101,7 +102,10 @@ impl OperationTable {
     /// each.
     pub(crate) fn due(&self, now_ms: u64) -> OpsDue {
         let workers = self.expiries.iter().take_while(|(at, _)| *at <= now_ms);
-        let ops = self.deadlines.iter().take_while(|(at, _)| *at <= now_ms);
+        let ops = self
+            .deadlines
+            .iter()
+            .take_while(|(at, _)| wait_ended(*at, now_ms));
         OpsDue {
             workers: workers
                 .take(OP_SWEEP_ITEMS_MAX)
@@ -152,7 +156,7 @@ impl OperationTable {
             }
             let Some(op) = self.get(id) else { continue };
             let first = self.active_on(&op.target).next() == Some(id);
-            let late = op.deadline_at_ms.is_some_and(|at| at <= now_ms);
+            let late = op.deadline_at_ms.is_some_and(|at| wait_ended(at, now_ms));
             let lock_free = op.policy.lock.as_ref().is_none_or(|l| {
                 !locks_planned.contains(l.name.as_str())
                     && locks.grantable(&l.name, l.mode, holders_max, now_ms)

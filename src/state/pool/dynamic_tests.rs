@@ -297,3 +297,21 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_dynamic_pool_does_not_grow_for_a_waiter_whose_wait_ended() {
+    let mut log = Log::empty();
+    log.ok(sync(&[], vec![dynamic("vm", "free", 0, 1, 0)]));
+    log.ok(acquire_wait("vm", "alice"));
+    let mut short = acquire_wait("vm", "dave");
+    if let PoolAction::Acquire { wait_ms, .. } = &mut short {
+        *wait_ms = 100;
+    }
+    log.run(short);
+    assert_eq!(log.state.pools().claims_len("vm", "free"), 1);
+    // Dave's wait ends with no reaper entry and no cancel; then the max goes up.
+    log.now += 100;
+    log.ok(sync(&[], vec![dynamic("vm", "free", 0, 2, 0)]));
+    assert_eq!(owners(&log, "vm"), ["alice"], "grown for nobody");
+    assert_eq!(log.state.pools().claims_len("vm", "free"), 0);
+}

@@ -1,7 +1,8 @@
 //! Pools through `apply_effects`: every transition allowed and refused, oldest-updated first,
 //! idempotent request ids, the reaper's reset with its grace, sync from a config; and a
 //! model-based property: whatever the sequence, the kept index equals one rebuilt from the
-//! objects, and no resource has two owners.
+//! objects, no resource has two owners, no claim is granted once its wait has ended, and none
+//! whose wait has ended survives an applied command (steps often jump to a claim's deadline).
 
 use std::collections::BTreeMap;
 
@@ -14,19 +15,19 @@ use crate::state::resource::{ObjectKey, DEFAULT_NAMESPACE};
 use crate::state::selector::Selector;
 use crate::state::{apply_blank, apply_effects, ApplyContext, Effects, State};
 
-const T0: u64 = 1_795_341_600_000;
+pub(super) const T0: u64 = 1_795_341_600_000;
 const GRACE: u64 = 1_000;
 
-struct Log {
-    state: State,
-    effects: Effects,
+pub(super) struct Log {
+    pub(super) state: State,
+    pub(super) effects: Effects,
     index: u64,
     term: u64,
 }
 
 impl Log {
     /// A log whose term's clock started at T0 and whose grace has passed by T0 + GRACE.
-    fn new() -> Log {
+    pub(super) fn new() -> Log {
         let mut log = Log {
             state: State::new(),
             effects: Effects::default(),
@@ -44,7 +45,7 @@ impl Log {
         log
     }
 
-    fn run(&mut self, time_ms: u64, action: PoolAction) -> Response {
+    pub(super) fn run(&mut self, time_ms: u64, action: PoolAction) -> Response {
         self.index += 1;
         let ctx = ApplyContext {
             log_index: self.index,
@@ -58,7 +59,7 @@ impl Log {
         apply_effects(&mut self.state, &ctx, &cmd, &mut self.effects)
     }
 
-    fn ok(&mut self, time_ms: u64, action: PoolAction) -> Vec<PoolView> {
+    pub(super) fn ok(&mut self, time_ms: u64, action: PoolAction) -> Vec<PoolView> {
         match self.run(time_ms, action.clone()) {
             Response::Object { object, .. } => vec![PoolView::of(&object).expect("view")],
             // Pool resources only (a cancel or an expiry answers the claims it removed).
@@ -67,7 +68,7 @@ impl Log {
         }
     }
 
-    fn refused(&mut self, time_ms: u64, action: PoolAction) -> Rejection {
+    pub(super) fn refused(&mut self, time_ms: u64, action: PoolAction) -> Rejection {
         let before = self.state.clone();
         match self.run(time_ms, action.clone()) {
             Response::Rejected(r) => {
@@ -78,7 +79,7 @@ impl Log {
         }
     }
 
-    fn view(&self, name: &str) -> Option<PoolView> {
+    pub(super) fn view(&self, name: &str) -> Option<PoolView> {
         self.state
             .get(&ObjectKey::new(POOL_KIND, DEFAULT_NAMESPACE, name))
             .and_then(PoolView::of)
@@ -96,7 +97,7 @@ impl Log {
     }
 }
 
-fn sync(entries: &[(&str, &str, &str)]) -> PoolAction {
+pub(super) fn sync(entries: &[(&str, &str, &str)]) -> PoolAction {
     PoolAction::Sync {
         entries: entries
             .iter()
@@ -111,11 +112,11 @@ fn sync(entries: &[(&str, &str, &str)]) -> PoolAction {
     }
 }
 
-fn acquire(owner: &str, request_id: &str) -> PoolAction {
+pub(super) fn acquire(owner: &str, request_id: &str) -> PoolAction {
     acquire_wait(owner, request_id, 0)
 }
 
-fn acquire_wait(owner: &str, request_id: &str, wait_ms: u64) -> PoolAction {
+pub(super) fn acquire_wait(owner: &str, request_id: &str, wait_ms: u64) -> PoolAction {
     PoolAction::Acquire {
         rtype: "gce".into(),
         state: "free".into(),
@@ -127,7 +128,7 @@ fn acquire_wait(owner: &str, request_id: &str, wait_ms: u64) -> PoolAction {
 }
 
 /// Runs an acquire that must queue; returns its claim.
-fn queued(log: &mut Log, time_ms: u64, action: PoolAction) -> ClaimView {
+pub(super) fn queued(log: &mut Log, time_ms: u64, action: PoolAction) -> ClaimView {
     match log.run(time_ms, action.clone()) {
         Response::Object { object, .. } => ClaimView::of(&object).expect("a claim"),
         other => panic!("{action:?}: expected a claim, got {other:?}"),
@@ -598,11 +599,20 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
-    fn the_index_always_matches_the_objects(steps in prop::collection::vec((1u64..5_000, step()), 1..60)) {
+    fn the_index_always_matches_the_objects(
+        steps in prop::collection::vec((1u64..5_000, prop::bool::weighted(0.3), step()), 1..60)
+    ) {
         let mut log = Log::new();
         let mut now = T0;
-        for (dt, s) in steps {
-            now += dt;
+        // Claim name -> deadline of each claim queued and not yet granted or removed.
+        let mut open: BTreeMap<String, u64> = BTreeMap::new();
+        for (dt, to_deadline, s) in steps {
+            // Either a little later, or exactly the next deadline of an open claim.
+            let next_deadline = open.values().copied().filter(|&d| d > now).min();
+            now = match (to_deadline, next_deadline) {
+                (true, Some(deadline)) => deadline,
+                _ => now + dt,
+            };
             let action = match s {
                 Step::Acquire(o, r) => acquire(OWNERS[o], if r { "r" } else { "" }),
                 Step::Wait(o, w) => acquire_wait(OWNERS[o], "", w),
@@ -621,8 +631,33 @@ proptest! {
                 }
             };
             let before = log.state.clone();
-            if let Response::Rejected(_) = log.run(now, action) {
-                prop_assert_eq!(log.state.with_clock_of(&before), before);
+            let events_before = log.effects.pool_events.len();
+            match log.run(now, action) {
+                Response::Rejected(_) => {
+                    prop_assert_eq!(log.state.with_clock_of(&before), before);
+                }
+                response => {
+                    let time = log.state.time_ms();
+                    let ended = log.state.pool_claims_expired(time);
+                    prop_assert!(ended.is_empty(), "claims {ended:?} outlived their wait");
+                    if let Response::Object { object, .. } = &response {
+                        if let Some(claim) = ClaimView::of(object) {
+                            open.insert(claim_name(claim.seq), claim.deadline_ms);
+                        }
+                    }
+                }
+            }
+            for event in &log.effects.pool_events[events_before..] {
+                let PoolEvent::Claim { claim, resource } = event else { continue };
+                let deadline = open.remove(claim);
+                prop_assert!(deadline.is_some(), "claim {claim} ended twice or never was");
+                if resource.is_some() {
+                    let time = log.state.time_ms();
+                    prop_assert!(
+                        deadline.is_some_and(|d| d > time),
+                        "claim {claim} granted at {time}, its wait had ended at {deadline:?}"
+                    );
+                }
             }
             // The kept index equals the one a restore rebuilds from the objects.
             let restored = State::from_snapshot_bytes(&log.state.to_snapshot_bytes()).expect("restore");

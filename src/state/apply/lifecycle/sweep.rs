@@ -10,6 +10,7 @@ use crate::state::command::{Rejection, Response};
 use crate::state::operations::{
     check_sweep, check_worker, OpLimits, OpResult, OpState, OpTally, Operation, OperationId,
 };
+use crate::state::wait::wait_ended;
 
 /// The worker leaves: its work is taken back (as if it had died, without waiting for a grace)
 /// and it is removed.
@@ -141,7 +142,7 @@ fn pass_deadline(
     let Some(op) = state.ops.get(id) else {
         return;
     };
-    let Some(at) = op.deadline_at_ms.filter(|&at| at <= now) else {
+    let Some(at) = op.deadline_at_ms.filter(|&at| wait_ended(at, now)) else {
         return;
     };
     let deadline = op.policy.deadline_ms.unwrap_or_default();
