@@ -82,10 +82,11 @@ impl PeerChannels {
     }
 }
 
-/// Encodes a peer message payload.
-pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
-    // Serializing openraft's and steward's own types to JSON cannot fail: no non-string map keys.
-    serde_json::to_vec(value).unwrap_or_else(|e| panic!("peer message encoding failed: {e}"))
+/// Encodes a peer message payload. Fails only on a value serde_json cannot write (a map with
+/// non-string keys); no type steward sends has one today, but a command built from a client's
+/// request must not be able to take the node down if one ever does: the caller answers an error.
+pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
+    serde_json::to_vec(value)
 }
 
 /// Decodes a peer message payload.
@@ -144,8 +145,9 @@ impl PeerNetwork {
         F: FnOnce(RaftPeerClient<Channel>, tonic::Request<RaftMessage>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<RaftMessage>, tonic::Status>>,
     {
+        let data = encode(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let client = self.client()?;
-        let mut request = tonic::Request::new(RaftMessage { data: encode(req) });
+        let mut request = tonic::Request::new(RaftMessage { data });
         request.set_timeout(ttl);
         let reply = match f(client, request).await {
             Ok(r) => r.into_inner(),
@@ -231,8 +233,14 @@ impl RaftNetworkV2<TypeConfig> for PeerNetwork {
             RPCError::Unreachable(u) => StreamingError::Unreachable(u),
             other => StreamingError::Network(NetworkError::new(&other)),
         })?;
-        let header = encode(&(vote, snapshot.meta.clone()));
         let signature = snapshot.meta.signature();
+        let header = encode(&(vote, snapshot.meta.clone())).map_err(|e| {
+            let source = TypeConfig::err_from_error(&e);
+            StreamingError::StorageError(StorageError::read_snapshot(
+                Some(signature.clone()),
+                source,
+            ))
+        })?;
         let bytes = snapshot.snapshot.body_len();
         let (chunks, read_failed) =
             snapshot_chunks(snapshot.snapshot, header, SNAPSHOT_CHUNK_BYTES);

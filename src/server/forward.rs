@@ -109,6 +109,17 @@ fn leader_hint(status: &Status) -> Option<NodeAddr> {
         })
 }
 
+/// `command` as it travels in a batch, or Internal marked not applied: nothing was sent, so the
+/// client may send it again (a failure here is steward's, never the client's input).
+fn encode_forwarded<T: Serialize>(command: &T) -> Result<Vec<u8>, Status> {
+    encode(command).map_err(|e| {
+        errors::not_applied(errors::internal(
+            "cannot encode the command to forward to the leader",
+            e,
+        ))
+    })
+}
+
 /// A command waiting to be forwarded: its encoded form and where its answer goes.
 struct Queued {
     encoded: Vec<u8>,
@@ -141,7 +152,7 @@ impl Forwarder {
     ) -> Result<ForwardReply, Status> {
         let (tx, rx) = oneshot::channel();
         let queued = Queued {
-            encoded: encode(command),
+            encoded: encode_forwarded(command)?,
             reply: tx,
         };
         self.queue(leader)
@@ -320,14 +331,39 @@ mod tests {
         let batch = commands
             .iter()
             .map(|c| Queued {
-                encoded: encode(c),
+                encoded: encode(c).expect("a command encodes"),
                 reply: oneshot::channel().0,
             })
             .collect();
         let (payload, replies) = join_encoded(batch);
         assert_eq!(replies.len(), 3);
         let decoded = decode_batch(&payload).expect("a JSON array of commands");
-        assert_eq!(encode(&decoded), encode(&commands));
+        assert_eq!(
+            encode(&decoded).expect("encodes"),
+            encode(&commands).expect("encodes")
+        );
+    }
+
+    /// A value serde_json cannot write (a map with non-string keys) is an Internal answer marked
+    /// not applied, never a panic of the node.
+    #[test]
+    fn an_unencodable_command_is_an_error_not_a_panic() {
+        let unwritable: BTreeMap<(u8, u8), u8> = [((1, 2), 3)].into_iter().collect();
+        let status = encode_forwarded(&unwritable).expect_err("refused");
+        assert_eq!(status.code(), tonic::Code::Internal);
+        assert!(
+            status
+                .message()
+                .starts_with("cannot encode the command to forward"),
+            "{status:?}"
+        );
+        assert_eq!(
+            status
+                .metadata()
+                .get(errors::NOT_APPLIED)
+                .and_then(|v| v.to_str().ok()),
+            Some("true")
+        );
     }
 
     /// Only a refusal before the entry was appended is sent again; a write whose entry a leader

@@ -70,9 +70,9 @@ fn bad_payload(e: serde_json::Error) -> Status {
 }
 
 fn reply<T: Serialize>(value: &T) -> Result<GrpcResponse<RaftMessage>, Status> {
-    Ok(GrpcResponse::new(RaftMessage {
-        data: encode(value),
-    }))
+    let data = encode(value)
+        .map_err(|e| crate::server::errors::internal("cannot encode the peer reply", e))?;
+    Ok(GrpcResponse::new(RaftMessage { data }))
 }
 
 /// One node's own view of itself, as `NodeStatus` returns it.
