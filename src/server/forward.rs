@@ -50,6 +50,11 @@ pub enum ForwardReply {
         code: i32,
         message: String,
         leader: Option<NodeAddr>,
+        /// The leader refused it before appending it (its admission, `Node::admit`): the client
+        /// is told it was not applied (`errors::NOT_APPLIED`). Absent from an older leader's
+        /// answer, which never said so.
+        #[serde(default)]
+        not_applied: bool,
     },
 }
 
@@ -66,6 +71,7 @@ impl ForwardReply {
                 code: s.code() as i32,
                 message: s.message().to_string(),
                 leader: leader_hint(&s),
+                not_applied: s.metadata().get(errors::NOT_APPLIED).is_some(),
             },
         }
     }
@@ -84,12 +90,18 @@ impl ForwardReply {
                 code,
                 message,
                 leader,
+                not_applied,
             } => {
                 let code = tonic::Code::from_i32(code);
-                Ok(Err(if code == tonic::Code::Unavailable {
+                let status = if code == tonic::Code::Unavailable {
                     errors::unavailable(message, leader.as_ref())
                 } else {
                     Status::new(code, message)
+                };
+                Ok(Err(if not_applied {
+                    errors::not_applied(status)
+                } else {
+                    status
                 }))
             }
         }
@@ -236,16 +248,21 @@ impl BatchSender {
     /// Sends one batch and hands each command its answer (or the RPC's failure).
     fn send(&self, batch: Vec<Queued>) -> impl std::future::Future<Output = ()> + Send + 'static {
         let client = self.channels.peer(&self.leader.peer_addr);
+        let channels = self.channels.clone();
         let (leader, timeout) = (self.leader.clone(), self.rpc_timeout);
         async move {
             let (payload, replies) = join_encoded(batch);
             let count = replies.len();
-            let result = match client {
-                Err(e) => Err(errors::unavailable(
+            let size = channels.check_size("a forwarded batch", payload.len());
+            let result = match (client, size) {
+                // Below the floor `Config::validate` enforces this cannot happen; nothing was
+                // sent, so the writes were not applied.
+                (_, Err(refused)) => Err(errors::not_applied(Status::resource_exhausted(refused))),
+                (Err(e), _) => Err(errors::unavailable(
                     format!("cannot reach the leader: {e}"),
                     Some(&leader),
                 )),
-                Ok(mut client) => {
+                (Ok(mut client), Ok(())) => {
                     let mut req = tonic::Request::new(RaftMessage { data: payload });
                     req.set_timeout(timeout);
                     match client.forward_batch(req).await {

@@ -1,5 +1,6 @@
 //! Integration tests on real multi-node clusters (see harness.rs).
 
+mod admission;
 mod api;
 mod auth;
 mod backup;
