@@ -71,3 +71,95 @@ async fn forwarded_writes_pass_the_leaders_pending_bound() {
     .expect_err("never created");
     assert_eq!(missing.code(), tonic::Code::NotFound, "{missing:?}");
 }
+
+/// Small limits whose peer message floor is the forwarded batch's (~4 MiB): entries of at most
+/// 64 KiB, 16 to a message, one object to a list page.
+fn small_limits() -> (steward::config::RaftConfig, Limits) {
+    let raft = steward::config::RaftConfig {
+        max_payload_entries: 16,
+        ..test_raft(10_000, 1_000)
+    };
+    let mut limits = Limits {
+        max_object_bytes: 32 * 1024,
+        max_request_bytes: 64 * 1024,
+        command_bytes_max: 64 * 1024,
+        max_list_page: 1,
+        default_list_page: 1,
+        ..Limits::default()
+    };
+    limits.peer_message_bytes_max = steward::raft::message_size::peer_message_bytes_floor(
+        limits.command_bytes_max,
+        raft.max_payload_entries,
+        limits.max_list_page,
+    );
+    (raft, limits)
+}
+
+/// A Director whose spec is `numbers` copies of 1e15: 5 bytes each as sent, 19 as written in
+/// the log (`1000000000000000.0`), so the command outgrows the request nearly fourfold.
+fn expanding(name: &str, numbers: usize) -> String {
+    let spec = vec!["1e15"; numbers].join(",");
+    format!(
+        r#"{{"kind":"Director","apiVersion":"v1","metadata":{{"name":"{name}"}},"spec":{{"n":[{spec}]}}}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_over_its_limit_is_refused_on_every_path_and_peers_over_theirs_too() {
+    let (raft, limits) = small_limits();
+    let peer_limit = limits.peer_message_bytes_max;
+    let cluster = TestCluster::start_with(3, raft, limits).await;
+    let leader = cluster.wait_leader().await;
+    let follower = cluster.followers().await[0];
+    // ~30 KiB as sent (under max_object_bytes and max_request_bytes), ~114 KiB as a command.
+    for (id, name) in [(leader, "big-l"), (follower, "big-f")] {
+        let mut client = cluster.res(id).await;
+        let status = create(&mut client, expanding(name, 6_000))
+            .await
+            .expect_err("over limits.command_bytes_max");
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(
+            status
+                .message()
+                .contains("over limits.command_bytes_max = 65536"),
+            "{status:?}"
+        );
+        assert!(
+            status
+                .metadata()
+                .get(steward::server::errors::NOT_APPLIED)
+                .is_some(),
+            "{status:?}"
+        );
+    }
+    // Under the limit (~57 KiB as a command), the same kind of object is written.
+    let mut client = cluster.res(follower).await;
+    create(&mut client, expanding("small", 3_000))
+        .await
+        .expect("a command under the limit");
+
+    // A peer message one byte over the leader's limit is refused by its peer port, and the node
+    // goes on: the next write through it succeeds.
+    let peer_addr = cluster.nodes[&leader].config.peer_addr.clone();
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{peer_addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect to the peer port");
+    let mut peer = steward::proto::raft_v1::raft_peer_client::RaftPeerClient::new(channel)
+        .max_encoding_message_size(usize::MAX);
+    let over = steward::proto::raft_v1::RaftMessage {
+        // The protobuf framing adds a tag and a length: this payload alone is over.
+        data: vec![b' '; peer_limit + 1],
+    };
+    let status = peer
+        .forward_batch(over)
+        .await
+        .expect_err("over limits.peer_message_bytes_max");
+    assert_eq!(status.code(), tonic::Code::OutOfRange, "{status:?}");
+    assert!(status.message().contains("too large"), "{status:?}");
+    let mut client = cluster.res(leader).await;
+    create(&mut client, director("after", &[]))
+        .await
+        .expect("the leader still serves");
+}
