@@ -5,6 +5,7 @@
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
+    clippy::panic,
     reason = "a test binary: a panic is a failed test (clippy.toml covers #[test] code, not helpers)"
 )]
 
