@@ -382,6 +382,14 @@ pub struct Limits {
     pub disk_reserve_bytes: u64,
     /// How often the node measures its data directory and free disk, in ms.
     pub space_check_interval_ms: u64,
+    /// Largest command, as it is written in the log (its JSON), in bytes. Checked by the
+    /// leader's admission of every proposal, so the log never holds a larger entry and peer
+    /// messages have a provable size (`raft::message_size`).
+    pub command_bytes_max: usize,
+    /// Largest peer message (an AppendEntries, a forwarded batch, a snapshot chunk) and largest
+    /// client API answer, in bytes. At least `raft::message_size::peer_message_bytes_floor`,
+    /// what the largest legal message needs, or replication could wedge on one that never fits.
+    pub peer_message_bytes_max: usize,
 }
 
 impl Default for Limits {
@@ -404,9 +412,19 @@ impl Default for Limits {
             quota_bytes: 2 << 30,
             disk_reserve_bytes: 256 << 20,
             space_check_interval_ms: 1_000,
+            command_bytes_max: COMMAND_BYTES_MAX_DEFAULT,
+            peer_message_bytes_max: crate::raft::message_size::peer_message_bytes_floor(
+                COMMAND_BYTES_MAX_DEFAULT,
+                RaftConfig::default().max_payload_entries,
+                1_000,
+            ),
         }
     }
 }
+
+/// The default `limits.command_bytes_max`: the default `max_request_bytes` (4 MiB) with a
+/// quarter more for what JSON adds to a request's fields (names, quotes, escapes).
+pub const COMMAND_BYTES_MAX_DEFAULT: usize = 5 * 1024 * 1024;
 
 /// What is wrong with a config, naming the field.
 #[derive(Debug, thiserror::Error)]
@@ -582,6 +600,31 @@ impl Config {
         }
         if l.space_check_interval_ms == 0 {
             return invalid("limits.space_check_interval_ms", "must be >= 1");
+        }
+        if l.command_bytes_max < l.max_request_bytes {
+            return invalid(
+                "limits.command_bytes_max",
+                &format!(
+                    "must be >= limits.max_request_bytes = {} (a legal request must fit)",
+                    l.max_request_bytes
+                ),
+            );
+        }
+        let floor = crate::raft::message_size::peer_message_bytes_floor(
+            l.command_bytes_max,
+            r.max_payload_entries,
+            l.max_list_page,
+        );
+        if l.peer_message_bytes_max < floor {
+            return invalid(
+                "limits.peer_message_bytes_max",
+                &format!(
+                    "must be >= {floor}: raft.max_payload_entries = {} entries of up to \
+                     limits.command_bytes_max = {} bytes, or limits.max_list_page = {} objects, \
+                     with their framing (a smaller limit would stop replication)",
+                    r.max_payload_entries, l.command_bytes_max, l.max_list_page
+                ),
+            );
         }
         self.operations().validate()?;
         self.status.validate()?;
@@ -794,6 +837,18 @@ mod tests {
             ),
             (|c| c.limits.client_calls_max = 0, "limits.client_calls_max"),
             (|c| c.limits.quota_bytes = 1 << 19, "limits.quota_bytes"),
+            (
+                |c| c.limits.command_bytes_max = c.limits.max_request_bytes - 1,
+                "limits.command_bytes_max",
+            ),
+            (
+                |c| c.limits.peer_message_bytes_max -= 1,
+                "limits.peer_message_bytes_max",
+            ),
+            (
+                |c| c.raft.max_payload_entries = 1024,
+                "limits.peer_message_bytes_max",
+            ),
             (
                 |c| c.limits.space_check_interval_ms = 0,
                 "limits.space_check_interval_ms",

@@ -2,6 +2,12 @@
 //! store keeps every object in memory, so this figure times the object count is most of a node's
 //! memory (issue 5 compares peak RSS with etcd's). The bound fails the test when a change makes
 //! objects fatter; the figure is printed with `--nocapture`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test binary: a panic is a failed test (clippy.toml covers #[test] code, not helpers)"
+)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};

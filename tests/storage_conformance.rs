@@ -2,6 +2,13 @@
 //! with real proposals: restart from a snapshot (same state and position), and what the
 //! `ApplyObserver` is told about applied batches and installed snapshots.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test binary: a panic is a failed test (clippy.toml covers #[test] code, not helpers)"
+)]
+
 use std::io;
 use std::sync::{Arc, Mutex};
 

@@ -121,6 +121,14 @@ const LIMITS_DOCS: &[(&str, &str)] = &[
         "space_check_interval_ms",
         "How often the node measures its data dir and free disk, in ms.",
     ),
+    (
+        "command_bytes_max",
+        "Largest command as written in the log (JSON), in bytes; at least max_request_bytes.",
+    ),
+    (
+        "peer_message_bytes_max",
+        "Largest peer message or client API answer, in bytes; at least what raft.max_payload_entries commands of command_bytes_max (or a max_list_page page) need.",
+    ),
 ];
 
 /// `(key, explanation)` for every `[locks]` option, in file order.

@@ -6,6 +6,7 @@
 
 pub mod backup;
 pub mod log_store;
+pub mod message_size;
 pub mod network;
 pub mod snapshot;
 pub mod state_machine;

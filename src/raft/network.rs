@@ -29,27 +29,32 @@ use tonic::Status;
 
 use crate::proto::raft_v1::raft_peer_client::RaftPeerClient;
 use crate::proto::raft_v1::{RaftMessage, SnapshotChunk};
+use crate::raft::message_size::{check_peer_message, SNAPSHOT_CHUNK_BYTES};
 use crate::raft::snapshot::{blocking, SnapshotFile, SnapshotWriter};
 use crate::raft::types::*;
 
-/// Size of one snapshot chunk on the wire.
-const SNAPSHOT_CHUNK_BYTES: usize = 1024 * 1024;
-
 /// A cache of lazily connected channels, one per peer address, shared by every user.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct PeerChannels {
     channels: Arc<Mutex<BTreeMap<String, Channel>>>,
     connect_timeout: Duration,
     /// TLS towards other nodes (mutual: this node presents its certificate); None: plaintext.
     tls: Option<ClientTlsConfig>,
+    /// `limits.peer_message_bytes_max`: what this node sends and accepts back, either way.
+    pub message_bytes_max: usize,
 }
 
 impl PeerChannels {
-    pub fn new(connect_timeout: Duration, tls: Option<ClientTlsConfig>) -> Self {
+    pub fn new(
+        connect_timeout: Duration,
+        tls: Option<ClientTlsConfig>,
+        message_bytes_max: usize,
+    ) -> Self {
         PeerChannels {
             channels: Arc::default(),
             connect_timeout,
             tls,
+            message_bytes_max,
         }
     }
 
@@ -77,15 +82,22 @@ impl PeerChannels {
 
     pub fn peer(&self, addr: &str) -> Result<RaftPeerClient<Channel>, tonic::transport::Error> {
         Ok(RaftPeerClient::new(self.get(addr)?)
-            .max_decoding_message_size(usize::MAX)
-            .max_encoding_message_size(usize::MAX))
+            .max_decoding_message_size(self.message_bytes_max)
+            .max_encoding_message_size(self.message_bytes_max))
+    }
+
+    /// Whether `len` bytes of `what` may go to a peer: checked here, before sending, so the
+    /// refusal names the limit (tonic's own check, the backstop, does not).
+    pub fn check_size(&self, what: &str, len: usize) -> Result<(), String> {
+        check_peer_message(what, len, self.message_bytes_max)
     }
 }
 
-/// Encodes a peer message payload.
-pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
-    // Serializing openraft's and steward's own types to JSON cannot fail: no non-string map keys.
-    serde_json::to_vec(value).unwrap_or_else(|e| panic!("peer message encoding failed: {e}"))
+/// Encodes a peer message payload. Fails only on a value serde_json cannot write (a map with
+/// non-string keys); no type steward sends has one today, but a command built from a client's
+/// request must not be able to take the node down if one ever does: the caller answers an error.
+pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
+    serde_json::to_vec(value)
 }
 
 /// Decodes a peer message payload.
@@ -144,8 +156,16 @@ impl PeerNetwork {
         F: FnOnce(RaftPeerClient<Channel>, tonic::Request<RaftMessage>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<RaftMessage>, tonic::Status>>,
     {
+        let data = encode(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        if let Err(refused) = self.channels.check_size("a raft message", data.len()) {
+            // Cannot happen below the floor `Config::validate` enforces; if it does, the node
+            // keeps running and openraft retries with the same entries.
+            tracing::error!(target = self.target, %refused, "peer message refused");
+            let e = io::Error::other(refused);
+            return Err(RPCError::Network(NetworkError::new(&e)));
+        }
         let client = self.client()?;
-        let mut request = tonic::Request::new(RaftMessage { data: encode(req) });
+        let mut request = tonic::Request::new(RaftMessage { data });
         request.set_timeout(ttl);
         let reply = match f(client, request).await {
             Ok(r) => r.into_inner(),
@@ -231,8 +251,14 @@ impl RaftNetworkV2<TypeConfig> for PeerNetwork {
             RPCError::Unreachable(u) => StreamingError::Unreachable(u),
             other => StreamingError::Network(NetworkError::new(&other)),
         })?;
-        let header = encode(&(vote, snapshot.meta.clone()));
         let signature = snapshot.meta.signature();
+        let header = encode(&(vote, snapshot.meta.clone())).map_err(|e| {
+            let source = TypeConfig::err_from_error(&e);
+            StreamingError::StorageError(StorageError::read_snapshot(
+                Some(signature.clone()),
+                source,
+            ))
+        })?;
         let bytes = snapshot.snapshot.body_len();
         let (chunks, read_failed) =
             snapshot_chunks(snapshot.snapshot, header, SNAPSHOT_CHUNK_BYTES);

@@ -50,6 +50,11 @@ pub enum ForwardReply {
         code: i32,
         message: String,
         leader: Option<NodeAddr>,
+        /// The leader refused it before appending it (its admission, `Node::admit`): the client
+        /// is told it was not applied (`errors::NOT_APPLIED`). Absent from an older leader's
+        /// answer, which never said so.
+        #[serde(default)]
+        not_applied: bool,
     },
 }
 
@@ -66,6 +71,7 @@ impl ForwardReply {
                 code: s.code() as i32,
                 message: s.message().to_string(),
                 leader: leader_hint(&s),
+                not_applied: s.metadata().get(errors::NOT_APPLIED).is_some(),
             },
         }
     }
@@ -84,12 +90,18 @@ impl ForwardReply {
                 code,
                 message,
                 leader,
+                not_applied,
             } => {
                 let code = tonic::Code::from_i32(code);
-                Ok(Err(if code == tonic::Code::Unavailable {
+                let status = if code == tonic::Code::Unavailable {
                     errors::unavailable(message, leader.as_ref())
                 } else {
                     Status::new(code, message)
+                };
+                Ok(Err(if not_applied {
+                    errors::not_applied(status)
+                } else {
+                    status
                 }))
             }
         }
@@ -107,6 +119,17 @@ fn leader_hint(status: &Status) -> Option<NodeAddr> {
             peer_addr: String::new(),
             client_addr: client_addr.to_string(),
         })
+}
+
+/// `command` as it travels in a batch, or Internal marked not applied: nothing was sent, so the
+/// client may send it again (a failure here is steward's, never the client's input).
+fn encode_forwarded<T: Serialize>(command: &T) -> Result<Vec<u8>, Status> {
+    encode(command).map_err(|e| {
+        errors::not_applied(errors::internal(
+            "cannot encode the command to forward to the leader",
+            e,
+        ))
+    })
 }
 
 /// A command waiting to be forwarded: its encoded form and where its answer goes.
@@ -141,7 +164,7 @@ impl Forwarder {
     ) -> Result<ForwardReply, Status> {
         let (tx, rx) = oneshot::channel();
         let queued = Queued {
-            encoded: encode(command),
+            encoded: encode_forwarded(command)?,
             reply: tx,
         };
         self.queue(leader)
@@ -225,16 +248,21 @@ impl BatchSender {
     /// Sends one batch and hands each command its answer (or the RPC's failure).
     fn send(&self, batch: Vec<Queued>) -> impl std::future::Future<Output = ()> + Send + 'static {
         let client = self.channels.peer(&self.leader.peer_addr);
+        let channels = self.channels.clone();
         let (leader, timeout) = (self.leader.clone(), self.rpc_timeout);
         async move {
             let (payload, replies) = join_encoded(batch);
             let count = replies.len();
-            let result = match client {
-                Err(e) => Err(errors::unavailable(
+            let size = channels.check_size("a forwarded batch", payload.len());
+            let result = match (client, size) {
+                // Below the floor `Config::validate` enforces this cannot happen; nothing was
+                // sent, so the writes were not applied.
+                (_, Err(refused)) => Err(errors::not_applied(Status::resource_exhausted(refused))),
+                (Err(e), _) => Err(errors::unavailable(
                     format!("cannot reach the leader: {e}"),
                     Some(&leader),
                 )),
-                Ok(mut client) => {
+                (Ok(mut client), Ok(())) => {
                     let mut req = tonic::Request::new(RaftMessage { data: payload });
                     req.set_timeout(timeout);
                     match client.forward_batch(req).await {
@@ -320,14 +348,39 @@ mod tests {
         let batch = commands
             .iter()
             .map(|c| Queued {
-                encoded: encode(c),
+                encoded: encode(c).expect("a command encodes"),
                 reply: oneshot::channel().0,
             })
             .collect();
         let (payload, replies) = join_encoded(batch);
         assert_eq!(replies.len(), 3);
         let decoded = decode_batch(&payload).expect("a JSON array of commands");
-        assert_eq!(encode(&decoded), encode(&commands));
+        assert_eq!(
+            encode(&decoded).expect("encodes"),
+            encode(&commands).expect("encodes")
+        );
+    }
+
+    /// A value serde_json cannot write (a map with non-string keys) is an Internal answer marked
+    /// not applied, never a panic of the node.
+    #[test]
+    fn an_unencodable_command_is_an_error_not_a_panic() {
+        let unwritable: BTreeMap<(u8, u8), u8> = [((1, 2), 3)].into_iter().collect();
+        let status = encode_forwarded(&unwritable).expect_err("refused");
+        assert_eq!(status.code(), tonic::Code::Internal);
+        assert!(
+            status
+                .message()
+                .starts_with("cannot encode the command to forward"),
+            "{status:?}"
+        );
+        assert_eq!(
+            status
+                .metadata()
+                .get(errors::NOT_APPLIED)
+                .and_then(|v| v.to_str().ok()),
+            Some("true")
+        );
     }
 
     /// Only a refusal before the entry was appended is sent again; a write whose entry a leader

@@ -148,7 +148,11 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         tracing::warn!("serving without TLS (tls.plaintext = true): anyone who reaches the ports can read and write");
     }
     let rpc_timeout = Duration::from_millis(config.raft.rpc_timeout_ms);
-    let channels = PeerChannels::new(rpc_timeout, tls.as_ref().map(|t| t.peer_client.clone()));
+    let channels = PeerChannels::new(
+        rpc_timeout,
+        tls.as_ref().map(|t| t.peer_client.clone()),
+        config.limits.peer_message_bytes_max,
+    );
     let network = PeerNetworkFactory {
         channels: channels.clone(),
         rpc_timeout,
@@ -172,13 +176,14 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
     let peer_server = server_builder(tls.map(|t| t.peer_server), "peer")?;
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let max_msg = config.limits.max_request_bytes;
+    let max_answer = config.limits.peer_message_bytes_max;
     let (health, health_service) = tonic_health::server::health_reporter();
     let mut servers = vec![
         tokio::spawn(serve_client_api(
             node.clone(),
             client_listener,
             stop_rx.clone(),
-            max_msg,
+            (max_msg, max_answer),
             health_service,
             client_server,
         )),
@@ -248,13 +253,13 @@ async fn serve_client_api(
     node: Arc<Node>,
     listener: TcpListener,
     mut stop: tokio::sync::watch::Receiver<bool>,
-    max_msg: usize,
+    (max_msg, max_answer): (usize, usize),
     health: HealthServer<impl Health>,
     builder: tonic::transport::Server,
 ) {
     let resources = ResourcesServer::new(resources::ResourcesService::new(node.clone()))
         .max_decoding_message_size(max_msg)
-        .max_encoding_message_size(usize::MAX);
+        .max_encoding_message_size(max_answer);
     let locks = LocksServer::new(locks::LocksService::new(node.clone()));
     let operations = OperationsServer::new(operations::OperationsService::new(node.clone()))
         .max_decoding_message_size(max_msg);
@@ -264,10 +269,10 @@ async fn serve_client_api(
         ReservationsServer::new(reservations::ReservationsService::new(node.clone()));
     let deployments = StatusServiceServer::new(deployments::DeploymentsService::new(node.clone()))
         .max_decoding_message_size(max_msg)
-        .max_encoding_message_size(usize::MAX);
+        .max_encoding_message_size(max_answer);
     let pools = LeaseServiceServer::new(pools::PoolsService::new(node.clone()))
         .max_decoding_message_size(max_msg)
-        .max_encoding_message_size(usize::MAX);
+        .max_encoding_message_size(max_answer);
     let layer = metrics::GrpcMetricsLayer::new(node.metrics.clone());
     let limits = client_limits::ClientLimitsLayer::new(&node.config.limits, node.metrics.clone());
     tokio::spawn(client_limits::run_forgetter(limits.clone(), stop.clone()));
@@ -320,9 +325,10 @@ async fn serve_peer(
     mut builder: tonic::transport::Server,
 ) {
     let gate = node.clone();
+    let max_bytes = node.config.limits.peer_message_bytes_max;
     let peer = RaftPeerServer::new(peer::PeerService::new(node))
-        .max_decoding_message_size(usize::MAX)
-        .max_encoding_message_size(usize::MAX);
+        .max_decoding_message_size(max_bytes)
+        .max_encoding_message_size(max_bytes);
     let peer = tonic::service::interceptor::InterceptedService::new(peer, move |req| {
         peer::admit(&gate, req)
     });

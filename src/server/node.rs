@@ -5,7 +5,7 @@
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, SemaphorePermit};
 use tonic::Status;
 
 use crate::config::Config;
@@ -65,6 +65,8 @@ pub struct Node {
     pub db: RaftDb,
     /// Held while a compaction runs on this node: a second one is refused.
     pub compaction: tokio::sync::Mutex<()>,
+    /// The space check's last reading of the disk, served by status answers.
+    pub usage: crate::server::space::UsageCache,
 }
 
 impl Node {
@@ -94,6 +96,7 @@ impl Node {
             membership_lock: tokio::sync::Mutex::new(()),
             db,
             compaction: tokio::sync::Mutex::new(()),
+            usage: Default::default(),
         }
     }
 
@@ -164,11 +167,6 @@ impl Node {
     /// (`auth::AUTH_REVISION`, set by the auth layer), so apply refuses it if users or roles
     /// changed in between.
     pub async fn propose(&self, command: Command) -> Result<Response, Status> {
-        // Apply would refuse it: not appended, so refused writes do not fill the log further.
-        if let Err(rejection) = self.state().ensure_space_for(&command) {
-            self.metrics.space_refusals.inc();
-            return Err(errors::rejection(&rejection));
-        }
         let command = match crate::server::auth::current_revision() {
             Some(auth_revision) => Command::Guarded {
                 auth_revision,
@@ -176,12 +174,7 @@ impl Node {
             },
             None => command,
         };
-        let _permit = self.pending.try_acquire().map_err(|_| {
-            Status::resource_exhausted(format!(
-                "too many proposals in flight on this node (limits.max_pending_proposals = {})",
-                self.config.limits.max_pending_proposals
-            ))
-        })?;
+        let _permit = self.admit(&command)?;
         // Every failure that ends this loop without returning proves the command was refused
         // before any leader appended it: marked so clients may send it again.
         let mut last_err = errors::no_leader();
@@ -212,6 +205,35 @@ impl Node {
                 .await;
         }
         Err(errors::not_applied(last_err))
+    }
+
+    /// The admission every proposal passes: on the node a client reached, and again on the
+    /// leader, which admits forwarded commands with this same function (peer.rs,
+    /// `forward_batch`), so a leader's bounds hold whichever node a write came through.
+    /// Refused, in this order: a command that may grow the state while a NOSPACE alarm is raised
+    /// (apply would refuse it; not appending it keeps refused writes out of the log), a command
+    /// whose JSON exceeds `limits.command_bytes_max` (peer message sizes rely on it,
+    /// `raft::message_size`), and one more proposal than `limits.max_pending_proposals`. Every
+    /// refusal is marked not applied. The permit is held until the proposal is answered.
+    pub fn admit(&self, command: &Command) -> Result<SemaphorePermit<'_>, Status> {
+        if let Err(rejection) = self.state().ensure_space_for(command) {
+            self.metrics.space_refusals.inc();
+            return Err(errors::not_applied(errors::rejection(&rejection)));
+        }
+        let limits = &self.config.limits;
+        let command_bytes = crate::state::validate::json_len(command);
+        if command_bytes > limits.command_bytes_max {
+            return Err(errors::not_applied(Status::invalid_argument(format!(
+                "the command is {command_bytes} bytes as JSON, over limits.command_bytes_max = {}",
+                limits.command_bytes_max
+            ))));
+        }
+        self.pending.try_acquire().map_err(|_| {
+            errors::not_applied(Status::resource_exhausted(format!(
+                "too many proposals in flight on node {} (limits.max_pending_proposals = {})",
+                self.id, limits.max_pending_proposals
+            )))
+        })
     }
 
     /// Proposes on this node, which believes it is the leader. The time stamp comes from here.

@@ -14,7 +14,7 @@ use crate::proto::raft_v1::{
 use crate::raft::network::{decode, encode, receive_snapshot};
 use crate::raft::types::*;
 use crate::server::forward::{decode_batch, ForwardReply};
-use crate::server::node::Node;
+use crate::server::node::{LocalProposeError, Node};
 
 pub struct PeerService {
     node: Arc<Node>,
@@ -70,9 +70,9 @@ fn bad_payload(e: serde_json::Error) -> Status {
 }
 
 fn reply<T: Serialize>(value: &T) -> Result<GrpcResponse<RaftMessage>, Status> {
-    Ok(GrpcResponse::new(RaftMessage {
-        data: encode(value),
-    }))
+    let data = encode(value)
+        .map_err(|e| crate::server::errors::internal("cannot encode the peer reply", e))?;
+    Ok(GrpcResponse::new(RaftMessage { data }))
 }
 
 /// One node's own view of itself, as `NodeStatus` returns it.
@@ -101,12 +101,17 @@ pub struct NodeView {
     pub data_bytes: u64,
     #[serde(default)]
     pub quota_bytes: u64,
+    /// When the disk and data dir figures were measured (the last space check), ms since the
+    /// Unix epoch on that node's clock; 0 before its first check.
+    #[serde(default)]
+    pub disk_measured_at_ms: u64,
 }
 
 impl NodeView {
     pub fn of(node: &Node) -> NodeView {
         let revision = node.state().revision();
-        let disk = crate::server::space::disk_space(&node.config.data_dir);
+        // The space check's last reading: no statvfs on this async thread.
+        let disk = node.usage.last();
         let m = node.raft.metrics();
         let m = m.borrow_watched();
         NodeView {
@@ -121,8 +126,9 @@ impl NodeView {
             purged_index: m.purged.as_ref().map(|l| l.index).unwrap_or(0),
             revision,
             serving: node.metrics.serving.get() == 1,
-            disk_total_bytes: disk.map_or(0, |d| d.0),
-            disk_free_bytes: disk.map_or(0, |d| d.1),
+            disk_total_bytes: disk.map_or(0, |d| d.usage.disk_total_bytes),
+            disk_free_bytes: disk.map_or(0, |d| d.usage.disk_free_bytes),
+            disk_measured_at_ms: disk.map_or(0, |d| d.at_ms),
             data_bytes: u64::try_from(node.metrics.data_bytes.get()).unwrap_or(0),
             quota_bytes: node.config.limits.quota_bytes,
         }
@@ -191,10 +197,13 @@ impl RaftPeer for PeerService {
         request: Request<RaftMessage>,
     ) -> Result<GrpcResponse<RaftMessage>, Status> {
         let commands = decode_batch(&request.into_inner().data).map_err(bad_payload)?;
-        // Proposed together, so Raft appends them as one group and they share one fsync.
-        let proposals = commands
-            .into_iter()
-            .map(|command| self.node.propose_local(command));
+        // Each passes the leader's own admission, as a local proposal does; the admitted are
+        // proposed together, so Raft appends them as one group and they share one fsync.
+        let node = &self.node;
+        let proposals = commands.into_iter().map(|command| async move {
+            let _permit = node.admit(&command).map_err(LocalProposeError::Other)?;
+            node.propose_local(command).await
+        });
         let answers: Vec<ForwardReply> = futures::future::join_all(proposals)
             .await
             .into_iter()

@@ -80,6 +80,31 @@ impl Usage {
     }
 }
 
+/// The last `Usage` the space check measured, for status answers: they read it here instead of
+/// calling statvfs(2) on an async thread, where a slow or hung file system would stall every
+/// task of that thread.
+#[derive(Default)]
+pub struct UsageCache(std::sync::Mutex<Option<Measured>>);
+
+/// One space check's reading and when it was taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Measured {
+    pub usage: Usage,
+    /// This node's wall clock at the reading, ms since the Unix epoch (status only, never state).
+    pub at_ms: u64,
+}
+
+impl UsageCache {
+    pub fn record(&self, usage: Usage, at_ms: u64) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(Measured { usage, at_ms });
+    }
+
+    /// The last reading; `None` before the first space check.
+    pub fn last(&self) -> Option<Measured> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// `n` bytes for people: "812 B", "9.1 MiB", "2.0 GiB".
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
@@ -115,8 +140,9 @@ fn dir_bytes(dir: &Path) -> io::Result<u64> {
     Ok(total)
 }
 
-/// (total, available to this process) bytes of the file system holding `dir`.
-pub fn disk_space(dir: &Path) -> Option<(u64, u64)> {
+/// (total, available to this process) bytes of the file system holding `dir`. Blocking: call it
+/// on the blocking pool only (`check` does, through `Usage::measure`).
+fn disk_space(dir: &Path) -> Option<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
     // SAFETY: statvfs(3) writes only into `stats`, a zeroed plain-data struct we own, and reads
@@ -160,6 +186,7 @@ pub async fn check(node: &Node) {
             return;
         }
     };
+    node.usage.record(usage, node.clock.now_ms());
     node.metrics.data_bytes.set(gauge(usage.data_bytes));
     node.metrics
         .quota_bytes
@@ -337,6 +364,27 @@ mod tests {
         // An unknown file system (total 0) is not judged.
         usage.disk_total_bytes = 0;
         assert_eq!(usage.shortage(&limits), None);
+    }
+
+    #[test]
+    fn the_cache_serves_the_last_reading_and_nothing_before_one() {
+        let cache = UsageCache::default();
+        assert_eq!(cache.last(), None);
+        let usage = Usage {
+            data_bytes: 1,
+            disk_total_bytes: 3,
+            disk_free_bytes: 2,
+        };
+        cache.record(usage, 42);
+        cache.record(
+            Usage {
+                data_bytes: 5,
+                ..usage
+            },
+            43,
+        );
+        let last = cache.last().expect("recorded");
+        assert_eq!((last.usage.data_bytes, last.at_ms), (5, 43));
     }
 
     #[test]

@@ -1,5 +1,13 @@
 //! Integration tests on real multi-node clusters (see harness.rs).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test binary: a panic is a failed test (clippy.toml covers #[test] code, not helpers)"
+)]
+
+mod admission;
 mod api;
 mod auth;
 mod backup;

@@ -129,7 +129,7 @@ async fn snapshot_sent_in_small_chunks_installs_on_another_node() -> io::Result<
     let current = leader.get_current_snapshot().await?.expect("stored");
     let body_len = current.snapshot.body_len();
     let vote = Vote::new(1, 1);
-    let header = encode(&(vote, current.meta.clone()));
+    let header = encode(&(vote, current.meta.clone())).expect("encodes");
     let (chunks, _failure) = snapshot_chunks(current.snapshot, header, 100);
     let chunks: Vec<SnapshotChunk> = chunks.collect().await;
     assert_eq!(chunks.len() as u64, body_len.div_ceil(100));
@@ -164,7 +164,7 @@ async fn snapshot_sent_in_small_chunks_installs_on_another_node() -> io::Result<
 async fn failed_transfers_leave_no_temporary_file() -> io::Result<()> {
     let (_leader_dir, mut leader) = node_with(20).await?;
     let built = leader.get_snapshot_builder().await.build_snapshot().await?;
-    let header = encode(&(Vote::new(1, 1), built.meta.clone()));
+    let header = encode(&(Vote::new(1, 1), built.meta.clone())).expect("encodes");
     let (dir, _follower) = empty_node().await?;
 
     let (chunks, _failure) = snapshot_chunks(built.snapshot, header.clone(), 64);

@@ -1,0 +1,165 @@
+//! The leader's admission holds for forwarded writes too: a write sent to a follower passes its
+//! own admission there and the leader's again, and a refusal by the leader's comes back to the
+//! client as such, marked not applied (it may be sent again).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use steward::config::Limits;
+use tokio::sync::mpsc;
+
+use crate::harness::{create, director, get, test_raft, TestCluster};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forwarded_writes_pass_the_leaders_pending_bound() {
+    // One proposal in flight per node: two followers forwarding at once exceed the leader's.
+    let limits = Limits {
+        max_pending_proposals: 1,
+        ..Limits::default()
+    };
+    let cluster = TestCluster::start_with(3, test_raft(10_000, 1_000), limits).await;
+    let leader = cluster.wait_leader().await;
+    let needle = format!("on node {leader} (limits.max_pending_proposals = 1)");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (found, mut refusals) = mpsc::unbounded_channel();
+    for follower in cluster.followers().await {
+        for writer in 0..2 {
+            let (mut client, stop, found, needle) = (
+                cluster.res(follower).await,
+                stop.clone(),
+                found.clone(),
+                needle.clone(),
+            );
+            tokio::spawn(async move {
+                for i in 0.. {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let name = format!("f{follower}-w{writer}-{i}");
+                    if let Err(status) = create(&mut client, director(&name, &[])).await {
+                        if status.message().contains(&needle) {
+                            let _ = found.send((name, status));
+                        }
+                    }
+                }
+            });
+        }
+    }
+    let refused = tokio::time::timeout(Duration::from_secs(60), refusals.recv()).await;
+    stop.store(true, Ordering::Relaxed);
+    let (name, status) = refused
+        .expect("the leader refused a forwarded write within 60 s")
+        .expect("writers running");
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert_eq!(
+        status
+            .metadata()
+            .get(steward::server::errors::NOT_APPLIED)
+            .and_then(|v| v.to_str().ok()),
+        Some("true"),
+        "{status:?}"
+    );
+    // Not applied indeed: the object is nowhere, read through the leader.
+    let mut reader = cluster.res(leader).await;
+    let missing = get(
+        &mut reader,
+        &name,
+        steward::proto::v1::Consistency::Linearizable,
+    )
+    .await
+    .expect_err("never created");
+    assert_eq!(missing.code(), tonic::Code::NotFound, "{missing:?}");
+}
+
+/// Small limits whose peer message floor is the forwarded batch's (~4 MiB): entries of at most
+/// 64 KiB, 16 to a message, one object to a list page.
+fn small_limits() -> (steward::config::RaftConfig, Limits) {
+    let raft = steward::config::RaftConfig {
+        max_payload_entries: 16,
+        ..test_raft(10_000, 1_000)
+    };
+    let mut limits = Limits {
+        max_object_bytes: 32 * 1024,
+        max_request_bytes: 64 * 1024,
+        command_bytes_max: 64 * 1024,
+        max_list_page: 1,
+        default_list_page: 1,
+        ..Limits::default()
+    };
+    limits.peer_message_bytes_max = steward::raft::message_size::peer_message_bytes_floor(
+        limits.command_bytes_max,
+        raft.max_payload_entries,
+        limits.max_list_page,
+    );
+    (raft, limits)
+}
+
+/// A Director whose spec is `numbers` copies of 1e15: 5 bytes each as sent, 19 as written in
+/// the log (`1000000000000000.0`), so the command outgrows the request nearly fourfold.
+fn expanding(name: &str, numbers: usize) -> String {
+    let spec = vec!["1e15"; numbers].join(",");
+    format!(
+        r#"{{"kind":"Director","apiVersion":"v1","metadata":{{"name":"{name}"}},"spec":{{"n":[{spec}]}}}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_over_its_limit_is_refused_on_every_path_and_peers_over_theirs_too() {
+    let (raft, limits) = small_limits();
+    let peer_limit = limits.peer_message_bytes_max;
+    let cluster = TestCluster::start_with(3, raft, limits).await;
+    let leader = cluster.wait_leader().await;
+    let follower = cluster.followers().await[0];
+    // ~30 KiB as sent (under max_object_bytes and max_request_bytes), ~114 KiB as a command.
+    for (id, name) in [(leader, "big-l"), (follower, "big-f")] {
+        let mut client = cluster.res(id).await;
+        let status = create(&mut client, expanding(name, 6_000))
+            .await
+            .expect_err("over limits.command_bytes_max");
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(
+            status
+                .message()
+                .contains("over limits.command_bytes_max = 65536"),
+            "{status:?}"
+        );
+        assert!(
+            status
+                .metadata()
+                .get(steward::server::errors::NOT_APPLIED)
+                .is_some(),
+            "{status:?}"
+        );
+    }
+    // Under the limit (~57 KiB as a command), the same kind of object is written.
+    let mut client = cluster.res(follower).await;
+    create(&mut client, expanding("small", 3_000))
+        .await
+        .expect("a command under the limit");
+
+    // A peer message one byte over the leader's limit is refused by its peer port, and the node
+    // goes on: the next write through it succeeds.
+    let peer_addr = cluster.nodes[&leader].config.peer_addr.clone();
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{peer_addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect to the peer port");
+    let mut peer = steward::proto::raft_v1::raft_peer_client::RaftPeerClient::new(channel)
+        .max_encoding_message_size(usize::MAX);
+    let over = steward::proto::raft_v1::RaftMessage {
+        // The protobuf framing adds a tag and a length: this payload alone is over.
+        data: vec![b' '; peer_limit + 1],
+    };
+    let status = peer
+        .forward_batch(over)
+        .await
+        .expect_err("over limits.peer_message_bytes_max");
+    assert_eq!(status.code(), tonic::Code::OutOfRange, "{status:?}");
+    assert!(status.message().contains("too large"), "{status:?}");
+    let mut client = cluster.res(leader).await;
+    create(&mut client, director("after", &[]))
+        .await
+        .expect("the leader still serves");
+}
