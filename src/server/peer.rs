@@ -101,6 +101,9 @@ pub struct NodeView {
     pub data_bytes: u64,
     #[serde(default)]
     pub quota_bytes: u64,
+    /// Its process id (`std::process::id()`), for `cluster status`; 0 from an older node.
+    #[serde(default)]
+    pub pid: u32,
 }
 
 impl NodeView {
@@ -125,6 +128,7 @@ impl NodeView {
             disk_free_bytes: disk.map_or(0, |d| d.1),
             data_bytes: u64::try_from(node.metrics.data_bytes.get()).unwrap_or(0),
             quota_bytes: node.config.limits.quota_bytes,
+            pid: std::process::id(),
         }
     }
 }
