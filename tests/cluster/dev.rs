@@ -164,7 +164,8 @@ impl Dev {
     }
 
     /// SIGINT, as Ctrl-C in its terminal; asserts it exits 0 within `STOP_WAIT` leaving no node.
-    async fn interrupt(mut self) {
+    /// Returns its stderr.
+    async fn interrupt(mut self) -> Vec<String> {
         signal(self.child.id().expect("dev pid"), libc::SIGINT);
         let status = tokio::time::timeout(STOP_WAIT, self.child.wait())
             .await
@@ -180,10 +181,23 @@ impl Dev {
             "steward dev: {status}; stderr: {:?}",
             self.stderr()
         );
-        let pids = self.pids.lock().expect("pids").clone();
+        let mut pids = self.pids.lock().expect("pids").clone();
+        // Also any pid it printed (banner, restarts): a node restarted unseen must be gone too.
+        pids.extend(pids_in(&self.stdout()).chain(pids_in(&self.stderr())));
         let alive: Vec<u32> = pids.into_iter().filter(|p| alive(*p)).collect();
         assert!(alive.is_empty(), "nodes left running: {alive:?}");
+        self.stderr()
     }
+}
+
+/// The numbers after "pid " in `lines`.
+fn pids_in(lines: &[String]) -> impl Iterator<Item = u32> + '_ {
+    lines.iter().flat_map(|l| {
+        l.split("pid ").skip(1).filter_map(|rest| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+    })
 }
 
 impl Drop for Dev {
@@ -296,7 +310,20 @@ async fn dev_restarts_a_killed_leader_and_survives_a_stopped_follower() {
             .any(|l| l.contains(&format!("node {} ", follower.0))),
         "the stopped follower was reported: {lines:?}"
     );
-    dev.interrupt().await;
+
+    // Ctrl-C while a node waits out its restart delay ends everything too, and it stays down.
+    let seen = dev.stderr().len();
+    signal(follower.2, libc::SIGKILL);
+    dev.wait_stderr(&format!(
+        "node {} (pid {}) was killed by signal 9 (SIGKILL); restarting it in",
+        follower.0, follower.2
+    ))
+    .await;
+    let lines = dev.interrupt().await.split_off(seen);
+    assert!(
+        !lines.iter().any(|l| l.contains("restarted")),
+        "restarted after Ctrl-C: {lines:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
