@@ -260,6 +260,7 @@ pub fn member_table(reply: &MemberListReply) -> Table {
 pub fn status_table(reply: &ClusterStatusReply) -> Table {
     let mut table = Table::new(&[
         "ID",
+        "PID",
         "CLIENT",
         "STATE",
         "LEADER",
@@ -283,6 +284,10 @@ pub fn status_table(reply: &ClusterStatusReply) -> Table {
         };
         table.row(vec![
             n.id.to_string(),
+            match n.pid {
+                0 => "-".to_string(),
+                pid => pid.to_string(),
+            },
             n.client_addr.clone(),
             n.state.clone(),
             format!("{}{marker}", n.leader_id),
@@ -382,6 +387,7 @@ pub fn cluster_status_json(reply: &ClusterStatusReply) -> Value {
                 "diskFreeBytes": n.disk_free_bytes,
                 "dataBytes": n.data_bytes,
                 "quotaBytes": n.quota_bytes,
+                "pid": n.pid,
             })
         })
         .collect();
@@ -504,6 +510,25 @@ mod tests {
             cluster_status_json(&reply)["nodes"][0]["state"],
             "unreachable"
         );
+        let up = NodeStatus {
+            id: 1,
+            pid: 4242,
+            state: "leader".into(),
+            ..NodeStatus::default()
+        };
+        let reply = ClusterStatusReply {
+            nodes: vec![up],
+            ..reply
+        };
+        let text = status_table(&reply).render();
+        let row: Vec<&str> = text
+            .lines()
+            .nth(1)
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        assert_eq!(row[..3], ["1", "4242", "leader"], "{text}");
+        assert_eq!(cluster_status_json(&reply)["nodes"][0]["pid"], 4242);
         assert_eq!(
             cluster_status_json(&reply)["warnings"][0],
             "node 2 is unreachable: connection refused"

@@ -12,14 +12,17 @@ use crate::config::{
     StatusConfig,
 };
 
-/// Client port of loopback node N is `CLIENT_PORT_BASE + N` (7001, 7002, ...).
-pub const CLIENT_PORT_BASE: u16 = 7000;
-/// Peer port of loopback node N is `PEER_PORT_BASE + N` (7101, 7102, ...).
-pub const PEER_PORT_BASE: u16 = 7100;
-/// Metrics port of loopback node N is `METRICS_PORT_BASE + N` (7201, 7202, ...).
-pub const METRICS_PORT_BASE: u16 = 7200;
-/// Loopback ports leave room for nodes 1 to 9 only (70NN would collide with peer ports).
+/// The base port of the loopback cluster (`steward dev --base-port`, cluster-configs/): the
+/// client port of node N is `base + N` (7001, 7002, ...).
+pub const DEFAULT_BASE_PORT: u16 = 7000;
+/// Peer port of loopback node N is `base + PEER_PORT_OFFSET + N` (7101, 7102, ...).
+pub const PEER_PORT_OFFSET: u16 = 100;
+/// Metrics port of loopback node N is `base + METRICS_PORT_OFFSET + N` (7201, 7202, ...).
+pub const METRICS_PORT_OFFSET: u16 = 200;
+/// Loopback ports leave room for nodes 1 to 9 only (base + 1NN would collide with peer ports).
 pub const LOOPBACK_NODES_MAX: u64 = 9;
+/// The highest base port: node 9's metrics port, `base + 209`, must still be a port.
+pub const BASE_PORT_MAX: u16 = u16::MAX - METRICS_PORT_OFFSET - 9;
 
 /// `(key, explanation)` for every `[raft]` option, in file order.
 const RAFT_DOCS: &[(&str, &str)] = &[
@@ -279,14 +282,26 @@ pub fn documented_keys() -> (Vec<&'static str>, Vec<&'static str>, Vec<&'static 
     )
 }
 
-/// Loopback node `id`: client 127.0.0.1:700N, peer 127.0.0.1:710N.
+/// Loopback node `id` on the default ports: client 127.0.0.1:700N, peer 127.0.0.1:710N.
 pub fn loopback_member(id: u64) -> MemberConfig {
-    let port = |base: u16| u64::from(base) + id;
+    loopback_member_at(DEFAULT_BASE_PORT, id)
+}
+
+/// Loopback node `id` with client port `base_port + id` and peer port `base_port + 100 + id`.
+/// `base_port` is at most `BASE_PORT_MAX` and `id` at most `LOOPBACK_NODES_MAX` (callers check).
+pub fn loopback_member_at(base_port: u16, id: u64) -> MemberConfig {
     MemberConfig {
         id,
-        peer_addr: format!("127.0.0.1:{}", port(PEER_PORT_BASE)),
-        client_addr: format!("127.0.0.1:{}", port(CLIENT_PORT_BASE)),
+        peer_addr: loopback_addr(base_port, PEER_PORT_OFFSET, id),
+        client_addr: loopback_addr(base_port, 0, id),
     }
+}
+
+fn loopback_addr(base_port: u16, offset: u16, id: u64) -> String {
+    format!(
+        "127.0.0.1:{}",
+        u64::from(base_port) + u64::from(offset) + id
+    )
 }
 
 /// The title of the file for node `id` in cluster-configs/<nodes>-node/.
@@ -299,14 +314,22 @@ pub fn cluster_configs_title(id: u64, nodes: u64) -> String {
 
 /// Node `id` of an `nodes`-node loopback cluster keeping its data in `<data_root>/node<id>`.
 pub fn loopback_config(id: u64, nodes: u64, data_root: &Path) -> Config {
-    let me = loopback_member(id);
+    loopback_config_at(DEFAULT_BASE_PORT, id, nodes, data_root)
+}
+
+/// `loopback_config` with every port moved by `base_port - DEFAULT_BASE_PORT` (`steward dev
+/// --base-port`).
+pub fn loopback_config_at(base_port: u16, id: u64, nodes: u64, data_root: &Path) -> Config {
+    let me = loopback_member_at(base_port, id);
     Config {
         id,
         client_addr: me.client_addr,
         peer_addr: me.peer_addr,
-        metrics_addr: Some(format!("127.0.0.1:{}", u64::from(METRICS_PORT_BASE) + id)),
+        metrics_addr: Some(loopback_addr(base_port, METRICS_PORT_OFFSET, id)),
         data_dir: data_root.join(format!("node{id}")),
-        initial_members: (1..=nodes).map(loopback_member).collect(),
+        initial_members: (1..=nodes)
+            .map(|n| loopback_member_at(base_port, n))
+            .collect(),
         raft: RaftConfig::default(),
         limits: Limits::default(),
         locks: LocksConfig::default(),
@@ -642,6 +665,9 @@ mod tests {
             (m.client_addr.as_str(), m.peer_addr.as_str()),
             ("127.0.0.1:7003", "127.0.0.1:7103")
         );
+        let c = loopback_config_at(BASE_PORT_MAX, 9, 9, Path::new("d"));
+        assert_eq!(c.metrics_addr.as_deref(), Some("127.0.0.1:65535"));
+        assert_eq!(c.initial_members[0].client_addr, "127.0.0.1:65327");
     }
 
     // ---- cluster-configs/ ----

@@ -417,6 +417,7 @@ impl Cluster for ClusterService {
                     voter,
                     data_bytes: v.data_bytes,
                     quota_bytes: v.quota_bytes,
+                    pid: v.pid,
                 },
                 Err(e) => NodeStatus {
                     id,

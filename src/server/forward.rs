@@ -266,6 +266,16 @@ impl BatchSender {
                     let mut req = tonic::Request::new(RaftMessage { data: payload });
                     req.set_timeout(timeout);
                     match client.forward_batch(req).await {
+                        Err(s) if connection_refused(&s) => {
+                            Err(errors::not_applied(errors::unavailable(
+                                format!(
+                                    "the leader refused the connection, so the write was not sent \
+                                     (it may have just died; retry): {}",
+                                    s.message()
+                                ),
+                                Some(&leader),
+                            )))
+                        }
                         Err(s) => Err(errors::unavailable(
                             format!(
                                 "forwarding to the leader failed; the write's outcome is unknown: {}",
@@ -304,6 +314,24 @@ impl BatchSender {
             }
         }
     }
+}
+
+/// Whether the call failed because the leader's port refused the TCP connection (a leader just
+/// killed, before the others elect a new one): then no byte of the batch left this node, its
+/// commands were certainly not appended, and the client may send them again. Any later failure
+/// (reset, timeout) may come after the leader appended them: their outcome is unknown.
+fn connection_refused(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(err) = source {
+        if err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        source = err.source();
+    }
+    false
 }
 
 /// The batch as one JSON array built from the commands' own encodings (no second encode), and
@@ -431,5 +459,36 @@ mod tests {
         let reply = ForwardReply::answer(Err(LocalProposeError::Other(refused)));
         let status = reply.outcome().expect("final").expect_err("a failure");
         assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    }
+
+    /// A leader killed a moment ago refuses connections until the others elect a new one: the
+    /// write never left, so it is marked for the client to send again (it had failed at once
+    /// with "outcome unknown", and `steward dev`'s kill -9 of the leader with it).
+    #[tokio::test]
+    async fn a_leader_refusing_the_connection_gets_the_write_sent_again() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let channels = PeerChannels::new(Duration::from_secs(1), None);
+        let forwarder = Forwarder::new(channels, Duration::from_secs(1));
+        let dead = NodeAddr {
+            peer_addr: format!("127.0.0.1:{port}"),
+            client_addr: "127.0.0.1:1".into(),
+        };
+        let command = Command::Delete {
+            key: ObjectKey::new("Thing", "default", "t"),
+            expected_revision: None,
+            fence: None,
+        };
+        let status = forwarder
+            .forward(&dead, &command)
+            .await
+            .expect_err("nobody listens");
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert!(
+            status.metadata().get(errors::NOT_APPLIED).is_some(),
+            "{status:?}"
+        );
     }
 }

@@ -105,6 +105,9 @@ pub struct NodeView {
     /// Unix epoch on that node's clock; 0 before its first check.
     #[serde(default)]
     pub disk_measured_at_ms: u64,
+    /// Its process id (`std::process::id()`), for `cluster status`; 0 from an older node.
+    #[serde(default)]
+    pub pid: u32,
 }
 
 impl NodeView {
@@ -131,6 +134,7 @@ impl NodeView {
             disk_measured_at_ms: disk.map_or(0, |d| d.at_ms),
             data_bytes: u64::try_from(node.metrics.data_bytes.get()).unwrap_or(0),
             quota_bytes: node.config.limits.quota_bytes,
+            pid: std::process::id(),
         }
     }
 }
