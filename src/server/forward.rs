@@ -470,7 +470,8 @@ mod tests {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let channels = PeerChannels::new(Duration::from_secs(1), None);
+        let limit = crate::config::Limits::default().peer_message_bytes_max;
+        let channels = PeerChannels::new(Duration::from_secs(1), None, limit);
         let forwarder = Forwarder::new(channels, Duration::from_secs(1));
         let dead = NodeAddr {
             peer_addr: format!("127.0.0.1:{port}"),
