@@ -34,13 +34,25 @@ use supervisor::{DevNode, RestartPolicy};
 const LEADER_WAIT: Duration = Duration::from_secs(30);
 /// How often the leader wait asks the cluster.
 const POLL_INTERVAL: Duration = Duration::from_millis(200);
-/// The first restart delay. The others start an election only once the dead leader's lease
-/// (openraft: `election_timeout_max`) and then an election timeout have passed, up to twice
-/// `raft.election_timeout_max_ms` (2 s by default): measured, the write after kill -9 of the
-/// leader lands about 1.9 s later. Three times it brings a killed leader back after the others
-/// elected a new one, so it rejoins as a follower (back sooner, openraft resumes its leadership
-/// of the old term and there is no failover to see).
-const DEFAULT_RESTART_DELAY_MS: u64 = 3_000;
+/// Raft timing of the dev cluster: loopback round trips take microseconds, so it can notice a
+/// dead leader sooner than a cluster across machines (the defaults, etcd's 100 ms heartbeat and
+/// 0.5-1 s election timeouts). The others start an election once the dead leader's lease
+/// (openraft: `election_timeout_max`) and then an election timeout have passed: 0.9-1.2 s after
+/// a kill -9 of the leader, a write lands on the new one. A heartbeat of a sixth of the shortest
+/// election timeout leaves room for a loaded machine before a follower calls an election.
+const DEV_HEARTBEAT_INTERVAL_MS: u64 = 50;
+const DEV_ELECTION_TIMEOUT_MIN_MS: u64 = 300;
+const DEV_ELECTION_TIMEOUT_MAX_MS: u64 = 600;
+/// The first restart delay: more than the lease plus the longest election timeout plus a vote,
+/// so a killed leader comes back after the others elected a new one and rejoins as a follower
+/// (back sooner, openraft resumes its leadership of the old term and there is no failover to
+/// see).
+const DEFAULT_RESTART_DELAY_MS: u64 = 2_000;
+// Checked when compiling: a killed leader is restarted after the others elected one (its lease,
+// the longest election timeout, then a margin for the vote), and the heartbeat fits in the
+// shortest election timeout six times.
+const _: () = assert!(DEFAULT_RESTART_DELAY_MS >= 3 * DEV_ELECTION_TIMEOUT_MAX_MS);
+const _: () = assert!(DEV_ELECTION_TIMEOUT_MIN_MS >= 6 * DEV_HEARTBEAT_INTERVAL_MS);
 /// A restarted node that stays up this long is healthy again: its next crash is restarted after
 /// the first delay, not after a doubled one.
 const RESTART_STABLE_AFTER: Duration = Duration::from_secs(60);
@@ -69,7 +81,7 @@ pub struct DevArgs {
     pub no_restart: bool,
     /// Delay before restarting a node that died, in ms; it doubles each time the node dies again
     /// within a minute of its restart, up to --restart-delay-max-ms. The default leaves the others
-    /// time to elect a new leader first (their election starts up to 2 s after a leader dies).
+    /// time to elect a new leader first (their election starts up to 1.2 s after a leader dies).
     #[arg(long, default_value_t = DEFAULT_RESTART_DELAY_MS, value_parser = clap::value_parser!(u64).range(100..=600_000))]
     pub restart_delay_ms: u64,
     /// Most a restart delay may grow to, in ms (at least --restart-delay-ms).
@@ -232,6 +244,9 @@ fn start_child(
 ) -> anyhow::Result<(Child, crate::config::Config)> {
     let mut config =
         node_config::loopback_config_at(args.base_port, id, args.nodes, &args.data_dir);
+    config.raft.heartbeat_interval_ms = DEV_HEARTBEAT_INTERVAL_MS;
+    config.raft.election_timeout_min_ms = DEV_ELECTION_TIMEOUT_MIN_MS;
+    config.raft.election_timeout_max_ms = DEV_ELECTION_TIMEOUT_MAX_MS;
     if let Some(pki) = pki {
         let files = pki
             .nodes
@@ -439,16 +454,4 @@ async fn stop_and_exit(nodes: &mut [DevNode]) -> anyhow::Result<()> {
     eprintln!("stopping {} node(s)...", nodes.len());
     supervisor::stop_all(nodes).await;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_killed_leader_is_restarted_after_the_others_elected_one() {
-        let election_max_ms = crate::config::RaftConfig::default().election_timeout_max_ms;
-        // The lease, then the longest election timeout, then a margin for the vote.
-        assert!(DEFAULT_RESTART_DELAY_MS >= 3 * election_max_ms);
-    }
 }
