@@ -310,8 +310,9 @@ fn own_executable() -> anyhow::Result<PathBuf> {
     std::env::current_exe().context("cannot find the steward executable")
 }
 
-/// Polls cluster status until there is a leader and every node answers; fails if a child exits
-/// or the deadline passes.
+/// Polls cluster status until there is a leader and every node serves (its health probe can
+/// answer a linearizable read, so a first `cluster status` shows no warning); fails if a child
+/// exits or the deadline passes.
 async fn wait_for_leader(client: &Client, nodes: &mut [DevNode]) -> anyhow::Result<u64> {
     let deadline = Instant::now() + LEADER_WAIT;
     loop {
@@ -334,9 +335,9 @@ async fn wait_for_leader(client: &Client, nodes: &mut [DevNode]) -> anyhow::Resu
                         !status
                             .nodes
                             .iter()
-                            .any(|s| s.id == n.id && s.state != "unreachable")
+                            .any(|s| s.id == n.id && s.state != "unreachable" && s.serving)
                     })
-                    .map(|n| format!("node {}", n.id))
+                    .map(|n| format!("node {} to serve", n.id))
                     .collect();
                 match (status.leader_id, silent.is_empty()) {
                     (0, _) => "a leader".to_string(),
