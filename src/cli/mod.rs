@@ -255,7 +255,14 @@ pub fn describe_error(err: &anyhow::Error) -> String {
             format!("{}: {line}", context.join(": "))
         };
     }
-    let parts: Vec<String> = err.chain().map(|e| e.to_string()).collect();
+    // An error that shows its source in its own message (thiserror's `{source}`) is followed
+    // in the chain by that source: say it once.
+    let mut parts: Vec<String> = Vec::new();
+    for text in err.chain().map(|e| e.to_string()) {
+        if !parts.last().is_some_and(|prev| prev.ends_with(&text)) {
+            parts.push(text);
+        }
+    }
     one_line(&parts.join(": "))
 }
 
@@ -327,6 +334,18 @@ mod tests {
     fn plain_errors_keep_their_chain() {
         let err = anyhow::anyhow!("no such file").context("cannot read x.yaml");
         assert_eq!(describe_error(&err), "cannot read x.yaml: no such file");
+    }
+
+    #[test]
+    fn a_source_the_message_already_shows_is_said_once() {
+        let err = anyhow::Error::new(crate::config::ConfigError::Read {
+            path: "/nonexistent".into(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+        });
+        assert_eq!(
+            describe_error(&err),
+            "cannot read config /nonexistent: no such file"
+        );
     }
 
     #[test]
