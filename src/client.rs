@@ -80,6 +80,12 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest reply the client accepts (a full list page of large objects).
 const MAX_REPLY_BYTES: usize = 64 * 1024 * 1024;
+/// A read's attempt at one endpoint gets this share of the request deadline, but at least
+/// `READ_ATTEMPT_MIN`: a node that accepts the connection and never answers (stopped, wedged)
+/// costs a read a third of its deadline, and the rest goes to the other endpoints. A healthy
+/// node answers a read in milliseconds.
+const READ_ATTEMPT_SHARE: u32 = 3;
+const READ_ATTEMPT_MIN: Duration = Duration::from_secs(1);
 /// Pause between attempts, doubled each time up to `RETRY_BACKOFF_MAX`.
 const RETRY_BACKOFF_MIN: Duration = Duration::from_millis(50);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_millis(500);
@@ -554,16 +560,25 @@ impl Client {
             .unwrap_or_else(|| self.current.load(Ordering::Relaxed) % self.endpoints.len());
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
+            let budget = match retry {
+                Retry::Read if self.pinned.is_none() => left.min(self.read_attempt_budget()),
+                _ => left,
+            };
             let channel = Transport::new(
                 self.endpoints[index].channel.clone(),
                 self.credentials.clone(),
             );
-            let status = match tokio::time::timeout(left, attempt(channel, left)).await {
+            let status = match tokio::time::timeout(budget, attempt(channel, budget)).await {
                 Ok(Ok(reply)) => return Ok(reply.into_inner()),
+                Ok(Err(status)) if budget < left && attempt_timed_out(&status) => {
+                    self.silent(index, budget)
+                }
                 Ok(Err(status)) => status,
+                Err(_) if budget < left => self.silent(index, budget),
                 Err(_) => return Err(self.deadline_exceeded(index)),
             };
-            if self.pinned.is_some() || !may_retry(retry, &status) {
+            let retryable = retry == Retry::Read && status.code() == tonic::Code::DeadlineExceeded;
+            if self.pinned.is_some() || !(retryable || may_retry(retry, &status)) {
                 return Err(status);
             }
             if Instant::now() + backoff >= deadline {
@@ -590,6 +605,20 @@ impl Client {
             .unwrap_or((index + 1) % self.endpoints.len())
     }
 
+    /// How long one read attempt may take (see `READ_ATTEMPT_SHARE`).
+    fn read_attempt_budget(&self) -> Duration {
+        (self.request_timeout / READ_ATTEMPT_SHARE).max(READ_ATTEMPT_MIN)
+    }
+
+    /// A read attempt that used its budget without an answer: the node is silent, try another.
+    fn silent(&self, index: usize, budget: Duration) -> Status {
+        Status::deadline_exceeded(format!(
+            "{} did not answer a read within {}",
+            self.endpoints[index].uri,
+            humantime::format_duration(budget)
+        ))
+    }
+
     fn deadline_exceeded(&self, index: usize) -> Status {
         Status::deadline_exceeded(format!(
             "no reply within {} (last tried {})",
@@ -608,6 +637,15 @@ fn cluster(channel: Transport) -> ClusterClient<Transport> {
 }
 
 /// A request carrying its deadline to the server (`grpc-timeout`), so the server gives up too.
+/// Whether tonic ended the attempt at its own grpc-timeout (`Cancelled`, "Timeout expired")
+/// or the server answered that the deadline passed.
+fn attempt_timed_out(status: &Status) -> bool {
+    matches!(
+        status.code(),
+        tonic::Code::Cancelled | tonic::Code::DeadlineExceeded
+    )
+}
+
 fn request<M>(msg: M, timeout: Duration) -> Request<M> {
     let mut req = Request::new(msg);
     req.set_timeout(timeout);

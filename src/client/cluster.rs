@@ -140,7 +140,7 @@ impl Client {
     /// holds the header, the last the checksum. Setting up fails over like a read; the stream
     /// itself has no deadline.
     pub async fn snapshot(&self) -> Result<tonic::Streaming<pb::SnapshotChunk>, Status> {
-        self.call(Retry::Read, |ch, _t| async move {
+        self.call(Retry::LongRead, |ch, _t| async move {
             cluster(ch)
                 .snapshot(tonic::Request::new(pb::SnapshotRequest {}))
                 .await

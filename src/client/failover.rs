@@ -12,8 +12,13 @@ pub const NOT_APPLIED_KEY: &str = "x-steward-not-applied";
 /// Whether a failed attempt may be repeated at another endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Retry {
-    /// Reads: repeating cannot change anything.
+    /// Reads: repeating cannot change anything. An attempt may take only part of the deadline
+    /// (`Client::read_attempt_budget`), so a node that takes the connection but never answers
+    /// (stopped with SIGSTOP, wedged) leaves the rest of it to the others.
     Read,
+    /// Reads whose set-up may take long on a healthy node (a snapshot is taken before it
+    /// streams): repeated elsewhere like reads, but one attempt may use the whole deadline.
+    LongRead,
     /// Writes: only when the request provably never left this process, or the server said it
     /// was refused before any leader appended it (`x-steward-not-applied`: no leader, or none
     /// would take it, as during an election).
@@ -29,7 +34,7 @@ pub fn leader_hint(status: &Status) -> Option<String> {
 /// Whether a failed attempt may be repeated elsewhere without risking a double effect.
 pub(super) fn may_retry(retry: Retry, status: &Status) -> bool {
     match retry {
-        Retry::Read => is_retryable_read(status) || not_applied(status),
+        Retry::Read | Retry::LongRead => is_retryable_read(status) || not_applied(status),
         Retry::Write => never_sent(status) || not_applied(status),
     }
 }

@@ -1,5 +1,7 @@
 //! CRUD, conflicts, txn, selectors, pagination, follower reads and writes on a 3-node cluster.
 
+use std::time::{Duration, Instant};
+
 use steward::proto::v1::*;
 use tonic::Code;
 
@@ -271,4 +273,36 @@ async fn concurrent_writes_through_a_follower_each_get_their_own_answer() {
         .await
         .expect("stored");
     }
+}
+
+/// A node that takes connections and never answers (stopped with SIGSTOP, wedged) costs a read
+/// a third of its deadline: the client moves on to the next endpoint and answers from there
+/// (it had spent the whole deadline on the silent one, so `steward get` failed while another
+/// node could answer). A write is not moved on: it may have reached the silent node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_moves_on_from_a_node_that_never_answers() {
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.wait_leader().await;
+    let mut c = cluster.res(leader).await;
+    create(&mut c, director("quiet", &[]))
+        .await
+        .expect("create");
+
+    // The kernel completes the TCP handshake for a listener nobody accepts from: the request
+    // goes out and no answer ever comes, as from a stopped process.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let silent_addr = silent.local_addr().expect("addr").to_string();
+    let endpoints = vec![silent_addr, cluster.client_addr(leader)];
+    let timeout = Duration::from_secs(6);
+    let client =
+        steward::client::Client::connect_with_timeout(&endpoints, timeout).expect("client");
+    let started = Instant::now();
+    let got = client
+        .get("Director", "default", "quiet", Consistency::Linearizable)
+        .await;
+    let took = started.elapsed();
+    let object = got.unwrap_or_else(|e| panic!("the read failed after {took:?}: {e:?}"));
+    assert_eq!(object["metadata"]["name"], "quiet");
+    assert!(took < Duration::from_secs(4), "the read took {took:?}");
+    drop(silent);
 }
