@@ -570,12 +570,16 @@ impl Client {
             );
             let status = match tokio::time::timeout(budget, attempt(channel, budget)).await {
                 Ok(Ok(reply)) => return Ok(reply.into_inner()),
-                Ok(Err(status)) if budget < left && attempt_timed_out(&status) => {
+                Ok(Err(status)) if timed_out_here(&status) && budget < left => {
                     self.silent(index, budget)
+                }
+                // tonic's own grpc-timeout ("Cancelled: Timeout expired") says less than ours.
+                Ok(Err(status)) if timed_out_here(&status) => {
+                    return Err(self.deadline_exceeded(index, retry));
                 }
                 Ok(Err(status)) => status,
                 Err(_) if budget < left => self.silent(index, budget),
-                Err(_) => return Err(self.deadline_exceeded(index)),
+                Err(_) => return Err(self.deadline_exceeded(index, retry)),
             };
             let retryable = retry == Retry::Read && status.code() == tonic::Code::DeadlineExceeded;
             if self.pinned.is_some() || !(retryable || may_retry(retry, &status)) {
@@ -619,9 +623,15 @@ impl Client {
         ))
     }
 
-    fn deadline_exceeded(&self, index: usize) -> Status {
+    /// The request's deadline passed. A write sent in its last attempt may still be applied
+    /// (the node may have it and be slow, stopped or cut off), and the caller must know that.
+    fn deadline_exceeded(&self, index: usize, retry: Retry) -> Status {
+        let unknown = match retry {
+            Retry::Write => "; the write's outcome is unknown (read before writing it again)",
+            Retry::Read | Retry::LongRead => "",
+        };
         Status::deadline_exceeded(format!(
-            "no reply within {} (last tried {})",
+            "no reply within {} (last tried {}){unknown}",
             humantime::format_duration(self.request_timeout),
             self.endpoints[index].uri
         ))
@@ -637,13 +647,17 @@ fn cluster(channel: Transport) -> ClusterClient<Transport> {
 }
 
 /// A request carrying its deadline to the server (`grpc-timeout`), so the server gives up too.
-/// Whether tonic ended the attempt at its own grpc-timeout (`Cancelled`, "Timeout expired")
-/// or the server answered that the deadline passed.
-fn attempt_timed_out(status: &Status) -> bool {
-    matches!(
-        status.code(),
-        tonic::Code::Cancelled | tonic::Code::DeadlineExceeded
-    )
+/// Whether tonic ended the attempt at its own grpc-timeout on this side ("Cancelled: Timeout
+/// expired", with `tonic::TimeoutExpired` in its sources; a server's status has no source).
+fn timed_out_here(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(err) = source {
+        if err.is::<tonic::TimeoutExpired>() {
+            return true;
+        }
+        source = err.source();
+    }
+    false
 }
 
 fn request<M>(msg: M, timeout: Duration) -> Request<M> {
