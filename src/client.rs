@@ -581,8 +581,7 @@ impl Client {
                 Err(_) if budget < left => self.silent(index, budget),
                 Err(_) => return Err(self.deadline_exceeded(index, retry)),
             };
-            let retryable = retry == Retry::Read && status.code() == tonic::Code::DeadlineExceeded;
-            if self.pinned.is_some() || !(retryable || may_retry(retry, &status)) {
+            if self.pinned.is_some() || !may_retry(retry, &status) {
                 return Err(status);
             }
             if Instant::now() + backoff >= deadline {

@@ -34,7 +34,12 @@ pub fn leader_hint(status: &Status) -> Option<String> {
 /// Whether a failed attempt may be repeated elsewhere without risking a double effect.
 pub(super) fn may_retry(retry: Retry, status: &Status) -> bool {
     match retry {
-        Retry::Read | Retry::LongRead => is_retryable_read(status) || not_applied(status),
+        // DeadlineExceeded: one attempt ran out of its share of the deadline (a silent node).
+        Retry::Read | Retry::LongRead => {
+            is_retryable_read(status)
+                || not_applied(status)
+                || status.code() == Code::DeadlineExceeded
+        }
         Retry::Write => never_sent(status) || not_applied(status),
     }
 }

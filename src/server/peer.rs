@@ -101,10 +101,6 @@ pub struct NodeView {
     pub data_bytes: u64,
     #[serde(default)]
     pub quota_bytes: u64,
-    /// When the disk and data dir figures were measured (the last space check), ms since the
-    /// Unix epoch on that node's clock; 0 before its first check.
-    #[serde(default)]
-    pub disk_measured_at_ms: u64,
     /// Its process id (`std::process::id()`), for `cluster status`; 0 from an older node.
     #[serde(default)]
     pub pid: u32,
@@ -129,9 +125,8 @@ impl NodeView {
             purged_index: m.purged.as_ref().map(|l| l.index).unwrap_or(0),
             revision,
             serving: node.metrics.serving.get() == 1,
-            disk_total_bytes: disk.map_or(0, |d| d.usage.disk_total_bytes),
-            disk_free_bytes: disk.map_or(0, |d| d.usage.disk_free_bytes),
-            disk_measured_at_ms: disk.map_or(0, |d| d.at_ms),
+            disk_total_bytes: disk.map_or(0, |d| d.disk_total_bytes),
+            disk_free_bytes: disk.map_or(0, |d| d.disk_free_bytes),
             data_bytes: u64::try_from(node.metrics.data_bytes.get()).unwrap_or(0),
             quota_bytes: node.config.limits.quota_bytes,
             pid: std::process::id(),

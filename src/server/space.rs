@@ -84,23 +84,15 @@ impl Usage {
 /// calling statvfs(2) on an async thread, where a slow or hung file system would stall every
 /// task of that thread.
 #[derive(Default)]
-pub struct UsageCache(std::sync::Mutex<Option<Measured>>);
-
-/// One space check's reading and when it was taken.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Measured {
-    pub usage: Usage,
-    /// This node's wall clock at the reading, ms since the Unix epoch (status only, never state).
-    pub at_ms: u64,
-}
+pub struct UsageCache(std::sync::Mutex<Option<Usage>>);
 
 impl UsageCache {
-    pub fn record(&self, usage: Usage, at_ms: u64) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(Measured { usage, at_ms });
+    pub fn record(&self, usage: Usage) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(usage);
     }
 
     /// The last reading; `None` before the first space check.
-    pub fn last(&self) -> Option<Measured> {
+    pub fn last(&self) -> Option<Usage> {
         *self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -186,7 +178,7 @@ pub async fn check(node: &Node) {
             return;
         }
     };
-    node.usage.record(usage, node.clock.now_ms());
+    node.usage.record(usage);
     node.metrics.data_bytes.set(gauge(usage.data_bytes));
     node.metrics
         .quota_bytes
@@ -375,16 +367,13 @@ mod tests {
             disk_total_bytes: 3,
             disk_free_bytes: 2,
         };
-        cache.record(usage, 42);
-        cache.record(
-            Usage {
-                data_bytes: 5,
-                ..usage
-            },
-            43,
-        );
+        cache.record(usage);
+        cache.record(Usage {
+            data_bytes: 5,
+            ..usage
+        });
         let last = cache.last().expect("recorded");
-        assert_eq!((last.usage.data_bytes, last.at_ms), (5, 43));
+        assert_eq!(last.data_bytes, 5);
     }
 
     #[test]
