@@ -9,6 +9,7 @@ use std::future::Future;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use steward::config::{Config, Limits, LocksConfig, MemberConfig, OperationsConfig, RaftConfig};
@@ -19,10 +20,24 @@ use tonic::transport::Channel;
 
 pub type Res = ResourcesClient<Channel>;
 
-/// Picks a port that is free right now (bind to :0, read it, release it).
+/// A port nothing listens on now and no other test of this process was given, in
+/// 10000..20000: under the kernel's ephemeral range (32768.. here), so no outgoing connection can
+/// take it between this check and the node's bind. Ports from bind(:0) came from that range: a
+/// node then found its port taken by a connection (Address already in use), or one node got the
+/// same port twice, and its cluster never formed. `steward dev`'s test uses 20000..30000.
 pub fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind :0");
-    l.local_addr().expect("local addr").port()
+    const FIRST: u32 = 10_000;
+    const COUNT: u32 = 10_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id() % COUNT;
+    for _ in 0..COUNT {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = u16::try_from(FIRST + (start + n) % COUNT).expect("under 20000");
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 10000..20000");
 }
 
 /// Polls `f` until it returns Some, or panics with `what` after `timeout`.
