@@ -24,6 +24,7 @@
 //! Read flow: linearizable reads take a read index from the leader (ReadIndex), wait until the
 //! local state machine has applied it, then read locally; serializable reads read locally.
 
+pub mod bugs;
 pub mod cli;
 pub mod client;
 pub mod config;

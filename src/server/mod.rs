@@ -106,6 +106,7 @@ impl RunningNode {
 
 /// Opens storage, starts Raft and the gRPC servers, and bootstraps a fresh cluster.
 pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
+    crate::bugs::check_env()?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
     let client_listener = TcpListener::bind(&config.client_addr)

@@ -1,0 +1,111 @@
+//! DELIBERATELY BROKEN behaviour, for the "can fail" runs of the fault-injection suite only.
+//!
+//! A check that has never failed proves nothing. Each bug here breaks one promise steward makes,
+//! so CI can show that the jepsen/ workload meant to guard that promise says INVALID, with the
+//! anomaly it should name (.ci/run, README "Fault injection").
+//!
+//! Compiled in only with the `unsafe-bugs` Cargo feature; even then nothing is broken until the
+//! environment variable `STEWARD_UNSAFE_BUG` names bugs (comma-separated). A build without the
+//! feature never reads the variable, so no production binary can be broken by its environment.
+
+/// Names the bugs to turn on, comma-separated (`local-reads`, ...).
+pub const ENV: &str = "STEWARD_UNSAFE_BUG";
+
+/// One deliberate bug and the promise it breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bug {
+    /// "Linearizable" reads are served from local state without ReadIndex: a deposed leader or
+    /// a lagging follower answers stale values (register workload).
+    LocalReads,
+}
+
+impl Bug {
+    /// Every bug, in the order `STEWARD_UNSAFE_BUG` documents them.
+    pub const ALL: &'static [Bug] = &[Bug::LocalReads];
+
+    /// The name `STEWARD_UNSAFE_BUG` uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bug::LocalReads => "local-reads",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Bug> {
+        Bug::ALL.iter().copied().find(|b| b.name() == name)
+    }
+}
+
+/// Whether `bug` is on in this process. Always false without the `unsafe-bugs` feature.
+pub fn active(bug: Bug) -> bool {
+    #[cfg(feature = "unsafe-bugs")]
+    {
+        enabled().contains(&bug)
+    }
+    #[cfg(not(feature = "unsafe-bugs"))]
+    {
+        let _ = bug;
+        false
+    }
+}
+
+/// Checks `STEWARD_UNSAFE_BUG` once at start-up: an unknown name, or any name in a build without
+/// the feature, is an error (a "can fail" run against the wrong binary must not pass quietly);
+/// every bug turned on is logged loudly. Returns the bugs turned on.
+pub fn check_env() -> anyhow::Result<Vec<Bug>> {
+    let Ok(raw) = std::env::var(ENV) else {
+        return Ok(vec![]);
+    };
+    let bugs = parse_list(&raw)?;
+    if !bugs.is_empty() && !cfg!(feature = "unsafe-bugs") {
+        anyhow::bail!(
+            "{ENV}={raw}: this steward was built without the `unsafe-bugs` feature, so it cannot \
+             run deliberately broken"
+        );
+    }
+    for bug in &bugs {
+        tracing::warn!(
+            bug = bug.name(),
+            "DELIBERATELY BROKEN: test-only bug turned on"
+        );
+    }
+    Ok(bugs)
+}
+
+fn parse_list(raw: &str) -> anyhow::Result<Vec<Bug>> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            Bug::parse(n).ok_or_else(|| {
+                let known: Vec<&str> = Bug::ALL.iter().map(|b| b.name()).collect();
+                anyhow::anyhow!("{ENV}: unknown bug {n:?} (known: {})", known.join(", "))
+            })
+        })
+        .collect()
+}
+
+#[cfg(feature = "unsafe-bugs")]
+fn enabled() -> &'static [Bug] {
+    static ENABLED: std::sync::OnceLock<Vec<Bug>> = std::sync::OnceLock::new();
+    ENABLED.get_or_init(|| {
+        std::env::var(ENV)
+            .ok()
+            .and_then(|raw| parse_list(&raw).ok())
+            .unwrap_or_default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_refused() {
+        for bug in Bug::ALL {
+            assert_eq!(Bug::parse(bug.name()), Some(*bug));
+        }
+        assert_eq!(parse_list(" local-reads ,").unwrap(), vec![Bug::LocalReads]);
+        let err = parse_list("local-reads,nope").unwrap_err().to_string();
+        assert!(err.contains("unknown bug \"nope\""), "{err}");
+    }
+}
