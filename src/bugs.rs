@@ -17,16 +17,21 @@ pub enum Bug {
     /// "Linearizable" reads are served from local state without ReadIndex: a deposed leader or
     /// a lagging follower answers stale values (register workload).
     LocalReads,
+    /// A WRITE acquire is granted beside the one WRITE holder a lock has (no third), instead of
+    /// waiting: two holders at once, breaking mutual exclusion (lock workload: overlapping
+    /// WRITE holders). Fenced writes of both pass, since both tokens are live WRITE holders.
+    DoubleWriteGrant,
 }
 
 impl Bug {
     /// Every bug, in the order `STEWARD_UNSAFE_BUG` documents them.
-    pub const ALL: &'static [Bug] = &[Bug::LocalReads];
+    pub const ALL: &'static [Bug] = &[Bug::LocalReads, Bug::DoubleWriteGrant];
 
     /// The name `STEWARD_UNSAFE_BUG` uses.
     pub fn name(self) -> &'static str {
         match self {
             Bug::LocalReads => "local-reads",
+            Bug::DoubleWriteGrant => "double-write-grant",
         }
     }
 

@@ -575,8 +575,16 @@ fn drop_ended_waiters(lock: &mut Lock, now: u64, events: &mut Vec<LockEvent>) ->
 fn compatible(lock: &Lock, mode: LockMode) -> bool {
     match mode {
         LockMode::Read => lock.mode() != Some(LockMode::Write),
-        LockMode::Write => lock.holders.is_empty(),
+        LockMode::Write => lock.holders.is_empty() || second_writer_allowed(lock),
     }
+}
+
+/// `Bug::DoubleWriteGrant` (test builds only): a second WRITE holder beside a lone WRITE
+/// holder. Decided from the lock alone, so every replica grants the same.
+fn second_writer_allowed(lock: &Lock) -> bool {
+    crate::bugs::active(crate::bugs::Bug::DoubleWriteGrant)
+        && lock.holders.len() == 1
+        && lock.mode() == Some(LockMode::Write)
 }
 
 /// Where the front waiter's grant goes.
