@@ -8,7 +8,7 @@
 //! - `register`, `set`, `lockrmw`, `watch`, `operations`, `lease`: workloads; `history`: what clients saw; `outcome`: ok / fail / unknown.
 //! - `finding`: what a checked run comes to (summary, report, exit code, plot points), the
 //!   same shape for every workload.
-//! - `checker`: linearizability (register) ; `set::check`, `watch::check`, `operations::check`; `plot`: latency over time with faults.
+//! - `checker`: linearizability (register); `mutex`: the reader-writer mutex model (lock); `set::check`, `watch::check`, `operations::check`; `plot`: latency over time with faults.
 
 pub mod checker;
 pub mod clock;
@@ -18,6 +18,7 @@ pub mod history;
 pub mod lease;
 pub mod lockrmw;
 pub mod membership;
+pub mod mutex;
 pub mod nemesis;
 pub mod netns;
 pub mod operations;
