@@ -21,17 +21,44 @@ pub enum Bug {
     /// waiting: two holders at once, breaking mutual exclusion (lock workload: overlapping
     /// WRITE holders). Fenced writes of both pass, since both tokens are live WRITE holders.
     DoubleWriteGrant,
+    /// Apply answers every create at a log index that is a multiple of 10 as created, at the
+    /// next revision, without storing it: an acknowledged write is lost (set workload: lost
+    /// acknowledged adds).
+    LostCreates,
+    /// The watch hub does not send live watchers the events at revisions that are multiples of
+    /// 10 (replays from its history still have them): a stream then covers a revision whose
+    /// event it never sent (watch workload: a gap).
+    WatchGap,
+    /// An assignment stream also sends its worker the runs of other workers' operations whose
+    /// id is a multiple of 4: one (operation, epoch) reaches two workers (operations workload:
+    /// delivered twice).
+    OpDoubleDispatch,
+    /// A pool acquire that finds nothing free takes a resource already in its destination state
+    /// from its owner, without waiting for a release or the reaper: one resource leased to two
+    /// owners at once (lease workload: overlapping leases).
+    PoolDoubleLease,
 }
 
 impl Bug {
     /// Every bug, in the order `STEWARD_UNSAFE_BUG` documents them.
-    pub const ALL: &'static [Bug] = &[Bug::LocalReads, Bug::DoubleWriteGrant];
+    pub const ALL: &'static [Bug] = &[
+        Bug::LocalReads,
+        Bug::DoubleWriteGrant,
+        Bug::LostCreates,
+        Bug::WatchGap,
+        Bug::OpDoubleDispatch,
+        Bug::PoolDoubleLease,
+    ];
 
     /// The name `STEWARD_UNSAFE_BUG` uses.
     pub fn name(self) -> &'static str {
         match self {
             Bug::LocalReads => "local-reads",
             Bug::DoubleWriteGrant => "double-write-grant",
+            Bug::LostCreates => "lost-creates",
+            Bug::WatchGap => "watch-gap",
+            Bug::OpDoubleDispatch => "op-double-dispatch",
+            Bug::PoolDoubleLease => "pool-double-lease",
         }
     }
 

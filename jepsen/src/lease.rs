@@ -44,6 +44,8 @@ pub const EXPIRY: Duration = Duration::from_secs(2);
 const HEARTBEAT: Duration = Duration::from_millis(300);
 /// Per mille of leases whose holder "crashes".
 const CRASH_PER_MILLE: u64 = 60;
+/// Overlaps listed in the report (all are counted).
+const OVERLAPS_LISTED: usize = 50;
 
 /// One lease attempt and what became of it.
 #[derive(Clone, Debug, Serialize)]
@@ -282,6 +284,8 @@ pub struct LeaseReport {
     pub ends: BTreeMap<&'static str, usize>,
     pub heartbeats_ok: u64,
     pub heartbeats_refused: u64,
+    /// Every overlap found; `overlaps` lists the first `OVERLAPS_LISTED`.
+    pub overlap_count: usize,
     pub overlaps: Vec<Overlap>,
     /// Acknowledged acquires that answered a resource of another owner, or none.
     pub wrong_answers: Vec<String>,
@@ -289,20 +293,22 @@ pub struct LeaseReport {
 
 impl LeaseReport {
     pub fn valid(&self) -> bool {
-        self.overlaps.is_empty() && self.wrong_answers.is_empty()
+        self.overlap_count == 0 && self.wrong_answers.is_empty()
     }
 
     pub fn summary(&self) -> String {
         let ends: Vec<String> = self.ends.iter().map(|(k, v)| format!("{v} {k}")).collect();
         format!(
-            "lease: {} attempts ({} acquired, {} unknown; {}), {} heartbeats ({} refused), anomalies {}: {}",
+            "lease: {} attempts ({} acquired, {} unknown; {}), {} heartbeats ({} refused), anomalies {} ({} overlapping leases, {} wrong answers): {}",
             self.leases,
             self.acquired,
             self.unknown,
             ends.join(", "),
             self.heartbeats_ok + self.heartbeats_refused,
             self.heartbeats_refused,
-            self.overlaps.len() + self.wrong_answers.len(),
+            self.overlap_count + self.wrong_answers.len(),
+            self.overlap_count,
+            self.wrong_answers.len(),
             if self.valid() { "VALID" } else { "INVALID" }
         )
     }
@@ -342,6 +348,10 @@ pub fn check(leases: &[Lease]) -> LeaseReport {
             for earlier in &ls[..i] {
                 if earlier.owner != later.owner && earlier.held_until_ns > later.acquire_complete_ns
                 {
+                    report.overlap_count += 1;
+                    if report.overlaps.len() >= OVERLAPS_LISTED {
+                        continue;
+                    }
                     report.overlaps.push(Overlap {
                         resource: resource.to_string(),
                         first: earlier.owner.clone(),
@@ -406,6 +416,7 @@ mod tests {
         let double = vec![lease("a", "r0", 10, 30), lease("b", "r0", 25, 40)];
         let report = check(&double);
         assert_eq!(report.overlaps.len(), 1, "{report:?}");
+        assert_eq!(report.overlap_count, 1);
         assert_eq!(report.overlaps[0].overlap_ns, 5);
         assert!(!report.valid());
         // Unknown acquires are not held.
@@ -416,5 +427,21 @@ mod tests {
         let mut wrong = lease("a", "r0", 10, 20);
         wrong.answered_owner = "z".into();
         assert_eq!(check(&[wrong]).wrong_answers.len(), 1);
+    }
+
+    /// The report lists the first `OVERLAPS_LISTED` overlaps and counts them all.
+    #[test]
+    fn overlaps_are_counted_past_the_listed_ones() {
+        // Twelve owners of r0 at once: each overlaps every earlier one, 66 pairs.
+        let leases: Vec<Lease> = (0..12)
+            .map(|i| lease(&format!("o{i}"), "r0", 10 + i, 100))
+            .collect();
+        let report = check(&leases);
+        assert_eq!(report.overlap_count, 66);
+        assert_eq!(report.overlaps.len(), OVERLAPS_LISTED);
+        assert!(report
+            .summary()
+            .contains("anomalies 66 (66 overlapping leases"));
+        assert!(!report.valid());
     }
 }

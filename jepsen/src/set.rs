@@ -61,11 +61,18 @@ pub async fn process(
     }
 }
 
+/// Elements listed per anomaly in the report (all are counted).
+const LISTED_MAX: usize = 50;
+
 /// What the final read found, judged against the adds.
 #[derive(Debug, Serialize)]
 pub struct SetReport {
     pub acknowledged: usize,
     pub present: usize,
+    /// How many of each anomaly, uncapped (the lists below stop at `LISTED_MAX`).
+    pub lost_count: usize,
+    pub unexpected_count: usize,
+    pub refused_but_present_count: usize,
     /// Acknowledged but missing: lost writes.
     pub lost: Vec<String>,
     /// Present but never attempted.
@@ -78,34 +85,44 @@ pub struct SetReport {
 
 impl SetReport {
     pub fn valid(&self) -> bool {
-        self.lost.is_empty() && self.unexpected.is_empty() && self.refused_but_present.is_empty()
+        self.anomalies() == 0
+    }
+
+    pub fn anomalies(&self) -> usize {
+        self.lost_count + self.unexpected_count + self.refused_but_present_count
     }
 }
 
 pub fn check(adds: &[AddEvent], final_read: &BTreeSet<String>) -> SetReport {
     let attempted: BTreeSet<&str> = adds.iter().map(|a| a.element.as_str()).collect();
+    let lost: Vec<String> = adds
+        .iter()
+        .filter(|a| a.outcome == Outcome::Ok && !final_read.contains(&a.element))
+        .map(|a| a.element.clone())
+        .collect();
+    let unexpected: Vec<String> = final_read
+        .iter()
+        .filter(|e| !attempted.contains(e.as_str()))
+        .cloned()
+        .collect();
+    let refused_but_present: Vec<String> = adds
+        .iter()
+        .filter(|a| a.outcome == Outcome::Fail && final_read.contains(&a.element))
+        .map(|a| a.element.clone())
+        .collect();
     let cap = |mut v: Vec<String>| {
-        v.truncate(50);
+        v.truncate(LISTED_MAX);
         v
     };
     SetReport {
         acknowledged: adds.iter().filter(|a| a.outcome == Outcome::Ok).count(),
         present: final_read.len(),
-        lost: cap(adds
-            .iter()
-            .filter(|a| a.outcome == Outcome::Ok && !final_read.contains(&a.element))
-            .map(|a| a.element.clone())
-            .collect()),
-        unexpected: cap(final_read
-            .iter()
-            .filter(|e| !attempted.contains(e.as_str()))
-            .cloned()
-            .collect()),
-        refused_but_present: cap(adds
-            .iter()
-            .filter(|a| a.outcome == Outcome::Fail && final_read.contains(&a.element))
-            .map(|a| a.element.clone())
-            .collect()),
+        lost_count: lost.len(),
+        unexpected_count: unexpected.len(),
+        refused_but_present_count: refused_but_present.len(),
+        lost: cap(lost),
+        unexpected: cap(unexpected),
+        refused_but_present: cap(refused_but_present),
         unknown_present: adds
             .iter()
             .filter(|a| a.outcome == Outcome::Unknown && final_read.contains(&a.element))
@@ -123,12 +140,16 @@ pub fn finding(
     let report = check(adds, present);
     let counts = Counts::of(adds.iter().map(|a| a.outcome));
     let (word, code) = finding::verdict(report.valid(), true);
-    let anomalies = report.lost.len() + report.unexpected.len() + report.refused_but_present.len();
     Ok(Finding {
         summary: format!(
-            "set: {} adds ({counts}), {} present, anomalies {anomalies}: {word}",
+            "set: {} adds ({counts}), {} present, anomalies {} ({} acknowledged adds lost, {} \
+             unexpected, {} refused but present): {word}",
             adds.len(),
-            report.present
+            report.present,
+            report.anomalies(),
+            report.lost_count,
+            report.unexpected_count,
+            report.refused_but_present_count,
         ),
         report: serde_json::to_string_pretty(&report)?,
         code,
@@ -164,10 +185,23 @@ mod tests {
         assert_eq!(r.lost, vec!["b"]);
         assert_eq!(r.unexpected, vec!["z"]);
         assert_eq!(r.refused_but_present, vec!["c"]);
+        assert_eq!(r.anomalies(), 3);
         assert!(!r.valid());
         let ok: BTreeSet<String> = ["a", "b", "d"].iter().map(|s| s.to_string()).collect();
         let r = check(&adds, &ok);
         assert!(r.valid(), "{r:?}");
         assert_eq!(r.unknown_present, 1);
+    }
+
+    /// The report lists at most `LISTED_MAX` lost elements but counts them all, so the verdict
+    /// never understates a loss.
+    #[test]
+    fn lost_adds_are_counted_past_the_listed_ones() {
+        let names: Vec<String> = (0..LISTED_MAX + 10).map(|i| format!("e-{i}")).collect();
+        let adds: Vec<AddEvent> = names.iter().map(|e| add(e, Outcome::Ok)).collect();
+        let r = check(&adds, &BTreeSet::new());
+        assert_eq!(r.lost_count, LISTED_MAX + 10);
+        assert_eq!(r.lost.len(), LISTED_MAX);
+        assert_eq!(r.anomalies(), LISTED_MAX + 10);
     }
 }

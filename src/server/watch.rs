@@ -266,8 +266,15 @@ impl ApplyObserver for WatchHub {
         let mut inner = self.lock();
         let events: Vec<Arc<Event>> = events.iter().cloned().map(Arc::new).collect();
         let buffer = self.buffer;
+        // DELIBERATE BUG (src/bugs.rs, test-only builds): live watchers miss every 10th
+        // revision's event, while the history (and so a replay) keeps it.
+        let skip =
+            |e: &Event| crate::bugs::active(crate::bugs::Bug::WatchGap) && e.revision % 10 == 0;
         inner.watchers.retain(|id, w| {
-            for e in events.iter().filter(|e| e.revision >= w.from_revision && w.filter.matches(e)) {
+            for e in events
+                .iter()
+                .filter(|e| e.revision >= w.from_revision && w.filter.matches(e) && !skip(e))
+            {
                 if w.tx.capacity() <= 1 {
                     tracing::info!(watcher = id, "cutting off a slow watcher");
                     let _ = w.tx.try_send(Err(Status::resource_exhausted(format!(

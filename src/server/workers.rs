@@ -93,14 +93,20 @@ fn report_from_proto(req: &ReportRequest) -> Result<WorkerReport, Status> {
 
 /// What `op` asks of `worker` now, if anything: run it, or stop it.
 fn assignment_of(op: &state::Operation, worker: &str) -> Option<(AssignmentKind, Assignment)> {
-    if op.worker.as_deref() != Some(worker) {
-        return None;
-    }
     let kind = match op.state {
         OpState::Dispatched | OpState::InProgress => AssignmentKind::Run,
         OpState::Aborting => AssignmentKind::Abort,
         _ => return None,
     };
+    // DELIBERATE BUG (src/bugs.rs, test-only builds): every 4th operation's run also goes to
+    // every other worker that streams its assignments.
+    let double_dispatch = crate::bugs::active(crate::bugs::Bug::OpDoubleDispatch)
+        && kind == AssignmentKind::Run
+        && op.worker.is_some()
+        && op.id.0 % 4 == 0;
+    if op.worker.as_deref() != Some(worker) && !double_dispatch {
+        return None;
+    }
     Some((
         kind,
         Assignment {

@@ -86,6 +86,16 @@ fn create(state: &mut State, ctx: &ApplyContext, object: &Resource) -> Result<Ch
     stored.metadata.resource_version = revision;
     stored.metadata.generation = 1;
     stored.metadata.creation_timestamp = rfc3339_seconds(state.time_ms).into();
+    // DELIBERATE BUG (src/bugs.rs, test-only builds): answer "created" and store nothing. Keyed
+    // on the log index so every replica drops the same creates and the bug stays invisible to
+    // anything but a client that reads its acknowledged write back.
+    if crate::bugs::active(crate::bugs::Bug::LostCreates) && ctx.log_index % 10 == 0 {
+        return Ok(Change {
+            object: Arc::new(stored),
+            event_type: None,
+            undo: None,
+        });
+    }
     Ok(commit(state, key, stored, EventType::Added))
 }
 

@@ -383,6 +383,7 @@ fn acquire(
     } else {
         None
     };
+    let free = free.or_else(|| leased_anyway(state, ask));
     let Some(name) = free else {
         if ask.wait_ms == 0 {
             return Err(Rejection::PoolEmpty {
@@ -424,6 +425,20 @@ fn acquire(
     view.last_update_ms = state.time_ms;
     let stored = events.put(state, &object, &view)?;
     Ok(with_leased(state, stored))
+}
+
+/// DELIBERATE BUG (src/bugs.rs, test-only builds): with nothing free, the first resource of the
+/// type already leased into the acquire's destination state, taken from its owner. `None`
+/// unless `Bug::PoolDoubleLease` is on.
+fn leased_anyway(state: &State, ask: &Ask<'_>) -> Option<String> {
+    if !crate::bugs::active(crate::bugs::Bug::PoolDoubleLease) {
+        return None;
+    }
+    state.pools.of_type(ask.rtype).into_iter().find(|name| {
+        current(state, name).is_ok_and(|(_, view)| {
+            view.state == ask.dest && !view.owner.is_empty() && view.parent.is_empty()
+        })
+    })
 }
 
 /// Removes claim `name` (a grant or a giving up), with its event.
