@@ -19,7 +19,7 @@
 #
 # Installs Debian's etcd-server if `etcd` is missing (needs root). Ports: etcd 2379/2380,
 # 22379/22380, 32379/32380; steward 27001-27003 and 27101-27103 (checked free before each start).
-# With the defaults: 7 x 4 cells x 3 reps x 2 systems = 168 runs of about 11 s each (start,
+# With the defaults: 7 x 4 cells x 3 reps x 2 systems = 168 runs of about 12 s each (start,
 # warm-up, 5 s measured, stop), about 35 minutes on 2 cores once the release build is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
