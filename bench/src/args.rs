@@ -50,6 +50,11 @@ pub struct Cli {
     /// Run this many operations in all instead (for `watch`: this many writes).
     #[arg(long)]
     pub total: Option<u64>,
+    /// Before the measured run, every client repeats its operation this long (e.g. `2s`),
+    /// recorded apart and left out of the figures; the clock starts when every client has
+    /// finished its warm-up. Not for `watch` and `dispatch`.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub warmup: Option<Duration>,
     /// Bytes of payload per object (the `data` string in its spec).
     #[arg(long, default_value_t = 256)]
     pub value_size: usize,
@@ -109,9 +114,11 @@ impl Workload {
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     Steward,
-    /// etcd's v3 API: `create` is a Put of a new key, `update` a Txn comparing the key's
-    /// mod_revision then Put, `get` a Range (`serializable` for get-serializable), `list` a Range
-    /// over a prefix of 100 keys, `lock` Lock (under a lease per client) + Unlock.
+    /// etcd's v3 API: `create` a Txn that Puts if the key's create_revision is 0 (absent),
+    /// `update` a Txn comparing the key's mod_revision then Put, `get` a Range (`serializable`
+    /// for get-serializable), `list` a Range over the prefix of the 200 list keys with the label
+    /// filter in the client, `lock` Lock (under a lease per client) + Unlock. Values are the
+    /// documents steward stores for the same objects (see `etcd_ops`).
     Etcd,
 }
 
@@ -149,6 +156,8 @@ pub struct Plan {
     pub clients: usize,
     pub conns: usize,
     pub stop: Stop,
+    /// `--warmup`: unmeasured time before the measured run; None for none.
+    pub warmup: Option<Duration>,
     pub value_size: usize,
     pub server_pids: Vec<u32>,
     pub output: Output,
@@ -212,6 +221,13 @@ pub fn plan(cli: &Cli) -> Result<Plan, String> {
         (Some(d), None) => Stop::After(d),
         (None, None) => Stop::After(DEFAULT_DURATION),
     };
+    let warmup = cli.warmup.filter(|w| !w.is_zero());
+    if warmup.is_some() && matches!(cli.workload, Workload::Watch | Workload::Dispatch) {
+        return Err(format!(
+            "--warmup: not available for {} (only for the request/response workloads)",
+            cli.workload.name()
+        ));
+    }
     if cli.value_size == 0 || cli.value_size > VALUE_SIZE_MAX {
         return Err(format!(
             "--value-size: between 1 and {VALUE_SIZE_MAX} bytes"
@@ -224,6 +240,7 @@ pub fn plan(cli: &Cli) -> Result<Plan, String> {
         clients: cli.clients,
         conns,
         stop,
+        warmup,
         value_size: cli.value_size,
         server_pids: cli.server_pids.clone(),
         output: cli.output,
@@ -341,6 +358,18 @@ mod tests {
             "1s",
         ];
         assert!(Cli::try_parse_from(both).is_err());
+    }
+
+    #[test]
+    fn warmup_is_optional_and_refused_where_no_driver_has_one() {
+        assert_eq!(plan(&cli(&["get"])).unwrap().warmup, None);
+        assert_eq!(plan(&cli(&["get", "--warmup", "0s"])).unwrap().warmup, None);
+        let p = plan(&cli(&["lock", "--warmup", "2s", "--total", "10"])).unwrap();
+        assert_eq!(p.warmup, Some(Duration::from_secs(2)));
+        for w in ["watch", "dispatch"] {
+            let err = plan(&cli(&[w, "--warmup", "1s"])).unwrap_err();
+            assert!(err.starts_with("--warmup"), "{err}");
+        }
     }
 
     #[test]

@@ -1,11 +1,16 @@
 //! The side-by-side table of `bench/compare-etcd.sh`: reads the JSON reports of steward-bench
-//! runs (one per line, both targets), pairs steward and etcd by (workload, clients), and renders
-//! one row per pair with the ratios steward/etcd. Pure: the `steward-bench-compare` binary reads
-//! the file and prints.
+//! runs (one per line, both targets, several repetitions of each cell), groups them by
+//! (workload, clients, value size), and renders one row per cell: for each system the median
+//! and the range (min-max) over its repetitions of throughput, p50, p99 and server CPU per
+//! operation, and the ratios steward/etcd of the medians. Above the table, what each workload
+//! does on each system and how many bytes each object holds. Pure: the
+//! `steward-bench-compare` binary reads the file and prints.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+
+use crate::names::{self, RunId, StoredMeta};
 
 /// The fields of a report the table needs.
 #[derive(Debug, Clone, Deserialize)]
@@ -13,6 +18,8 @@ pub struct Run {
     pub workload: String,
     pub target: String,
     pub clients: usize,
+    pub value_size: usize,
+    pub ops: u64,
     pub ops_per_s: f64,
     pub latency_ms: RunLatency,
     pub errors_total: u64,
@@ -21,12 +28,13 @@ pub struct Run {
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct RunLatency {
+    pub p50: f64,
     pub p99: f64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct RunServers {
-    pub cpu_pct: f64,
+    pub cpu_s: f64,
     pub peak_rss_mib: f64,
 }
 
@@ -39,100 +47,301 @@ pub fn parse_runs(text: &str) -> Result<Vec<Run>, String> {
         .collect()
 }
 
-/// The order rows appear in: the workloads as in the README, then anything else by name.
-fn workload_rank(w: &str) -> usize {
-    const ORDER: [&str; 8] = [
+/// The workloads in README order, with what each does on steward and on etcd, and how the
+/// two differ (None: the same operation, one request each).
+const OPERATIONS: [(&str, &str, &str, Option<&str>); 7] = [
+    (
         "create",
+        "Create (fails if the object exists)",
+        "Txn: Put if the key's create_revision is 0 (absent), as an apiserver creates",
+        None,
+    ),
+    (
         "update",
+        "Update with the last resourceVersion as precondition",
+        "Txn: Put if the key's mod_revision is the last update's",
+        None,
+    ),
+    (
         "get",
+        "Get, linearizable",
+        "Range of the key, linearizable",
+        None,
+    ),
+    (
         "get-serializable",
+        "Get, serializable",
+        "Range of the key, serializable",
+        None,
+    ),
+    (
         "list",
+        "List by label selector: 100 of the 200 objects of a namespace",
+        "Range of the 200 keys of a prefix, the same label filter in the bench client",
+        Some(
+            "steward filters on the server, etcd returns all 200 and the client filters \
+             (as a Kubernetes apiserver does); the filtering counts in etcd's latency, not in \
+             its CPU/OP",
+        ),
+    ),
+    (
         "lock",
+        "Acquire WRITE + Release, own lock per client",
+        "Lock (under a lease per client) + Unlock, own lock per client",
+        None,
+    ),
+    (
         "lock-contended",
-        "watch",
-    ];
-    ORDER.iter().position(|o| *o == w).unwrap_or(ORDER.len())
+        "Acquire WRITE + Release, one lock for all clients",
+        "Lock (under a lease per client) + Unlock, one lock for all clients",
+        None,
+    ),
+];
+
+/// The order rows appear in: the workloads as in [`OPERATIONS`], then anything else by name.
+fn workload_rank(w: &str) -> usize {
+    OPERATIONS
+        .iter()
+        .position(|o| o.0 == w)
+        .unwrap_or(OPERATIONS.len())
 }
 
-/// The steward and the etcd run of a (workload, clients); either may be missing.
+/// Bytes of the document each object holds on both systems at `value_size`: steward stores
+/// this JSON, and etcd's value is the same document ([`names::stored_json`]); names and
+/// revisions vary by a few bytes from object to object.
+pub fn object_bytes(value_size: usize) -> usize {
+    let ns = RunId::from_parts(0, 0).namespace();
+    let meta = StoredMeta::new(0, 0, 10_000, 1);
+    names::stored_json(
+        &ns,
+        &names::created_name(0, 0),
+        false,
+        value_size,
+        None,
+        &meta,
+    )
+    .len()
+}
+
+/// The steward and the etcd runs (repetitions) of one cell; either may be empty.
 #[derive(Debug, Clone, Default)]
-pub struct Row {
-    pub steward: Option<Run>,
-    pub etcd: Option<Run>,
+pub struct Cell {
+    pub steward: Vec<Run>,
+    pub etcd: Vec<Run>,
 }
 
-/// Rows in table order, keyed by (order of the workload, workload, clients); the last run of a
-/// target counts if there are several.
-pub fn pair(runs: &[Run]) -> BTreeMap<(usize, String, usize), Row> {
-    let mut rows: BTreeMap<(usize, String, usize), Row> = BTreeMap::new();
+/// Cells in table order, keyed by (order of the workload, workload, clients, value size).
+pub fn group(runs: &[Run]) -> BTreeMap<(usize, String, usize, usize), Cell> {
+    let mut cells: BTreeMap<(usize, String, usize, usize), Cell> = BTreeMap::new();
     for r in runs {
-        let key = (workload_rank(&r.workload), r.workload.clone(), r.clients);
-        let row = rows.entry(key).or_default();
+        let key = (
+            workload_rank(&r.workload),
+            r.workload.clone(),
+            r.clients,
+            r.value_size,
+        );
+        let cell = cells.entry(key).or_default();
         match r.target.as_str() {
-            "etcd" => row.etcd = Some(r.clone()),
-            _ => row.steward = Some(r.clone()),
+            "etcd" => cell.etcd.push(r.clone()),
+            _ => cell.steward.push(r.clone()),
         }
     }
-    rows
+    cells
 }
 
-const HEADER: [&str; 14] = [
+/// The median and the range of one figure over a cell's repetitions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// None for no values (or a NaN among them: a figure that cannot be ordered is no figure).
+    pub fn of(values: &[f64]) -> Option<Spread> {
+        if values.is_empty() || values.iter().any(|v| v.is_nan()) {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let mid = v.len() / 2;
+        let median = if v.len() % 2 == 1 {
+            v[mid]
+        } else {
+            (v[mid - 1] + v[mid]) / 2.0
+        };
+        Some(Spread {
+            median,
+            min: v[0],
+            max: v[v.len() - 1],
+        })
+    }
+
+    /// Whether the two ranges share a value: then the ratio of the medians is within the
+    /// noise of these repetitions.
+    pub fn overlaps(&self, other: &Spread) -> bool {
+        self.min <= other.max && other.min <= self.max
+    }
+
+    fn show(&self, digits: usize) -> String {
+        format!(
+            "{:.digits$} [{:.digits$}-{:.digits$}]",
+            self.median, self.min, self.max
+        )
+    }
+}
+
+/// One figure of a run; None where the run lacks it (no `--server-pids`, no successful op).
+type Figure = fn(&Run) -> Option<f64>;
+
+fn ops_per_s(r: &Run) -> Option<f64> {
+    Some(r.ops_per_s)
+}
+
+fn p50(r: &Run) -> Option<f64> {
+    (r.ops > 0).then_some(r.latency_ms.p50)
+}
+
+fn p99(r: &Run) -> Option<f64> {
+    (r.ops > 0).then_some(r.latency_ms.p99)
+}
+
+/// Server CPU per successful operation, microseconds (all three servers' user + system time).
+fn cpu_us_per_op(r: &Run) -> Option<f64> {
+    let s = r.servers.as_ref()?;
+    (r.ops > 0).then(|| s.cpu_s * 1e6 / r.ops as f64)
+}
+
+fn rss(r: &Run) -> Option<f64> {
+    r.servers.as_ref().map(|s| s.peak_rss_mib)
+}
+
+/// The spread of `f` over `runs`; None if any run lacks it.
+fn spread(runs: &[Run], f: Figure) -> Option<Spread> {
+    let values: Option<Vec<f64>> = runs.iter().map(f).collect();
+    Spread::of(&values?)
+}
+
+const HEADER: [&str; 19] = [
     "WORKLOAD",
     "CLIENTS",
+    "VALUE-B",
+    "RUNS(S/E)",
     "STEWARD-OPS/S",
     "ETCD-OPS/S",
+    "RATIO",
+    "STEWARD-P50-MS",
+    "ETCD-P50-MS",
     "RATIO",
     "STEWARD-P99-MS",
     "ETCD-P99-MS",
     "RATIO",
+    "STEWARD-CPU-US/OP",
+    "ETCD-CPU-US/OP",
+    "RATIO",
     "STEWARD-RSS-MIB",
     "ETCD-RSS-MIB",
-    "RATIO",
-    "STEWARD-CPU%",
-    "ETCD-CPU%",
     "ERRORS(S/E)",
 ];
 
-fn cells(w: &str, clients: usize, s: Option<&Run>, e: Option<&Run>) -> Vec<String> {
-    let num = |r: Option<&Run>, f: &dyn Fn(&Run) -> Option<f64>, digits: usize| {
-        r.and_then(f)
-            .map(|v| format!("{v:.digits$}"))
-            .unwrap_or_else(|| "-".into())
-    };
-    let ratio = |f: &dyn Fn(&Run) -> Option<f64>| match (s.and_then(f), e.and_then(f)) {
-        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
-        _ => "-".into(),
-    };
-    let ops = |r: &Run| Some(r.ops_per_s);
-    let p99 = |r: &Run| Some(r.latency_ms.p99);
-    let rss = |r: &Run| r.servers.as_ref().map(|s| s.peak_rss_mib);
-    let cpu = |r: &Run| r.servers.as_ref().map(|s| s.cpu_pct);
-    let errors = |r: Option<&Run>| r.map(|r| r.errors_total.to_string()).unwrap_or("-".into());
-    vec![
+fn cells(w: &str, clients: usize, value_size: usize, cell: &Cell) -> Vec<String> {
+    let (s, e) = (&cell.steward, &cell.etcd);
+    let mut out = vec![
         w.to_string(),
         clients.to_string(),
-        num(s, &ops, 0),
-        num(e, &ops, 0),
-        ratio(&ops),
-        num(s, &p99, 2),
-        num(e, &p99, 2),
-        ratio(&p99),
-        num(s, &rss, 1),
-        num(e, &rss, 1),
-        ratio(&rss),
-        num(s, &cpu, 0),
-        num(e, &cpu, 0),
-        format!("{}/{}", errors(s), errors(e)),
-    ]
+        object_bytes(value_size).to_string(),
+        format!("{}/{}", s.len(), e.len()),
+    ];
+    for (f, digits) in [
+        (ops_per_s as Figure, 0),
+        (p50, 2),
+        (p99, 2),
+        (cpu_us_per_op, 0),
+    ] {
+        let (a, b) = (spread(s, f), spread(e, f));
+        let show = |x: Option<Spread>| x.map(|x| x.show(digits)).unwrap_or_else(|| "-".into());
+        let ratio = match (a, b) {
+            (Some(a), Some(b)) if b.median > 0.0 => {
+                let mark = if a.overlaps(&b) { "~" } else { "" };
+                format!("{:.2}{mark}", a.median / b.median)
+            }
+            _ => "-".into(),
+        };
+        out.extend([show(a), show(b), ratio]);
+    }
+    for runs in [s, e] {
+        out.push(
+            spread(runs, rss)
+                .map(|x| format!("{:.1}", x.median))
+                .unwrap_or_else(|| "-".into()),
+        );
+    }
+    let errors = |runs: &[Run]| -> String {
+        if runs.is_empty() {
+            "-".into()
+        } else {
+            runs.iter().map(|r| r.errors_total).sum::<u64>().to_string()
+        }
+    };
+    out.push(format!("{}/{}", errors(s), errors(e)));
+    out
 }
 
-/// Aligned columns (the steward CLI's style), or a Markdown table for the README.
+/// What the columns mean and what each workload in `runs` does on each system: the lines
+/// above the table.
+pub fn legend(runs: &[Run]) -> Vec<String> {
+    let mut lines = vec![
+        "Each figure is the median [min-max] over a cell's runs (RUNS: how many per system). \
+         RATIO = steward/etcd of the medians; above 1 favours steward in OPS/S, below 1 in \
+         P50, P99 and CPU/OP; '~' after a ratio: the two ranges overlap, so these runs do not \
+         tell the systems apart on that figure."
+            .to_string(),
+        "CPU-US/OP: the three servers' CPU time (user + system) per successful operation, \
+         microseconds; RSS-MIB: the sum of their peak resident sets, median."
+            .to_string(),
+        "VALUE-B: bytes of each object on both systems: the JSON document steward stores, \
+         also written as etcd's value (metadata filled in by the client, as an apiserver does)."
+            .to_string(),
+        "Operations (steward | etcd):".to_string(),
+    ];
+    let mut present: Vec<&str> = runs.iter().map(|r| r.workload.as_str()).collect();
+    present.sort_by_key(|w| (workload_rank(w), *w));
+    present.dedup();
+    for w in present {
+        match OPERATIONS.iter().find(|o| o.0 == w) {
+            Some((_, steward, etcd, differs)) => {
+                lines.push(format!("  {w}: {steward} | {etcd}"));
+                if let Some(d) = differs {
+                    lines.push(format!("    differs: {d}"));
+                }
+            }
+            None => lines.push(format!("  {w}: (no etcd counterpart described)")),
+        }
+    }
+    lines
+}
+
+/// The legend, then aligned columns (the steward CLI's style), or both as Markdown for the
+/// README.
 pub fn render(runs: &[Run], markdown: bool) -> String {
     let mut rows = vec![HEADER.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
-    for ((_, w, c), row) in pair(runs) {
-        rows.push(cells(&w, c, row.steward.as_ref(), row.etcd.as_ref()));
+    for ((_, w, c, v), cell) in group(runs) {
+        rows.push(cells(&w, c, v, &cell));
     }
     let mut out = String::new();
+    for line in legend(runs) {
+        if markdown && line.starts_with("    ") {
+            out.push_str(&format!("  - {}\n", line.trim_start()));
+        } else if markdown && line.starts_with("  ") {
+            out.push_str(&format!("- {}\n", line.trim_start()));
+        } else if markdown {
+            out.push_str(&format!("{line}\n\n"));
+        } else {
+            out.push_str(&format!("{line}\n"));
+        }
+    }
+    out.push('\n');
     if markdown {
         for (i, row) in rows.iter().enumerate() {
             out.push_str(&format!("| {} |\n", row.join(" | ")));
@@ -161,52 +370,146 @@ pub fn render(runs: &[Run], markdown: bool) -> String {
 mod tests {
     use super::*;
 
-    fn line(target: &str, workload: &str, clients: usize, ops: f64, p99: f64) -> String {
+    fn line(target: &str, workload: &str, clients: usize, ops_s: f64, p99: f64) -> String {
         format!(
-            r#"{{"workload":"{workload}","target":"{target}","clients":{clients},"ops_per_s":{ops},"latency_ms":{{"p50":1.0,"p99":{p99}}},"errors_total":0,"errors":{{}},"servers":{{"cpu_pct":150.0,"peak_rss_mib":{rss},"cpu_s":1.0,"pids":[1],"peak_rss_reset":true}}}}"#,
+            r#"{{"workload":"{workload}","target":"{target}","clients":{clients},"value_size":256,"ops":{ops},"ops_per_s":{ops_s},"latency_ms":{{"p50":{p50},"p99":{p99}}},"errors_total":0,"errors":{{}},"servers":{{"cpu_pct":150.0,"peak_rss_mib":{rss},"cpu_s":{cpu_s},"pids":[1],"peak_rss_reset":true}}}}"#,
+            ops = ops_s as u64 * 5,
+            p50 = p99 / 4.0,
+            // 100 us of server CPU per operation.
+            cpu_s = ops_s * 5.0 * 1e-4,
             rss = if target == "etcd" { 60.0 } else { 30.0 }
         )
     }
 
+    fn table_rows(t: &str) -> Vec<Vec<&str>> {
+        t.lines()
+            .skip_while(|l| !l.starts_with("WORKLOAD"))
+            .map(|l| {
+                l.split("   ")
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .collect()
+            })
+            .collect()
+    }
+
     #[test]
-    fn pairs_by_workload_and_clients_with_ratios() {
+    fn medians_ranges_and_ratios_over_repetitions() {
         let text = [
-            line("etcd", "get", 64, 5000.0, 10.0),
             line("steward", "create", 64, 8000.0, 20.0),
             line("etcd", "create", 64, 4000.0, 40.0),
+            line("steward", "create", 64, 9000.0, 22.0),
+            line("etcd", "create", 64, 3000.0, 50.0),
+            line("steward", "create", 64, 7000.0, 30.0),
+            line("etcd", "create", 64, 4500.0, 45.0),
             String::new(),
+            line("etcd", "get", 64, 5000.0, 10.0),
             line("steward", "create", 1, 500.0, 2.0),
-            line("steward", "watch", 64, 9000.0, 5.0),
         ]
         .join("\n");
         let runs = parse_runs(&text).unwrap();
         let t = render(&runs, false);
-        let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 5, "{t}");
-        assert!(lines[0].starts_with("WORKLOAD   CLIENTS   STEWARD-OPS/S"));
-        let create64: Vec<&str> = lines[2].split_whitespace().collect();
+        let rows = table_rows(&t);
+        assert_eq!(rows.len(), 4, "{t}");
+        assert_eq!(rows[0][0], "WORKLOAD");
         assert_eq!(
-            create64,
-            [
-                "create", "64", "8000", "4000", "2.00", "20.00", "40.00", "0.50", "30.0", "60.0",
-                "0.50", "150", "150", "0/0"
-            ]
+            rows[1][..4],
+            ["create", "1", &object_bytes(256).to_string(), "1/0"]
         );
-        assert!(lines[1].starts_with("create     1 "), "{t}");
-        assert!(lines[3].starts_with("get "), "{t}");
-        assert!(lines[3].contains("   -   "), "no steward get: {t}");
-        assert!(lines[4].starts_with("watch "), "{t}");
+        let create64 = &rows[2];
+        assert_eq!(
+            create64[..7],
+            [
+                "create",
+                "64",
+                &object_bytes(256).to_string(),
+                "3/3",
+                "8000 [7000-9000]",
+                "4000 [3000-4500]",
+                "2.00"
+            ],
+            "{t}"
+        );
+        // p50 = p99/4: 5.50 [5.00-7.50] vs 11.25 [10.00-12.50]; p99 22 vs 45.
+        assert_eq!(
+            create64[7..10],
+            ["5.50 [5.00-7.50]", "11.25 [10.00-12.50]", "0.49"]
+        );
+        assert_eq!(
+            create64[10..13],
+            ["22.00 [20.00-30.00]", "45.00 [40.00-50.00]", "0.49"]
+        );
+        // 100 us per op on both sides; the ranges are equal, so the ratio is marked.
+        assert_eq!(
+            create64[13..16],
+            ["100 [100-100]", "100 [100-100]", "1.00~"]
+        );
+        assert_eq!(create64[16..], ["30.0", "60.0", "0/0"]);
+        assert!(
+            rows[3][0] == "get" && rows[3][4] == "-",
+            "no steward get: {t}"
+        );
+        assert!(t.contains("  create: Create (fails if the object exists) | Txn: Put if"));
+        assert!(t.contains("  get: Get, linearizable | Range"));
+        assert!(!t.contains("  list:"), "only the workloads run: {t}");
+    }
+
+    #[test]
+    fn spreads_and_overlaps() {
+        assert_eq!(Spread::of(&[]), None);
+        assert_eq!(Spread::of(&[1.0, f64::NAN]), None);
+        let s = Spread::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        let s = Spread::of(&[4.0, 1.0, 2.0, 10.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max), (3.0, 1.0, 10.0));
+        let a = Spread::of(&[1.0, 2.0]).unwrap();
+        assert!(a.overlaps(&Spread::of(&[2.0, 5.0]).unwrap()));
+        assert!(!a.overlaps(&Spread::of(&[2.5, 5.0]).unwrap()));
+    }
+
+    #[test]
+    fn a_missing_figure_is_a_dash_not_a_zero() {
+        // No --server-pids on one etcd run: its CPU/OP is unknown, so the cell's is too.
+        let with = line("etcd", "get", 16, 100.0, 3.0);
+        let without = with.replace(
+            &with[with.find(r#""servers""#).unwrap()..with.len() - 1],
+            r#""servers":null"#,
+        );
+        let runs = parse_runs(&[line("steward", "get", 16, 100.0, 3.0), with, without].join("\n"))
+            .unwrap();
+        let t = render(&runs, false);
+        let row = &table_rows(&t)[1];
+        assert_eq!(row[3], "1/2");
+        assert_eq!(row[13..16], ["100 [100-100]", "-", "-"], "{t}");
+    }
+
+    #[test]
+    fn the_list_row_names_how_the_operations_differ() {
+        let runs = parse_runs(&line("steward", "list", 16, 100.0, 3.0)).unwrap();
+        let t = render(&runs, false);
+        assert!(t.contains("  list: List by label selector"), "{t}");
+        assert!(
+            t.contains("    differs: steward filters on the server"),
+            "{t}"
+        );
     }
 
     #[test]
     fn markdown_has_a_separator_row() {
         let runs = parse_runs(&line("steward", "lock", 16, 100.0, 3.0)).unwrap();
         let md = render(&runs, true);
-        let lines: Vec<&str> = md.lines().collect();
-        assert_eq!(lines.len(), 3);
+        let lines: Vec<&str> = md.lines().skip_while(|l| !l.starts_with("| ")).collect();
+        assert_eq!(lines.len(), 3, "{md}");
         assert!(lines[0].starts_with("| WORKLOAD | CLIENTS |"));
-        assert_eq!(lines[1], format!("|{}", "---|".repeat(14)));
-        assert!(lines[2].starts_with("| lock | 16 | 100 | - | - |"));
+        assert_eq!(lines[1], format!("|{}", "---|".repeat(HEADER.len())));
+        assert!(lines[2].starts_with("| lock | 16 | "), "{md}");
+        assert!(md.contains("\n- lock: Acquire WRITE + Release"), "{md}");
+    }
+
+    #[test]
+    fn object_bytes_grow_with_the_value_size() {
+        assert_eq!(object_bytes(1000) - object_bytes(256), 744);
+        assert!(object_bytes(256) > 256 + 150, "{}", object_bytes(256));
     }
 
     #[test]

@@ -118,6 +118,7 @@ pub async fn run(
         elapsed,
         writes: Some(submitted),
         servers,
+        warmup: None,
     })
 }
 

@@ -1,14 +1,19 @@
 //! The same workloads against etcd's v3 gRPC API, for the side-by-side comparison (issue 5):
 //! [`EtcdWorker`] on the generated stubs of proto/etcd.proto and proto/v3lock.proto, driven by
-//! [`runner::drive`] exactly like the steward workers, with the same value sizes.
+//! [`runner::drive`] exactly like the steward workers.
 //!
-//! | workload | etcd operation |
-//! |---|---|
-//! | create | Put of a new key |
-//! | update | Txn: if the key's mod_revision is the one of the last update, Put (as Kubernetes does) |
-//! | get / get-serializable | Range of one key, linearizable / `serializable` |
-//! | list | Range over a prefix holding the 100 listed keys (100 others sit beside it) |
-//! | lock / lock-contended | Lock (under one lease per client, granted before the clock) + Unlock |
+//! Every value is the JSON document steward stores for the same object ([`names::stored_json`]:
+//! the client's document plus uid, resourceVersion, generation and creationTimestamp), so both
+//! systems write, replicate and return the same bytes per object; the client fills in that
+//! metadata, as a Kubernetes apiserver does before it writes to etcd.
+//!
+//! | workload | etcd operation | steward operation |
+//! |---|---|---|
+//! | create | Txn: if the key's create_revision is 0 (absent), Put (a Kubernetes apiserver's create) | Create (fails if it exists) |
+//! | update | Txn: if the key's mod_revision is the one of the last update, Put (as Kubernetes does) | Update with resourceVersion |
+//! | get / get-serializable | Range of one key, linearizable / `serializable` | Get, linearizable / serializable |
+//! | list | Range over the prefix of the 200 list keys, then the label filter in this client (as an apiserver filters what it ranged) | List with the label selector: 100 of the 200 objects of the namespace |
+//! | lock / lock-contended | Lock (under one lease per client, granted before the clock) + Unlock | Acquire WRITE + Release |
 
 use std::time::Duration;
 
@@ -22,11 +27,11 @@ use crate::etcd_proto::etcdserverpb::kv_client::KvClient;
 use crate::etcd_proto::etcdserverpb::lease_client::LeaseClient;
 use crate::etcd_proto::etcdserverpb::request_op::Request;
 use crate::etcd_proto::etcdserverpb::{
-    Compare, LeaseGrantRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,
+    Compare, LeaseGrantRequest, PutRequest, RangeRequest, RequestOp, TxnRequest, TxnResponse,
 };
 use crate::etcd_proto::v3lockpb::lock_client::LockClient;
 use crate::etcd_proto::v3lockpb::{LockRequest, UnlockRequest};
-use crate::names::{self, RunId};
+use crate::names::{self, RunId, StoredMeta};
 use crate::report::code_name;
 use crate::runner::{self, Measured};
 use crate::servers::Probe;
@@ -50,14 +55,16 @@ pub async fn run(
 }
 
 async fn prepare_list(plan: &Plan, run: &RunId, channels: &[Channel]) -> anyhow::Result<()> {
-    let value = value(plan.value_size);
+    let ns = run.namespace();
     let mut puts = futures::stream::iter(0..names::LIST_MATCHING + names::LIST_OTHERS)
         .map(|i| {
             let mut kv = KvClient::new(channels[i % channels.len()].clone());
             let key = names::etcd_list_key(run, i);
-            let value = value.clone();
+            let (name, labelled) = names::list_object(i);
+            let meta = StoredMeta::new(i, 0, 1, 1);
+            let value = names::stored_json(&ns, &name, labelled, plan.value_size, None, &meta);
             async move {
-                put(&mut kv, key.clone(), value)
+                put(&mut kv, key.clone(), value.into_bytes())
                     .await
                     .with_context(|| format!("prepare list: put {key}"))
             }
@@ -67,11 +74,6 @@ async fn prepare_list(plan: &Plan, run: &RunId, channels: &[Channel]) -> anyhow:
         done?;
     }
     Ok(())
-}
-
-/// The payload of every key: `value_size` bytes, as the steward objects' `data`.
-fn value(value_size: usize) -> Vec<u8> {
-    vec![b'x'; value_size]
 }
 
 /// Puts `key`; returns the revision it was written at (its mod_revision).
@@ -89,6 +91,35 @@ async fn put(
         .await?
         .into_inner();
     Ok(reply.header.map(|h| h.revision).unwrap_or(0))
+}
+
+/// A Txn that puts `value` at `key` if `compare` holds; Ok(Some(revision)) if it did,
+/// Ok(None) if the compare failed.
+async fn put_if(
+    kv: &mut KvClient<Channel>,
+    key: &str,
+    value: Vec<u8>,
+    compare: (CompareTarget, TargetUnion),
+) -> Result<Option<i64>, tonic::Status> {
+    let txn = TxnRequest {
+        compare: vec![Compare {
+            result: CompareResult::Equal as i32,
+            target: compare.0 as i32,
+            key: key.as_bytes().to_vec(),
+            target_union: Some(compare.1),
+        }],
+        success: vec![RequestOp {
+            request: Some(Request::RequestPut(PutRequest {
+                key: key.as_bytes().to_vec(),
+                value,
+                ..Default::default()
+            })),
+        }],
+        failure: vec![],
+    };
+    let reply: TxnResponse = kv.txn(txn).await?.into_inner();
+    let revision = reply.header.map(|h| h.revision).unwrap_or(0);
+    Ok(reply.succeeded.then_some(revision))
 }
 
 /// The key's mod_revision, read linearizably (also: this node has applied every write before).
@@ -109,17 +140,25 @@ async fn mod_revision(kv: &mut KvClient<Channel>, key: &str) -> anyhow::Result<i
 
 /// One etcd client's connection handles and its own state between operations.
 pub enum EtcdWorker {
-    Put {
+    Create {
         kv: KvClient<Channel>,
+        ns: String,
         prefix: String,
         client: usize,
         seq: u64,
-        value: Vec<u8>,
+        value_size: usize,
+        /// The store revision of this client's last reply: the next document's resourceVersion
+        /// (there for the byte count; etcd's own is the key's mod_revision).
+        revision: i64,
     },
     Update {
         kv: KvClient<Channel>,
+        ns: String,
+        client: usize,
         key: String,
-        value: Vec<u8>,
+        value_size: usize,
+        /// Stamped into the spec, as steward's updates are, so every update changes the object.
+        seq: u64,
         /// The key's mod_revision after the last successful update (the next one's condition).
         revision: i64,
     },
@@ -143,29 +182,48 @@ pub enum EtcdWorker {
     },
 }
 
+/// A revision as the u64 a document's resourceVersion is (etcd's are never negative).
+fn rv(revision: i64) -> u64 {
+    u64::try_from(revision).unwrap_or(0)
+}
+
 impl EtcdWorker {
     pub fn new(plan: &Plan, run: &RunId, client: usize, channel: Channel) -> EtcdWorker {
+        let ns = run.namespace();
         let prefix = names::etcd_prefix(run);
         let own_key = format!("{prefix}{}", names::own_name(client));
         let kv = || KvClient::new(channel.clone());
         match plan.workload {
-            Workload::Create => EtcdWorker::Put {
+            Workload::Create => EtcdWorker::Create {
                 kv: kv(),
+                ns,
                 prefix,
                 client,
                 seq: 0,
-                value: value(plan.value_size),
+                value_size: plan.value_size,
+                revision: 1,
             },
             Workload::Update => EtcdWorker::Update {
                 kv: kv(),
+                ns,
+                client,
                 key: own_key,
-                value: value(plan.value_size),
+                value_size: plan.value_size,
+                seq: 0,
                 revision: 0,
             },
             Workload::Get | Workload::GetSerializable => EtcdWorker::Get {
                 kv: kv(),
                 key: own_key,
-                value: value(plan.value_size),
+                value: names::stored_json(
+                    &ns,
+                    &names::own_name(client),
+                    false,
+                    plan.value_size,
+                    None,
+                    &StoredMeta::new(client, 0, 1, 1),
+                )
+                .into_bytes(),
                 serializable: plan.workload == Workload::GetSerializable,
             },
             Workload::List => {
@@ -192,11 +250,17 @@ impl runner::Worker for EtcdWorker {
         match self {
             EtcdWorker::Update {
                 kv,
+                ns,
+                client,
                 key,
-                value,
+                value_size,
                 revision,
+                ..
             } => {
-                *revision = put(kv, key.clone(), value.clone())
+                let name = names::own_name(*client);
+                let meta = StoredMeta::new(*client, 0, 1, 1);
+                let value = names::stored_json(ns, &name, false, *value_size, None, &meta);
+                *revision = put(kv, key.clone(), value.into_bytes())
                     .await
                     .with_context(|| format!("prepare: put {key}"))?;
             }
@@ -228,46 +292,49 @@ impl runner::Worker for EtcdWorker {
 
     async fn step(&mut self) -> Result<(), String> {
         match self {
-            EtcdWorker::Put {
+            EtcdWorker::Create {
                 kv,
+                ns,
                 prefix,
                 client,
                 seq,
-                value,
+                value_size,
+                revision,
             } => {
-                let key = format!("{prefix}{}", names::created_name(*client, *seq));
+                let name = names::created_name(*client, *seq);
+                let meta = StoredMeta::new(*client, *seq, rv(*revision + 1), 1);
                 *seq += 1;
-                put(kv, key, value.clone())
-                    .await
-                    .map(drop)
-                    .map_err(|s| code_name(&s))
+                let value = names::stored_json(ns, &name, false, *value_size, None, &meta);
+                let key = format!("{prefix}{name}");
+                // Create-if-absent, as steward's create and a Kubernetes apiserver's are: a key
+                // that was never created (or was deleted) has create_revision 0.
+                let absent = (CompareTarget::Create, TargetUnion::CreateRevision(0));
+                match put_if(kv, &key, value.into_bytes(), absent).await {
+                    Ok(Some(r)) => {
+                        *revision = r;
+                        Ok(())
+                    }
+                    Ok(None) => Err("AlreadyExists".into()),
+                    Err(s) => Err(code_name(&s)),
+                }
             }
             EtcdWorker::Update {
                 kv,
+                ns,
+                client,
                 key,
-                value,
+                value_size,
+                seq,
                 revision,
             } => {
-                let txn = TxnRequest {
-                    compare: vec![Compare {
-                        result: CompareResult::Equal as i32,
-                        target: CompareTarget::Mod as i32,
-                        key: key.as_bytes().to_vec(),
-                        target_union: Some(TargetUnion::ModRevision(*revision)),
-                    }],
-                    success: vec![RequestOp {
-                        request: Some(Request::RequestPut(PutRequest {
-                            key: key.as_bytes().to_vec(),
-                            value: value.clone(),
-                            ..Default::default()
-                        })),
-                    }],
-                    failure: vec![],
-                };
-                let outcome = kv.txn(txn).await.map(|r| r.into_inner());
-                match outcome {
-                    Ok(r) if r.succeeded => {
-                        *revision = r.header.map(|h| h.revision).unwrap_or(0);
+                *seq += 1;
+                let name = names::own_name(*client);
+                let meta = StoredMeta::new(*client, 0, rv(*revision + 1), *seq + 1);
+                let value = names::stored_json(ns, &name, false, *value_size, Some(*seq), &meta);
+                let unchanged = (CompareTarget::Mod, TargetUnion::ModRevision(*revision));
+                match put_if(kv, key, value.into_bytes(), unchanged).await {
+                    Ok(Some(r)) => {
+                        *revision = r;
                         Ok(())
                     }
                     failed => {
@@ -312,7 +379,17 @@ impl runner::Worker for EtcdWorker {
                     .await
                     .map_err(|s| code_name(&s))?
                     .into_inner();
-                if reply.kvs.len() != names::LIST_MATCHING || reply.more {
+                if reply.kvs.len() != names::LIST_MATCHING + names::LIST_OTHERS || reply.more {
+                    return Err("WrongResult".into());
+                }
+                // Steward's label selector, here in the client: keep the labelled documents.
+                let mut kept = 0;
+                for kv in &reply.kvs {
+                    if names::has_list_label(&kv.value).map_err(|_| "WrongResult")? {
+                        kept += 1;
+                    }
+                }
+                if kept != names::LIST_MATCHING {
                     return Err("WrongResult".into());
                 }
                 Ok(())

@@ -120,22 +120,102 @@ pub fn object_json(
     )
 }
 
+/// The metadata steward's server sets on every object it stores (apply.rs): what turns the
+/// document a client sends ([`object_json`]) into the document steward stores and returns
+/// ([`stored_json`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredMeta {
+    /// UUID-shaped, 36 characters, as steward's.
+    pub uid: String,
+    pub resource_version: u64,
+    pub generation: u64,
+    /// RFC 3339 seconds (`2026-11-22T10:00:00Z`).
+    pub creation_timestamp: String,
+}
+
+impl StoredMeta {
+    /// A UUID-shaped uid from a client and a sequence number (distinct per client and seq, as a
+    /// stored object's uid is distinct per object).
+    pub fn new(client: usize, seq: u64, resource_version: u64, generation: u64) -> StoredMeta {
+        StoredMeta {
+            uid: format!(
+                "{:08x}-0000-0000-{:04x}-{:012x}",
+                client as u64 & 0xffff_ffff,
+                seq >> 48,
+                seq & 0xffff_ffff_ffff
+            ),
+            resource_version,
+            generation,
+            creation_timestamp: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        }
+    }
+}
+
+/// The document steward stores for [`object_json`]`(namespace, name, labelled, value_size,
+/// stamp)` once its server has set `meta`: byte for byte what a steward `get` returns (the
+/// tests check it against steward's own types). The etcd workloads store this as the value, so
+/// both systems hold, replicate and return the same bytes per object; the client fills in the
+/// metadata, as a Kubernetes apiserver does before it writes to etcd.
+pub fn stored_json(
+    namespace: &str,
+    name: &str,
+    labelled: bool,
+    value_size: usize,
+    stamp: Option<u64>,
+    meta: &StoredMeta,
+) -> String {
+    let labels = if labelled {
+        format!(r#","labels":{{"{}":"{}"}}"#, LIST_LABEL.0, LIST_LABEL.1)
+    } else {
+        String::new()
+    };
+    // Steward keeps the spec as canonical JSON: keys sorted, so `data` comes before `stamp`.
+    let stamp = stamp
+        .map(|n| format!(r#","stamp":{n}"#))
+        .unwrap_or_default();
+    format!(
+        r#"{{"kind":"{KIND}","apiVersion":"{API_VERSION}","metadata":{{"name":"{name}","namespace":"{namespace}","uid":"{uid}","resourceVersion":"{rv}","generation":{generation},"creationTimestamp":"{created}"{labels}}},"spec":{{"data":"{data}"{stamp}}}}}"#,
+        uid = meta.uid,
+        rv = meta.resource_version,
+        generation = meta.generation,
+        created = meta.creation_timestamp,
+        data = "x".repeat(value_size)
+    )
+}
+
+/// Whether a stored document (an etcd value) carries [`LIST_LABEL`]: the etcd `list` workload's
+/// label filter, run in the bench client as a Kubernetes apiserver runs it over what it ranged.
+pub fn has_list_label(stored: &[u8]) -> Result<bool, serde_json::Error> {
+    let doc: Labelled = serde_json::from_slice(stored)?;
+    Ok(doc.metadata.labels.get(LIST_LABEL.0).map(String::as_str) == Some(LIST_LABEL.1))
+}
+
+#[derive(serde::Deserialize)]
+struct Labelled {
+    metadata: LabelledMeta,
+}
+
+#[derive(serde::Deserialize)]
+struct LabelledMeta {
+    #[serde(default)]
+    labels: std::collections::BTreeMap<String, String>,
+}
+
 /// The etcd key prefix of a run's keys: `/bench/<run>/`.
 pub fn etcd_prefix(run: &RunId) -> String {
     format!("/bench/{}/", run.0)
 }
 
-/// The `i`-th key pre-created for `list` on etcd, and whether it is under [`etcd_list_prefix`]
-/// (the listed 100) or beside it.
+/// The `i`-th key pre-created for `list` on etcd: all [`LIST_MATCHING`] + [`LIST_OTHERS`] under
+/// [`etcd_list_prefix`], as steward's are all in one namespace; the label in the value tells
+/// them apart (see [`has_list_label`]).
 pub fn etcd_list_key(run: &RunId, i: usize) -> String {
-    let (name, listed) = list_object(i);
-    let set = if listed { "listed" } else { "other" };
-    format!("{}{set}/{name}", etcd_prefix(run))
+    format!("{}{}", etcd_list_prefix(run), list_object(i).0)
 }
 
 /// The prefix the etcd `list` workload ranges over.
 pub fn etcd_list_prefix(run: &RunId) -> String {
-    format!("{}listed/", etcd_prefix(run))
+    format!("{}list/", etcd_prefix(run))
 }
 
 /// The end of the range of every key that starts with `prefix` (etcd's `range_end`: the prefix
@@ -247,12 +327,72 @@ mod tests {
         let run = RunId::from_parts(1, 2);
         let prefix = etcd_list_prefix(&run);
         let end = prefix_end(prefix.as_bytes());
-        let in_range = (0..LIST_MATCHING + LIST_OTHERS)
+        let in_range = |k: &String| k.as_bytes() >= prefix.as_bytes() && k.as_bytes() < &end[..];
+        let keys: BTreeSet<String> = (0..LIST_MATCHING + LIST_OTHERS)
             .map(|i| etcd_list_key(&run, i))
-            .filter(|k| k.as_bytes() >= prefix.as_bytes() && k.as_bytes() < end.as_slice())
-            .count();
-        assert_eq!(in_range, LIST_MATCHING);
+            .collect();
+        // All 200 are distinct and in the range, as all 200 steward objects are in the listed
+        // namespace; nothing else the run writes is.
+        assert_eq!(keys.len(), LIST_MATCHING + LIST_OTHERS);
+        assert!(keys.iter().all(in_range));
+        assert!(!in_range(&format!("{}{}", etcd_prefix(&run), own_name(0))));
+        assert!(!in_range(&format!(
+            "{}{}",
+            etcd_prefix(&run),
+            created_name(0, 0)
+        )));
         assert!(etcd_list_key(&run, 0).starts_with(&etcd_prefix(&run)));
+    }
+
+    /// What steward's server makes of `object_json`: parsed and canonicalized by steward's own
+    /// types, the server-set metadata filled in as apply.rs does, serialized as a get returns it.
+    fn as_steward_stores(sent: &str, meta: &StoredMeta) -> String {
+        let mut r = Resource::from_json(sent).unwrap();
+        r.metadata.uid = meta.uid.as_str().into();
+        r.metadata.resource_version = meta.resource_version;
+        r.metadata.generation = meta.generation;
+        r.metadata.creation_timestamp = meta.creation_timestamp.as_str().into();
+        r.to_json()
+    }
+
+    #[test]
+    fn etcd_values_are_the_documents_steward_stores() {
+        let ns = RunId::from_parts(1, 2).namespace();
+        let meta = StoredMeta::new(63, 1 << 50 | 7, 123_456, 2);
+        assert_eq!(meta.uid.len(), 36, "{}", meta.uid);
+        assert_eq!(meta.creation_timestamp.len(), 20);
+        for (name, labelled, size, stamp) in [
+            (created_name(63, 9), false, 256, None),
+            (list_object(0).0, true, 16, None),
+            (own_name(1), false, 4096, Some(42)),
+        ] {
+            let sent = object_json(&ns, &name, labelled, size, stamp);
+            let stored = stored_json(&ns, &name, labelled, size, stamp, &meta);
+            assert_eq!(stored, as_steward_stores(&sent, &meta));
+            valid(&stored);
+        }
+        // A broken rendering is told apart: the spec's keys out of steward's order.
+        let sent = object_json(&ns, "n", false, 8, Some(1));
+        let unsorted = stored_json(&ns, "n", false, 8, None, &meta)
+            .replace(r#"{"data""#, r#"{"stamp":1,"data""#);
+        assert_ne!(unsorted, as_steward_stores(&sent, &meta));
+    }
+
+    #[test]
+    fn the_label_filter_keeps_exactly_the_labelled_documents() {
+        let ns = RunId::from_parts(1, 2).namespace();
+        let meta = StoredMeta::new(0, 0, 1, 1);
+        let kept = (0..LIST_MATCHING + LIST_OTHERS)
+            .map(list_object)
+            .filter(|(name, labelled)| {
+                let doc = stored_json(&ns, name, *labelled, 32, None, &meta);
+                has_list_label(doc.as_bytes()).unwrap()
+            })
+            .count();
+        assert_eq!(kept, LIST_MATCHING);
+        let other_value = br#"{"metadata":{"labels":{"bench-set":"other"}}}"#;
+        assert!(!has_list_label(other_value).unwrap());
+        assert!(has_list_label(b"not json").is_err());
     }
 
     #[test]

@@ -15,7 +15,9 @@
 //! - `writes`: for `watch`, the writes the writer had acknowledged; for `dispatch`, the
 //!   acknowledged submits; `null` otherwise;
 //! - `servers`: with `--server-pids`, `{pids, cpu_s, cpu_pct, peak_rss_mib, peak_rss_reset}` of
-//!   those processes during the measured interval (see `servers`); `null` otherwise.
+//!   those processes during the measured interval (see `servers`); `null` otherwise;
+//! - `warmup`: with `--warmup`, `{s, ops, errors_total}` of the unmeasured warm-up before the
+//!   clock started (none of it is in the fields above); `null` otherwise.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -106,6 +108,26 @@ pub struct Report {
     pub errors_total: u64,
     pub writes: Option<u64>,
     pub servers: Option<ServerUsage>,
+    pub warmup: Option<Warmup>,
+}
+
+/// The warm-up before the clock started: how long it took (until every client had finished
+/// its last warm-up operation) and what the clients did in it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Warmup {
+    pub s: f64,
+    pub ops: u64,
+    pub errors_total: u64,
+}
+
+impl Warmup {
+    pub fn new(rec: &Recorder, elapsed: Duration) -> Warmup {
+        Warmup {
+            s: round3(elapsed.as_secs_f64()),
+            ops: rec.ops(),
+            errors_total: rec.errors.values().sum(),
+        }
+    }
 }
 
 /// What the run was, for the report's header fields.
@@ -163,6 +185,7 @@ impl Report {
             errors: all.errors.clone(),
             writes,
             servers: None,
+            warmup: None,
         }
     }
 
@@ -232,6 +255,12 @@ impl Report {
                     " (since start-up)"
                 },
                 s.pids.len()
+            ));
+        }
+        if let Some(w) = &self.warmup {
+            out.push_str(&format!(
+                "warm-up (not measured): {:.2} s, {} ops, {} errors\n",
+                w.s, w.ops, w.errors_total
             ));
         }
         if !self.errors.is_empty() {
@@ -328,6 +357,7 @@ mod tests {
             "errors_total",
             "writes",
             "servers",
+            "warmup",
         ];
         let mut keys = keys.clone();
         keys.sort();

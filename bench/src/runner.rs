@@ -12,7 +12,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::args::{Plan, Stop, Target, Workload};
 use crate::names::RunId;
-use crate::report::{Recorder, Report, RunInfo};
+use crate::report::{Recorder, Report, RunInfo, Warmup};
 use crate::servers::{Probe, ServerUsage};
 use crate::{dispatch, etcd_ops, steward_ops, watch};
 
@@ -27,6 +27,8 @@ pub struct Measured {
     pub writes: Option<u64>,
     /// `--server-pids`: what the servers used while the clients ran.
     pub servers: Option<ServerUsage>,
+    /// `--warmup`: what the clients did before the clock started, and for how long.
+    pub warmup: Option<(Recorder, Duration)>,
 }
 
 pub async fn run(plan: &Plan) -> anyhow::Result<Report> {
@@ -51,6 +53,9 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Report> {
     };
     let mut report = Report::new(info, &measured.all, measured.elapsed, measured.writes);
     report.servers = measured.servers;
+    report.warmup = measured
+        .warmup
+        .map(|(rec, elapsed)| Warmup::new(&rec, elapsed));
     Ok(report)
 }
 
@@ -79,35 +84,59 @@ pub trait Worker: Send + 'static {
     fn step(&mut self) -> impl Future<Output = Result<(), String>> + Send;
 }
 
-/// Lets every worker prepare, starts them all at once (the clock starts when the last one is
-/// ready), repeats their operation until the plan's stop, and merges what they recorded. A
-/// worker that fails to prepare fails the run with its error.
+/// Lets every worker prepare, then (with `--warmup`) lets them all repeat their operation for
+/// the warm-up, unmeasured, and waits until each has finished its last warm-up operation; then
+/// starts them all at once (the clock starts here), repeats their operation until the plan's
+/// stop, and merges what they recorded. A worker that fails to prepare fails the run with its
+/// error.
 pub async fn drive<W: Worker>(
     plan: &Plan,
     workers: Vec<W>,
     probe: &Probe,
 ) -> anyhow::Result<Measured> {
     let n = workers.len();
+    let warms = plan.warmup.is_some();
     let (start_tx, start_rx) = tokio::sync::watch::channel::<Option<Until>>(None);
+    let (warm_tx, warm_rx) = tokio::sync::watch::channel::<Option<Instant>>(None);
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<anyhow::Result<()>>(n.max(1));
+    let (warmed_tx, mut warmed_rx) = tokio::sync::mpsc::channel::<()>(n.max(1));
     let tasks: Vec<_> = workers
         .into_iter()
         .map(|mut worker| {
             let (ready_tx, mut start_rx) = (ready_tx.clone(), start_rx.clone());
+            let (warmed_tx, mut warm_rx) = (warmed_tx.clone(), warm_rx.clone());
             tokio::spawn(async move {
-                let mut rec = Recorder::default();
+                let (mut warm, mut rec) = (Recorder::default(), Recorder::default());
                 let prepared = worker.prepare().await;
                 let failed = prepared.is_err();
                 let _ = ready_tx.send(prepared).await;
                 drop(ready_tx);
                 if failed {
-                    return rec;
+                    return (warm, rec);
                 }
-                // Err: the run was called off (another worker failed to prepare).
+                if warms {
+                    // Err: the run was called off (another worker failed to prepare).
+                    let Ok(end) = warm_rx.wait_for(Option::is_some).await.map(|e| *e) else {
+                        return (warm, rec);
+                    };
+                    while end.is_some_and(|end| Instant::now() < end) {
+                        let t = Instant::now();
+                        match worker.step().await {
+                            Ok(()) => warm.ok(t.elapsed()),
+                            Err(code) => warm.error(&code),
+                        }
+                    }
+                    let _ = warmed_tx.send(()).await;
+                }
+                // Dropped now, not at the end: if a client dies in its warm-up, the driver's
+                // count of the others then ends instead of waiting for the run's end.
+                drop(warmed_tx);
                 let Ok(until) = start_rx.wait_for(Option::is_some).await.map(|u| u.clone()) else {
-                    return rec;
+                    return (warm, rec);
                 };
-                let until = until.expect("waited for Some");
+                let Some(until) = until else {
+                    return (warm, rec);
+                };
                 while until.more() {
                     let t = Instant::now();
                     match worker.step().await {
@@ -115,11 +144,11 @@ pub async fn drive<W: Worker>(
                         Err(code) => rec.error(&code),
                     }
                 }
-                rec
+                (warm, rec)
             })
         })
         .collect();
-    drop(ready_tx);
+    drop((ready_tx, warmed_tx));
     for _ in 0..n {
         match ready_rx.recv().await {
             Some(Ok(())) => {}
@@ -127,12 +156,28 @@ pub async fn drive<W: Worker>(
             None => anyhow::bail!("a client ended while preparing"),
         }
     }
+    let warmup = match plan.warmup {
+        Some(d) => {
+            let begin = Instant::now();
+            warm_tx.send_replace(Some(begin + d));
+            for _ in 0..n {
+                warmed_rx
+                    .recv()
+                    .await
+                    .context("a client ended in its warm-up")?;
+            }
+            Some(begin.elapsed())
+        }
+        None => None,
+    };
     probe.start()?;
     let start = Instant::now();
     start_tx.send_replace(Some(Until::new(plan.stop, start)));
-    let mut all = Recorder::default();
+    let (mut warm, mut all) = (Recorder::default(), Recorder::default());
     for t in tasks {
-        all.merge(&t.await.context("a client task panicked")?);
+        let (w, r) = t.await.context("a client task panicked")?;
+        warm.merge(&w);
+        all.merge(&r);
     }
     let elapsed = start.elapsed();
     Ok(Measured {
@@ -140,6 +185,7 @@ pub async fn drive<W: Worker>(
         elapsed,
         writes: None,
         servers: probe.finish()?,
+        warmup: warmup.map(|elapsed| (warm, elapsed)),
     })
 }
 
@@ -171,6 +217,87 @@ impl Until {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::args::{Output, Target};
+
+    /// Counts its steps in a shared counter; panics at step `panic_at` if given.
+    struct Counting {
+        steps: Arc<AtomicU64>,
+        panic_at: Option<u64>,
+    }
+
+    impl Worker for Counting {
+        async fn prepare(&mut self) -> anyhow::Result<()> {
+            Ok(())
+        }
+
+        async fn step(&mut self) -> Result<(), String> {
+            let n = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
+            assert_ne!(Some(n), self.panic_at, "step {n}");
+            tokio::task::yield_now().await;
+            Ok(())
+        }
+    }
+
+    fn plan(stop: Stop, warmup: Option<Duration>) -> Plan {
+        Plan {
+            workload: Workload::Get,
+            target: Target::Steward,
+            endpoints: vec!["http://127.0.0.1:1".into()],
+            clients: 4,
+            conns: 1,
+            stop,
+            warmup,
+            value_size: 1,
+            server_pids: vec![],
+            output: Output::Json,
+            workers: 1,
+        }
+    }
+
+    fn workers(steps: &Arc<AtomicU64>, panic_at: Option<u64>) -> Vec<Counting> {
+        (0..4)
+            .map(|_| Counting {
+                steps: steps.clone(),
+                panic_at,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_warm_up_is_run_and_left_out_of_the_measured_figures() {
+        let steps = Arc::new(AtomicU64::new(0));
+        let warm = Duration::from_millis(50);
+        let p = plan(Stop::Total(10), Some(warm));
+        let m = drive(&p, workers(&steps, None), &Probe::new(vec![]))
+            .await
+            .unwrap();
+        let (warm_rec, warm_elapsed) = m.warmup.unwrap();
+        assert_eq!(m.all.ops(), 10, "only the measured steps");
+        assert!(warm_rec.ops() > 0 && warm_elapsed >= warm);
+        assert_eq!(warm_rec.ops() + 10, steps.load(Ordering::Relaxed));
+
+        let steps = Arc::new(AtomicU64::new(0));
+        let p = plan(Stop::Total(10), None);
+        let m = drive(&p, workers(&steps, None), &Probe::new(vec![]))
+            .await
+            .unwrap();
+        assert!(m.warmup.is_none());
+        assert_eq!((m.all.ops(), steps.load(Ordering::Relaxed)), (10, 10));
+    }
+
+    #[tokio::test]
+    async fn a_client_that_dies_in_its_warm_up_fails_the_run() {
+        let steps = Arc::new(AtomicU64::new(0));
+        let p = plan(Stop::Total(10), Some(Duration::from_millis(200)));
+        let probe = Probe::new(vec![]);
+        let run = drive(&p, workers(&steps, Some(3)), &probe);
+        let err = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .expect("the run ends, it does not wait for the dead client")
+            .err()
+            .expect("and fails");
+        assert!(err.to_string().contains("warm-up"), "{err:#}");
+    }
 
     #[test]
     fn a_count_is_shared_by_every_clone() {

@@ -107,6 +107,7 @@ pub async fn run(
         elapsed,
         writes: Some(writes),
         servers: probe.finish()?,
+        warmup: None,
     })
 }
 
