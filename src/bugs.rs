@@ -37,7 +37,16 @@ pub enum Bug {
     /// from its owner, without waiting for a release or the reaper: one resource leased to two
     /// owners at once (lease workload: overlapping leases).
     PoolDoubleLease,
+    /// A background task panics `PANIC_IN_TASK_AFTER` after the node starts. Breaks "a
+    /// panicking task never leaves a half-alive node" (the panic policy, src/main.rs): the
+    /// process must abort, and jepsen's node watcher and log scan (any workload) call the run
+    /// INVALID, naming the node and the panic.
+    PanicInTask,
 }
+
+/// How long after start the `panic-in-task` bug panics: after a jepsen cluster has usually
+/// formed, so the crash lands mid-run.
+pub const PANIC_IN_TASK_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Bug {
     /// Every bug, in the order `STEWARD_UNSAFE_BUG` documents them.
@@ -48,6 +57,7 @@ impl Bug {
         Bug::WatchGap,
         Bug::OpDoubleDispatch,
         Bug::PoolDoubleLease,
+        Bug::PanicInTask,
     ];
 
     /// The name `STEWARD_UNSAFE_BUG` uses.
@@ -59,6 +69,7 @@ impl Bug {
             Bug::WatchGap => "watch-gap",
             Bug::OpDoubleDispatch => "op-double-dispatch",
             Bug::PoolDoubleLease => "pool-double-lease",
+            Bug::PanicInTask => "panic-in-task",
         }
     }
 
@@ -82,7 +93,8 @@ pub fn active(bug: Bug) -> bool {
 
 /// Checks `STEWARD_UNSAFE_BUG` once at start-up: an unknown name, or any name in a build without
 /// the feature, is an error (a "can fail" run against the wrong binary must not pass quietly);
-/// every bug turned on is logged loudly. Returns the bugs turned on.
+/// every bug turned on is logged loudly, and those that are tasks of their own are started
+/// (call it inside the node's tokio runtime). Returns the bugs turned on.
 pub fn check_env() -> anyhow::Result<Vec<Bug>> {
     let Ok(raw) = std::env::var(ENV) else {
         return Ok(vec![]);
@@ -100,7 +112,19 @@ pub fn check_env() -> anyhow::Result<Vec<Bug>> {
             "DELIBERATELY BROKEN: test-only bug turned on"
         );
     }
+    if active(Bug::PanicInTask) {
+        tokio::spawn(panic_in_task());
+    }
     Ok(bugs)
+}
+
+/// The `panic-in-task` bug: a spawned task that panics, as a bug in any background loop would.
+async fn panic_in_task() {
+    tokio::time::sleep(PANIC_IN_TASK_AFTER).await;
+    #[allow(clippy::panic)] // The deliberate bug itself (unsafe-bugs builds only).
+    {
+        panic!("deliberate bug panic-in-task: a background task panics");
+    }
 }
 
 fn parse_list(raw: &str) -> anyhow::Result<Vec<Bug>> {

@@ -19,6 +19,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    abort_on_panic();
     let cli = Cli::parse();
     init_tracing(cli.default_log_filter());
     match cli::run(cli).await {
@@ -30,6 +31,27 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Panic policy: a panic anywhere in a steward process, in any thread or tokio task, prints
+/// std's usual message (thread, file:line, message; a backtrace under RUST_BACKTRACE) and one
+/// line saying so on stderr, then aborts. Without this, tokio catches a panic in a spawned
+/// task and the process lives on without that task (a node that answers but no longer
+/// applies, expires leases or serves a stream): a half-alive node that no supervisor,
+/// orchestrator or test sees. Aborting turns it into a crash that all of them see, and Raft
+/// already copes with crashes. Chosen over `panic = "abort"` in the Cargo profiles because
+/// those apply to every binary of the workspace: jepsen/ relies on unwinding to run the `Drop`
+/// that kills its nodes and removes its network namespaces, and test binaries always unwind.
+/// The extra line goes to stderr, not through tracing: a panic inside the subscriber (holding
+/// its locks) would deadlock a hook that logs through it, leaving the half-alive node this
+/// exists to prevent. Every command gets it, `serve` (and so `steward dev`'s nodes) above all.
+fn abort_on_panic() {
+    let print_panic = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        print_panic(info);
+        eprintln!("steward: aborting the process after a panic (panic policy, src/main.rs)");
+        std::process::abort();
+    }));
+}
+
 /// Logs to stderr, filtered by RUST_LOG, else by the command's default level.
 fn init_tracing(default_filter: &str) {
     let filter =
@@ -39,4 +61,56 @@ fn init_tracing(default_filter: &str) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Command;
+
+    /// Set in the child process of `a_panic_in_a_spawned_task_aborts_the_process`.
+    const CHILD: &str = "STEWARD_TEST_PANIC_CHILD";
+
+    /// Re-runs this test binary with only `panicking_task_child`, which installs the panic hook
+    /// and panics in a spawned tokio task: the child must die of SIGABRT, having said why.
+    /// Without the hook tokio catches the panic and the child exits 0 (a half-alive process).
+    #[test]
+    fn a_panic_in_a_spawned_task_aborts_the_process() {
+        let exe = std::env::current_exe().expect("test binary");
+        let out = Command::new(exe)
+            .args(["--exact", "tests::panicking_task_child", "--ignored"])
+            .args(["--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .output()
+            .expect("run the child");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGABRT),
+            "{}; stderr:\n{stderr}",
+            out.status
+        );
+        assert!(stderr.contains("panicked at"), "{stderr}");
+        assert!(stderr.contains("a background task panics"), "{stderr}");
+        assert!(
+            stderr.contains("aborting the process after a panic"),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    #[ignore = "the child process of a_panic_in_a_spawned_task_aborts_the_process"]
+    fn panicking_task_child() {
+        if std::env::var_os(CHILD).is_none() {
+            return;
+        }
+        super::abort_on_panic();
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        runtime.block_on(async {
+            let task = tokio::spawn(async { panic!("a background task panics") });
+            // Without the hook the panic ends only the task, and this returns Err(JoinError).
+            let _ = task.await;
+        });
+        std::process::exit(0);
+    }
 }

@@ -13,6 +13,11 @@
 //! in the same slot, so faults and clients keep naming nodes by slot (`raft_id` tells which
 //! member runs where).
 //!
+//! Every node process is watched for its whole life (`process::Watched`): a thread per process
+//! owns its `Child`, and every exit goes to the cluster's exit record (`exits`) with whether the
+//! harness asked for it, so a crash stays on record even when a later fault kills, restarts or
+//! replaces the slot.
+//!
 //! Processes die with the harness, whatever happens to it:
 //! - `stop` sends SIGTERM, waits a bounded time, then SIGKILL, then removes the namespaces;
 //! - `Drop` (an error, a panic, a cancelled future) sends SIGCONT then SIGKILL to every node and
@@ -29,7 +34,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Mutex, OnceLock};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -40,6 +45,7 @@ use tokio::time::Instant;
 
 use crate::clock::{self, FakeClock};
 use crate::netns::Network;
+use crate::process::{Ask, Exit, ExitRecord, Identity, Watched};
 
 /// Every node's client API port (on its own address).
 pub const CLIENT_PORT: u16 = 7001;
@@ -85,8 +91,9 @@ struct Node {
     ip: String,
     config_path: PathBuf,
     log_path: PathBuf,
-    /// `None` after `kill` until `restart`.
-    child: Option<Child>,
+    /// The latest process started in this slot (ended ones stay until the next start; their
+    /// exits are in the cluster's record).
+    process: Option<Watched>,
     /// Set by `pause`, cleared by `resume` / `kill`, so `stop` and `Drop` can SIGCONT first.
     paused: AtomicBool,
     /// libfaketime's settings file for this slot (used only with `ClusterSpec::faketime`).
@@ -105,6 +112,10 @@ pub struct NetCluster {
     nodes: BTreeMap<u64, Node>,
     /// The highest Raft id given to any member so far (fresh members get the next one).
     last_raft_id: u64,
+    /// Every exit of every node process, filled in by the watchers.
+    exits: ExitRecord,
+    /// Where exit times count from (the run's start; `set_epoch`).
+    epoch: std::time::Instant,
     /// Declared last: dropped after `Drop::drop` has killed and reaped the processes.
     net: Network,
 }
@@ -154,7 +165,7 @@ impl NetCluster {
                 ip: net.ip(id),
                 config_path: spec.work_dir.join(format!("node{id}.toml")),
                 log_path: spec.work_dir.join(format!("node{id}.log")),
-                child: None,
+                process: None,
                 paused: AtomicBool::new(false),
                 faketime_file: spec.work_dir.join(format!("node{id}.faketime")),
                 clock: FakeClock::REAL,
@@ -171,6 +182,8 @@ impl NetCluster {
             spec,
             nodes,
             last_raft_id,
+            exits: Arc::new(Mutex::new(Vec::new())),
+            epoch: std::time::Instant::now(),
             net,
         };
         for id in ids {
@@ -246,9 +259,18 @@ impl NetCluster {
         self.nodes.get(&id).map(|n| n.log_path.as_path())
     }
 
-    /// The PID of node `id`'s process, if it was started and not killed.
+    /// The PID of node `id`'s process, if it runs (`None` once it ended, asked for or not).
     pub fn pid(&self, id: u64) -> Option<u32> {
-        self.nodes.get(&id)?.child.as_ref().map(Child::id)
+        self.running(id).map(Watched::pid)
+    }
+
+    /// Node `id`'s process, if it has not been seen to end.
+    fn running(&self, id: u64) -> Option<&Watched> {
+        self.nodes
+            .get(&id)?
+            .process
+            .as_ref()
+            .filter(|p| p.is_running())
     }
 
     /// Whether node `id` is stopped by `pause`.
@@ -258,18 +280,29 @@ impl NetCluster {
             .is_some_and(|n| n.paused.load(Ordering::SeqCst))
     }
 
-    /// Nodes whose process ended although the harness did not kill it (a crash), with how.
-    /// The runner checks this after a run: a node that died by itself is a finding.
-    pub fn crashed(&mut self) -> Vec<(u64, String)> {
-        let mut out = Vec::new();
-        for (&id, node) in self.nodes.iter_mut() {
-            if let Some(child) = node.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    out.push((id, status.to_string()));
-                }
-            }
-        }
-        out
+    /// Every exit of every node process so far, in order, asked for or not.
+    pub fn exits(&self) -> Vec<Exit> {
+        self.exits.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The exits nobody asked for (crashes, panics, fatal errors that ended the process): each
+    /// one is a finding.
+    pub fn unexpected_exits(&self) -> Vec<Exit> {
+        self.exits()
+            .into_iter()
+            .filter(|e| e.asked.is_none())
+            .collect()
+    }
+
+    /// Counts exit times (and `life::report`'s) from `epoch`, the run's start as on the
+    /// timeline. Until called: the cluster's creation.
+    pub fn set_epoch(&mut self, epoch: std::time::Instant) {
+        self.epoch = epoch;
+    }
+
+    /// See `set_epoch`.
+    pub fn epoch(&self) -> std::time::Instant {
+        self.epoch
     }
 
     /// Cluster.Status as answered by node `id` (`None` if it does not answer in time).
@@ -304,20 +337,25 @@ impl NetCluster {
     }
 
     /// Waits until every running, unpaused node answers and all name the same leader; returns
-    /// it. Fails at the deadline (naming what each node said) or when a node's process exits.
+    /// it. Fails at the deadline (naming what each node said) or, with `NodeExited`, when a
+    /// node's process has ended on its own.
     pub async fn wait_for_leader(&mut self, timeout: Duration) -> anyhow::Result<u64> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some((id, how)) = self.crashed().into_iter().next() {
-                anyhow::bail!(
-                    "node {id} exited ({how}) while waiting for a leader; {}",
-                    self.log_tail(id)
-                );
+            let crashed = self.unexpected_exits();
+            if let Some(e) = crashed.first() {
+                return Err(anyhow::Error::new(NodeExited {
+                    exits: crashed.clone(),
+                })
+                .context(format!(
+                    "node {} exited ({}) while waiting for a leader; {}",
+                    e.slot, e.how, e.log_tail
+                )));
             }
             let live: Vec<u64> = self
                 .nodes
                 .iter()
-                .filter(|(_, n)| n.child.is_some() && !n.paused.load(Ordering::SeqCst))
+                .filter(|(&id, n)| self.running(id).is_some() && !n.paused.load(Ordering::SeqCst))
                 .map(|(&id, _)| id)
                 .collect();
             let seen =
@@ -345,16 +383,21 @@ impl NetCluster {
         }
     }
 
-    /// SIGKILL node `id` and reap it (a paused node dies too). No-op if it is not running.
+    /// SIGKILL node `id` and wait until it is reaped (a paused node dies too); the exit is
+    /// recorded as asked for. No-op if it is not running: a process that already ended stays
+    /// on record as having ended on its own.
     pub fn kill(&mut self, id: u64) {
+        self.kill_as(id, Ask::Kill);
+    }
+
+    fn kill_as(&mut self, id: u64, ask: Ask) {
         let Some(node) = self.nodes.get_mut(&id) else {
             return;
         };
-        if let Some(mut child) = node.child.take() {
-            // Err only if it was already reaped, which cannot happen while we hold it.
-            let _ = child.kill();
-            let _ = child.wait();
-            log_marker(&node.log_path, &format!("killed node {id} (SIGKILL)"));
+        if let Some(process) = node.process.as_ref() {
+            if process.kill_and_reap(ask) {
+                log_marker(&node.log_path, &format!("killed node {id} (SIGKILL)"));
+            }
         }
         node.paused.store(false, Ordering::SeqCst);
     }
@@ -365,11 +408,10 @@ impl NetCluster {
             .nodes
             .get_mut(&id)
             .with_context(|| format!("no node {id}"))?;
-        if let Some(child) = node.child.as_mut() {
-            anyhow::ensure!(
-                child.try_wait()?.is_some(),
+        if let Some(process) = node.process.as_ref().filter(|p| p.is_running()) {
+            anyhow::bail!(
                 "node {id} is still running (pid {}); kill it first",
-                child.id()
+                process.pid()
             );
         }
         self.spawn(id)
@@ -384,7 +426,7 @@ impl NetCluster {
             .get(&id)
             .with_context(|| format!("no node {id}"))?;
         anyhow::ensure!(
-            node.child.is_none(),
+            !node.process.as_ref().is_some_and(Watched::is_running),
             "node {id} still has a process; kill it first"
         );
         let raft_id = self.last_raft_id + 1;
@@ -419,19 +461,18 @@ impl NetCluster {
         let node = self.nodes.get(&id)?;
         let elapsed = node
             .started_at
-            .filter(|_| node.child.is_some())
+            .filter(|_| self.running(id).is_some())
             .map_or(0.0, |t| t.elapsed().as_secs_f64());
         Some((node.clock, elapsed))
     }
 
     /// SIGSTOP node `id` (no-op if it is not running).
     pub fn pause(&self, id: u64) {
-        if let Some(node) = self.nodes.get(&id) {
-            if let Some(pid) = node.child.as_ref().map(Child::id) {
-                signal(pid, libc::SIGSTOP);
+        if let (Some(node), Some(process)) = (self.nodes.get(&id), self.running(id)) {
+            if process.signal(libc::SIGSTOP, None) {
                 // Delivery is asynchronous: return once it is stopped, so the fault is real
                 // when the timeline says so.
-                wait_until_stopped(pid, true);
+                wait_until_stopped(process.pid(), true);
                 node.paused.store(true, Ordering::SeqCst);
                 log_marker(&node.log_path, &format!("paused node {id} (SIGSTOP)"));
             }
@@ -440,10 +481,9 @@ impl NetCluster {
 
     /// SIGCONT node `id` (no-op if it is not running).
     pub fn resume(&self, id: u64) {
-        if let Some(node) = self.nodes.get(&id) {
-            if let Some(pid) = node.child.as_ref().map(Child::id) {
-                signal(pid, libc::SIGCONT);
-                wait_until_stopped(pid, false);
+        if let (Some(node), Some(process)) = (self.nodes.get(&id), self.running(id)) {
+            if process.signal(libc::SIGCONT, None) {
+                wait_until_stopped(process.pid(), false);
                 if node.paused.swap(false, Ordering::SeqCst) {
                     log_marker(&node.log_path, &format!("resumed node {id} (SIGCONT)"));
                 }
@@ -451,42 +491,42 @@ impl NetCluster {
         }
     }
 
-    /// Stops every node (SIGCONT, SIGTERM, up to `STOP_GRACE`, then SIGKILL) and removes the
-    /// namespaces. Failures are logged: there is nothing left for the caller to do about them.
-    pub async fn stop(mut self) {
-        for node in self.nodes.values() {
-            if let Some(pid) = node.child.as_ref().map(Child::id) {
-                signal(pid, libc::SIGCONT);
+    /// Stops every node (SIGCONT, SIGTERM, up to `STOP_GRACE`, then SIGKILL), removes the
+    /// namespaces, and returns every exit of the run (`exits`): a node that fails at shutdown
+    /// (exits non-zero, aborts) is on it as not asked for. Cleanup failures are logged: there
+    /// is nothing left for the caller to do about them.
+    pub async fn stop(mut self) -> Vec<Exit> {
+        for (&id, node) in &self.nodes {
+            if let Some(process) = self.running(id) {
+                process.signal(libc::SIGCONT, None);
                 node.paused.store(false, Ordering::SeqCst);
-                signal(pid, libc::SIGTERM);
+                process.signal(libc::SIGTERM, Some(Ask::Stop));
             }
         }
         let deadline = Instant::now() + STOP_GRACE;
         while Instant::now() < deadline && !self.all_exited() {
             tokio::time::sleep(POLL_INTERVAL).await;
         }
-        self.kill_all();
+        self.kill_all(Ask::Stop);
         // A few `ip` commands; blocking briefly is fine at the end of a run.
         if let Err(e) = self.net.cleanup() {
             tracing::error!(error = %format!("{e:#}"), "namespace cleanup failed");
         }
+        self.exits()
     }
 
-    /// Whether every started process has exited (reaping those that have).
-    fn all_exited(&mut self) -> bool {
-        self.nodes.values_mut().all(|n| match n.child.as_mut() {
-            Some(child) => !matches!(child.try_wait(), Ok(None)),
-            None => true,
-        })
+    /// Whether every started process has been seen to end.
+    fn all_exited(&self) -> bool {
+        self.nodes.keys().all(|&id| self.running(id).is_none())
     }
 
-    fn kill_all(&mut self) {
+    fn kill_all(&mut self, ask: Ask) {
         let ids = self.node_ids();
         for &id in &ids {
             self.resume(id);
         }
         for id in ids {
-            self.kill(id);
+            self.kill_as(id, ask);
         }
     }
 
@@ -513,29 +553,53 @@ impl NetCluster {
         };
         let child = spawn_from_spawner(request)
             .with_context(|| format!("cannot start node {id} in {}", node.ns))?;
-        tracing::info!(node = id, raft_id = node.raft_id, pid = child.id(), ns = %node.ns, "node started");
-        node.child = Some(child);
+        let pid = child.id();
+        let who = Identity {
+            slot: id,
+            raft_id: node.raft_id,
+            log_path: node.log_path.clone(),
+        };
+        let process = match Watched::start(child, who, self.exits.clone(), LOG_TAIL_LINES) {
+            Ok(p) => p,
+            Err(e) => {
+                // Unwatched, it must not outlive this error.
+                signal(pid, libc::SIGKILL);
+                return Err(e).context("cannot start a watcher thread");
+            }
+        };
+        tracing::info!(node = id, raft_id = node.raft_id, pid, ns = %node.ns, "node started");
+        node.process = Some(process);
         node.started_at = Some(std::time::Instant::now());
         node.paused.store(false, Ordering::SeqCst);
         Ok(())
     }
+}
 
-    /// The last lines of node `id`'s log, for error messages.
-    fn log_tail(&self, id: u64) -> String {
-        let Some(path) = self.log_path(id) else {
-            return String::new();
-        };
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n  ");
-        format!("last lines of {}:\n  {tail}", path.display())
+/// `NetCluster::start` / `wait_for_leader` failed because node processes ended on their own:
+/// a crash, not a slow cluster. The runner finds it with `downcast_ref` and calls the run
+/// INVALID.
+#[derive(Debug)]
+pub struct NodeExited {
+    pub exits: Vec<Exit>,
+}
+
+impl std::fmt::Display for NodeExited {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let nodes: Vec<String> = self
+            .exits
+            .iter()
+            .map(|e| format!("node {} ({})", e.slot, e.how))
+            .collect();
+        write!(f, "nodes ended on their own: {}", nodes.join(", "))
     }
 }
+
+impl std::error::Error for NodeExited {}
 
 impl Drop for NetCluster {
     fn drop(&mut self) {
         // `net` (a field) removes the namespaces after this, once the processes are reaped.
-        self.kill_all();
+        self.kill_all(Ask::Kill);
     }
 }
 

@@ -1,7 +1,9 @@
 //! steward's fault-injection suite: real `steward serve` processes in network namespaces, client
 //! histories under faults, and checkers (see README.md, "Fault injection").
 //!
-//! - `netns`, `cluster`: the cluster under test (namespaces, processes, always cleaned up).
+//! - `netns`, `cluster`: the cluster under test (namespaces, processes, always cleaned up);
+//!   `process`: each node process watched for its whole life; `life`: the verdict on exits
+//!   nobody asked for and on panics and fatal errors in node logs.
 //! - `nemesis`: partitions, kill -9, pause, packet loss, clock, membership, on a seeded schedule;
 //!   `clock` (libfaketime settings) and `membership` (remove a member, add a fresh one) do the
 //!   last two.
@@ -16,6 +18,7 @@ pub mod cluster;
 pub mod finding;
 pub mod history;
 pub mod lease;
+pub mod life;
 pub mod lockrmw;
 pub mod membership;
 pub mod mutex;
@@ -24,6 +27,7 @@ pub mod netns;
 pub mod operations;
 pub mod outcome;
 pub mod plot;
+pub mod process;
 pub mod register;
 pub mod rng;
 pub mod set;

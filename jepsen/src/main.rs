@@ -3,6 +3,8 @@
 //! Runs one workload against a fresh cluster in network namespaces under a seeded fault
 //! schedule, checks the history, writes a run directory, prints one summary line, and exits 0
 //! only when the verdict is VALID (1 INVALID, 2 UNKNOWN, 77 when namespaces cannot be made).
+//! Whatever the history says, a node process that ended without the nemesis asking, or a node
+//! log with a panic or a fatal Raft or storage error, makes the run INVALID (`jepsen::life`).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -11,11 +13,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use jepsen::cluster::{ClusterSpec, NetCluster};
+use jepsen::cluster::{ClusterSpec, NetCluster, NodeExited};
 use jepsen::finding::{Finding, EXIT_INVALID, EXIT_UNKNOWN};
 use jepsen::history::RegisterEvent;
+use jepsen::life;
 use jepsen::nemesis::{self, Nemesis};
 use jepsen::plot;
+use jepsen::process::Exit;
 use jepsen::{lease, lockrmw, operations, register, set, watch};
 use steward::client::Client;
 
@@ -152,21 +156,73 @@ async fn run(args: Args) -> anyhow::Result<i32> {
         faketime,
     };
     jepsen::netns::cleanup_stale();
-    let mut cluster = NetCluster::start(spec).await?;
+    let work_dir = spec.work_dir.clone();
+    let starting = Instant::now();
+    let mut cluster = match NetCluster::start(spec).await {
+        Ok(cluster) => cluster,
+        Err(e) => {
+            // A node that dies while the cluster forms has crashed like any other.
+            let Some(crash) = e.downcast_ref::<NodeExited>() else {
+                return Err(e);
+            };
+            let checked = Err(anyhow::anyhow!("the cluster did not start: {e:#}"));
+            return conclude(checked, &crash.exits, &work_dir, starting, &out);
+        }
+    };
     let result = tokio::select! {
         r = run_workload(&args, &mut cluster, &kinds, &out) => r,
         signal = jepsen::netns::interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
     };
-    cluster.stop().await;
-    result
+    let epoch = cluster.epoch();
+    // Stopped before judging: a node that fails at shutdown, and the last lines of every log,
+    // count too.
+    let exits = cluster.stop().await;
+    conclude(result, &exits, &work_dir, epoch, &out)
 }
 
+/// The verdict of a run: the checker's, unless a node ended on its own or a node log shows a
+/// panic or a fatal error, which makes it INVALID whatever the history says (also when the run
+/// itself failed, e.g. a final read that never succeeded because the nodes were gone). Writes
+/// verdict.txt and prints the summary line; a run that failed with nothing wrong in the nodes'
+/// lives stays an error (UNKNOWN).
+fn conclude(
+    checked: anyhow::Result<Finding>,
+    exits: &[Exit],
+    work_dir: &std::path::Path,
+    epoch: Instant,
+    out: &std::path::Path,
+) -> anyhow::Result<i32> {
+    let hits = life::scan_dir(work_dir)?;
+    let (summary, report, code) = match (checked, life::report(exits, &hits, epoch)) {
+        (Ok(f), None) => (f.summary, f.report, f.code),
+        (Ok(f), Some(lives)) => (
+            format!("{}; {}: INVALID", f.summary, life::summary(exits, &hits)),
+            format!("{lives}\n{}", f.report),
+            EXIT_INVALID,
+        ),
+        (Err(e), Some(lives)) => (
+            format!(
+                "run failed ({e:#}); {}: INVALID",
+                life::summary(exits, &hits)
+            ),
+            lives,
+            EXIT_INVALID,
+        ),
+        (Err(e), None) => return Err(e),
+    };
+    std::fs::write(out.join("verdict.txt"), format!("{summary}\n\n{report}\n"))?;
+    println!("{summary}  [{}]", out.display());
+    Ok(code)
+}
+
+/// Runs the workload under the nemesis and checks its history; writes history.jsonl,
+/// timeline.json and latency.svg. The verdict is written by `conclude`.
 async fn run_workload(
     args: &Args,
     cluster: &mut NetCluster,
     kinds: &[&str],
     out: &std::path::Path,
-) -> anyhow::Result<i32> {
+) -> anyhow::Result<Finding> {
     let endpoints = cluster.client_endpoints();
     let all = Client::connect_with_timeout(&endpoints, Duration::from_secs(5))?;
     let mut register_history: Vec<RegisterEvent> = if args.workload == "register" {
@@ -192,6 +248,7 @@ async fn run_workload(
     let watch_target = Arc::new(AtomicU64::new(watch::NO_TARGET));
     let mut watchers = vec![];
     let start = Instant::now();
+    cluster.set_epoch(start);
     let stop = Arc::new(AtomicBool::new(false));
     let reg_out = Arc::new(Mutex::new(Vec::new()));
     let set_out = Arc::new(Mutex::new(Vec::new()));
@@ -279,7 +336,6 @@ async fn run_workload(
     tokio::time::sleep_until(end.into()).await;
     nemesis.heal(cluster).await?;
     stop.store(true, Ordering::Relaxed);
-    let crashed = cluster.crashed();
     for t in tasks {
         let _ = t.await;
     }
@@ -312,32 +368,15 @@ async fn run_workload(
             _ => set::finding(&taken(&set_out), &final_set(&all).await?, &history_file)?,
         }
     };
-    let Finding {
-        summary,
-        report: verdict_text,
-        code,
-        points,
-    } = finding;
-    let (summary, code) = if crashed.is_empty() {
-        (summary, code)
-    } else {
-        // A node that died on its own is a finding, whatever the history says.
-        (
-            format!("{summary}; nodes crashed on their own: {crashed:?}: INVALID"),
-            EXIT_INVALID,
-        )
-    };
-    std::fs::write(
-        out.join("verdict.txt"),
-        format!("{summary}\n\n{verdict_text}\n"),
-    )?;
     let title = format!(
         "{} under {} (seed {})",
         args.workload, args.nemesis, args.seed
     );
-    std::fs::write(out.join("latency.svg"), plot::svg(&points, &faults, &title))?;
-    println!("{summary}  [{}]", out.display());
-    Ok(code)
+    std::fs::write(
+        out.join("latency.svg"),
+        plot::svg(&finding.points, &faults, &title),
+    )?;
+    Ok(finding)
 }
 
 /// What the clients recorded, taken out of their shared vector.

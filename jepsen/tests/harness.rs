@@ -10,8 +10,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use jepsen::cluster::{ClusterSpec, NetCluster};
+use jepsen::life;
 use jepsen::nemesis::{Fault, Nemesis, TimelineKind, LEADER};
 use jepsen::netns::{NetnsUnavailable, Network};
+use jepsen::process::Ask;
 
 /// Generous: two CPUs, debug builds, two clusters at once.
 const ELECTION_WAIT: Duration = Duration::from_secs(30);
@@ -261,11 +263,20 @@ async fn partition_kill_pause_heal_then_nothing_left() {
     // A paused node is stopped too.
     cluster.pause(victim);
     let pids: Vec<u32> = ids.iter().filter_map(|&id| cluster.pid(id)).collect();
-    cluster.stop().await;
+    let exits = cluster.stop().await;
     assert!(
         pids.iter().all(|&p| proc_state(p).is_none()),
         "every node is gone"
     );
+    // Every exit was the nemesis's kill or the final stop, and no log shows a panic: no
+    // finding where nothing went wrong.
+    assert_eq!(exits.len(), 4, "{exits:#?}");
+    assert_eq!(
+        exits.iter().filter(|e| e.asked == Some(Ask::Kill)).count(),
+        1
+    );
+    let hits = life::scan_dir(&work_dir).expect("scan");
+    assert_eq!(life::report(&exits, &hits, start), None);
     assert_eq!(leftovers(&prefix), Vec::<String>::new());
     let log = std::fs::read_to_string(work_dir.join(format!("node{victim}.log"))).expect("log");
     assert!(
@@ -451,5 +462,71 @@ async fn clock_and_membership_faults_reach_the_cluster() {
         "{timeline:#?}"
     );
     cluster.stop().await;
+    let _ = std::fs::remove_dir_all(work_dir);
+}
+
+/// A node that dies behind the nemesis's back (here SIGABRT, as a node whose panic hook aborted)
+/// stays on record as ended on its own, with its time and log tail, although the nemesis then
+/// kills its slot and heals; the nemesis's own kill of another node is not a finding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exit_nobody_asked_for_stays_a_finding_after_a_kill_of_its_slot() {
+    if !namespaces_available() {
+        return;
+    }
+    let spec = spec("crash");
+    let work_dir = spec.work_dir.clone();
+    let mut cluster = NetCluster::start(spec).await.expect("start cluster");
+    let start = Instant::now();
+    cluster.set_epoch(start);
+    let mut nemesis = Nemesis::new(start);
+
+    let pid = cluster.pid(2).expect("running");
+    // SAFETY: kill(2) on a live child of this process (the cluster has not reaped it).
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGABRT) };
+    eventually("node 2's exit on record", ELECTION_WAIT, || async {
+        (!cluster.unexpected_exits().is_empty()).then_some(())
+    })
+    .await;
+    assert_eq!(cluster.pid(2), None, "an ended node is not running");
+    nemesis
+        .apply(&mut cluster, &Fault::Kill(2))
+        .await
+        .expect("kill node 2");
+    nemesis
+        .apply(&mut cluster, &Fault::Kill(3))
+        .await
+        .expect("kill node 3");
+    nemesis.heal(&mut cluster).await.expect("heal");
+    let what: Vec<&str> = nemesis.timeline().iter().map(|e| e.what.as_str()).collect();
+    assert!(what[0].contains("not running: nothing done"), "{what:?}");
+    assert!(what[2].contains("restarted [3]"), "{what:?}");
+    cluster
+        .wait_for_leader(ELECTION_WAIT)
+        .await
+        .expect_err("wait_for_leader reports the crash");
+
+    let exits = cluster.stop().await;
+    let hits = life::scan_dir(&work_dir).expect("scan");
+    let report = life::report(&exits, &hits, start).expect("a finding");
+    assert!(
+        report.contains(&format!(
+            "node 2 (member 2, pid {pid}) ended on its own at "
+        )),
+        "{report}"
+    );
+    assert!(report.contains("SIGABRT"), "{report}");
+    assert!(report.contains("last lines of"), "{report}");
+    assert!(!report.contains("node 3 "), "{report}");
+    let summary = life::summary(&exits, &hits);
+    assert!(
+        summary.starts_with("nodes ended on their own: node 2 (signal: 6 (SIGABRT)"),
+        "{summary}"
+    );
+    let node3: Vec<Option<Ask>> = exits
+        .iter()
+        .filter(|e| e.slot == 3)
+        .map(|e| e.asked)
+        .collect();
+    assert_eq!(node3, vec![Some(Ask::Kill), Some(Ask::Stop)]);
     let _ = std::fs::remove_dir_all(work_dir);
 }
