@@ -25,6 +25,45 @@ pub struct Finding {
     pub points: Vec<Point>,
 }
 
+impl Finding {
+    /// This finding for a run whose timeline lacks the nemesis kinds `missing` (asked for on
+    /// the command line, never applied): a VALID becomes UNKNOWN, because the run did not test
+    /// what it claims to and found nothing wrong either; an INVALID stays INVALID (the anomaly
+    /// is real whatever else ran). Unchanged when nothing is missing.
+    pub fn untested(self, missing: &[String]) -> Finding {
+        if missing.is_empty() {
+            return self;
+        }
+        let list = missing.join(", ");
+        let (summary, code) = match self.code {
+            0 => (
+                format!(
+                    "{}; nemesis never applied: {list}: UNKNOWN",
+                    self.summary.trim_end_matches(": VALID")
+                ),
+                EXIT_UNKNOWN,
+            ),
+            code => (
+                format!("{}; nemesis never applied: {list}", self.summary),
+                code,
+            ),
+        };
+        let report = format!(
+            "The nemesis kinds {list} were asked for but no fault of theirs took effect (see \
+             timeline.json: the run had too few fault slots, a slot fell after the end, or a \
+             fault found nothing to do), so this run does not show how the cluster behaves \
+             under them.\n\n{}",
+            self.report
+        );
+        Finding {
+            summary,
+            report,
+            code,
+            points: self.points,
+        }
+    }
+}
+
 /// The verdict word and exit code: VALID unless `invalid`; UNKNOWN when neither is proven.
 pub fn verdict(valid: bool, invalid: bool) -> (&'static str, i32) {
     if valid {
@@ -110,5 +149,31 @@ mod tests {
             points[0].latency_ns, 0,
             "a completion before the invoke saturates"
         );
+    }
+
+    fn finding(summary: &str, code: i32) -> Finding {
+        Finding {
+            summary: summary.into(),
+            report: "checker report".into(),
+            code,
+            points: vec![],
+        }
+    }
+
+    #[test]
+    fn a_run_missing_a_nemesis_kind_is_not_valid() {
+        let missing = vec!["kill".to_string(), "membership".to_string()];
+        let f = finding("register: 10 ops, anomalies 0: VALID", 0).untested(&missing);
+        assert_eq!(f.code, EXIT_UNKNOWN);
+        assert_eq!(
+            f.summary,
+            "register: 10 ops, anomalies 0; nemesis never applied: kill, membership: UNKNOWN"
+        );
+        assert!(f.report.contains("kill, membership were asked for"));
+        assert!(f.report.ends_with("checker report"));
+        let f = finding("register: anomalies 2: INVALID", EXIT_INVALID).untested(&missing);
+        assert_eq!(f.code, EXIT_INVALID, "an anomaly stays an anomaly");
+        let f = finding("x: VALID", 0).untested(&[]);
+        assert_eq!((f.summary.as_str(), f.code), ("x: VALID", 0));
     }
 }

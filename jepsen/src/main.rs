@@ -138,6 +138,8 @@ async fn run(args: Args) -> anyhow::Result<i32> {
         ))
     });
     nemesis::check_kinds(&kinds)?;
+    nemesis::check_kinds_for(&kinds, args.nodes)?;
+    check_slots(&args, &kinds)?;
     std::fs::create_dir_all(&out)?;
     let faketime = match kinds.contains(&"clock") {
         true => Some(jepsen::clock::find_libfaketime().ok_or_else(|| {
@@ -178,6 +180,29 @@ async fn run(args: Args) -> anyhow::Result<i32> {
     // count too.
     let exits = cluster.stop().await;
     conclude(result, &exits, &work_dir, epoch, &out)
+}
+
+/// Refuses a run whose schedule has no slot for some requested nemesis kind (too short for
+/// its fault interval): it could only end UNKNOWN.
+fn check_slots(args: &Args, kinds: &[&str]) -> anyhow::Result<()> {
+    let ids: Vec<u64> = (1..=args.nodes).collect();
+    let planned = nemesis::schedule(args.seed, kinds, &ids, args.time, args.fault_interval);
+    let missing: Vec<&str> = kinds
+        .iter()
+        .copied()
+        .filter(|k| !planned.iter().any(|(_, f, _)| f.nemesis_kind() == *k))
+        .collect();
+    anyhow::ensure!(
+        missing.is_empty(),
+        "--time {} at --fault-interval {} leaves {} fault slot(s), none for {}; every requested \
+         nemesis kind must run: make --time at least ({} kinds + 1) x --fault-interval",
+        humantime::format_duration(args.time),
+        humantime::format_duration(args.fault_interval),
+        planned.len(),
+        missing.join(", "),
+        kinds.len()
+    );
+    Ok(())
 }
 
 /// The verdict of a run: the checker's, unless a node ended on its own or a node log shows a
@@ -339,6 +364,8 @@ async fn run_workload(
     for t in tasks {
         let _ = t.await;
     }
+    // A run that did not apply every kind it was asked for did not test what it claims.
+    let missing = nemesis::kinds_missing(kinds, nemesis.timeline());
     let faults: Vec<(u64, u64, String)> = fault_windows(&nemesis);
     std::fs::write(
         out.join("timeline.json"),
@@ -368,6 +395,7 @@ async fn run_workload(
             _ => set::finding(&taken(&set_out), &final_set(&all).await?, &history_file)?,
         }
     };
+    let finding = finding.untested(&missing);
     let title = format!(
         "{} under {} (seed {})",
         args.workload, args.nemesis, args.seed

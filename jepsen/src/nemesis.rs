@@ -64,6 +64,23 @@ pub enum Fault {
     Replace(u64),
 }
 
+impl Fault {
+    /// The nemesis kind (as in `KINDS`) this fault belongs to.
+    pub fn nemesis_kind(&self) -> &'static str {
+        match self {
+            Fault::PartitionIsolate(_)
+            | Fault::PartitionHalves(..)
+            | Fault::PartitionBridge { .. }
+            | Fault::PartitionOneWay { .. } => "partition",
+            Fault::Kill(_) => "kill",
+            Fault::Pause(_) => "pause",
+            Fault::PacketLoss { .. } => "loss",
+            Fault::ClockJump { .. } | Fault::ClockRate { .. } => "clock",
+            Fault::Replace(_) => "membership",
+        }
+    }
+}
+
 fn node(id: u64) -> String {
     match id {
         LEADER => "the leader".to_string(),
@@ -140,13 +157,19 @@ impl PartialEq<&str> for TimelineKind {
     }
 }
 
-/// One thing the nemesis did. Serialized as `{"at_ns":..,"what":"..","kind":"fault"|"heal"}`.
+/// One thing the nemesis did. Serialized as
+/// `{"at_ns":..,"what":"..","kind":"fault"|"heal","nemesis":".."}` (`nemesis` only when set).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimelineEntry {
     /// When it was done, in ns since the run's start (the same clock as the history).
     pub at_ns: u64,
     pub what: String,
     pub kind: TimelineKind,
+    /// For a fault that took effect, its nemesis kind (`Fault::nemesis_kind`); `None` for a
+    /// heal and for a fault that changed nothing (killing or pausing a node that was not
+    /// running), which tested nothing. `kinds_missing` reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nemesis: Option<String>,
 }
 
 /// One input rule in a node's namespace: drop `percent`% (100 = all) of what arrives from a peer.
@@ -191,6 +214,7 @@ impl Nemesis {
         let (fault, note) = resolve_leader(cluster, fault).await;
         validate(&fault, &cluster.node_ids())?;
         let mut what = format!("{fault}{note}");
+        let mut took_effect = true;
         match fault {
             Fault::Kill(id) => match cluster.pid(id) {
                 Some(_) => {
@@ -198,14 +222,20 @@ impl Nemesis {
                     self.paused.remove(&id);
                     self.killed.insert(id);
                 }
-                None => what.push_str(" (not running: nothing done)"),
+                None => {
+                    what.push_str(" (not running: nothing done)");
+                    took_effect = false;
+                }
             },
             Fault::Pause(id) => match cluster.pid(id) {
                 Some(_) if !cluster.is_paused(id) => {
                     cluster.pause(id);
                     self.paused.insert(id);
                 }
-                _ => what.push_str(" (not running or already paused: nothing done)"),
+                _ => {
+                    what.push_str(" (not running or already paused: nothing done)");
+                    took_effect = false;
+                }
             },
             Fault::ClockJump { node: id, delta_ms } => {
                 let (clock, _) = cluster.clock(id).unwrap_or((FakeClock::REAL, 0.0));
@@ -240,7 +270,8 @@ impl Nemesis {
             }
         }
         tracing::info!(fault = %what, "nemesis: fault");
-        self.record(TimelineKind::Fault, what);
+        let kind = took_effect.then(|| fault.nemesis_kind().to_string());
+        self.record(TimelineKind::Fault, what, kind);
         Ok(())
     }
 
@@ -294,7 +325,7 @@ impl Nemesis {
             what.push_str(&format!(", joined {}", joined.join(", ")));
         }
         tracing::info!(heal = %what, "nemesis: heal");
-        self.record(TimelineKind::Heal, what);
+        self.record(TimelineKind::Heal, what, None);
         flushed?;
         match [clock_err, restart_err, join_err]
             .into_iter()
@@ -311,9 +342,14 @@ impl Nemesis {
         &self.timeline
     }
 
-    fn record(&mut self, kind: TimelineKind, what: String) {
+    fn record(&mut self, kind: TimelineKind, what: String, nemesis: Option<String>) {
         let at_ns = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.timeline.push(TimelineEntry { at_ns, what, kind });
+        self.timeline.push(TimelineEntry {
+            at_ns,
+            what,
+            kind,
+            nemesis,
+        });
     }
 }
 
@@ -486,11 +522,47 @@ pub fn check_kinds(kinds: &[&str]) -> anyhow::Result<()> {
     }
 }
 
+/// Checks that a cluster of `nodes` can have every fault of `kinds` (partitions and loss need
+/// two nodes, membership three: removing one of two would leave a single voter).
+pub fn check_kinds_for(kinds: &[&str], nodes: u64) -> anyhow::Result<()> {
+    for kind in kinds {
+        let needs = match *kind {
+            "membership" => 3,
+            "partition" | "loss" => 2,
+            _ => 1,
+        };
+        anyhow::ensure!(
+            nodes >= needs,
+            "--nemesis {kind} needs at least {needs} nodes (--nodes {nodes})"
+        );
+    }
+    Ok(())
+}
+
+/// The requested kinds (duplicates ignored) of which no fault took effect on `timeline`: a run
+/// that lacks one did not test what its command line says (too short for its slots, a slot
+/// skipped at the end, or a fault that found nothing to do).
+pub fn kinds_missing(kinds: &[&str], timeline: &[TimelineEntry]) -> Vec<String> {
+    let applied: BTreeSet<&str> = timeline
+        .iter()
+        .filter_map(|e| e.nemesis.as_deref())
+        .collect();
+    let mut missing: Vec<String> = Vec::new();
+    for kind in kinds {
+        if !applied.contains(kind) && !missing.iter().any(|m| m == kind) {
+            missing.push(kind.to_string());
+        }
+    }
+    missing
+}
+
 /// A seeded schedule: `(start, fault, length)` in time order, never overlapping, each ending
 /// by `duration`. Time is cut into slots of `interval`; the first slot is quiet (a baseline),
 /// then each slot starts one fault within its first tenth, lasting 40-60% of the slot, so the
-/// cluster has at least 30% of every slot to recover. The kind of each fault is drawn from
-/// `kinds` (in the given order); the same seed, kinds and nodes give the same schedule.
+/// cluster has at least 30% of every slot to recover. Kinds come in rounds: each round is a
+/// seeded shuffle of `kinds` (duplicates ignored), so every kind runs once before any runs
+/// twice, and a run of at least `kinds.len()` slots (`duration >= (kinds + 1) * interval`
+/// always is) has every kind. The same seed, kinds and nodes give the same schedule.
 ///
 /// - partition: isolate the leader, isolate a random node, random halves (minority |
 ///   majority), bridge, or one-way between two random nodes;
@@ -500,8 +572,9 @@ pub fn check_kinds(kinds: &[&str]) -> anyhow::Result<()> {
 ///   of 2-60 s either way, or a rate of 0.25x, 0.5x, 2x or 4x;
 /// - membership: remove the leader (one time in three) or a random node, and add a fresh one.
 ///
-/// Panics on a kind not in `KINDS` (see `check_kinds`). Partitions and loss need two nodes and
-/// bridges three; slots whose fault cannot be made stay quiet.
+/// Panics on a kind not in `KINDS` (see `check_kinds`). Partitions and loss need two nodes,
+/// bridges and membership three (`check_kinds_for`); slots whose fault cannot be made stay
+/// quiet.
 pub fn schedule(
     seed: u64,
     kinds: &[&str],
@@ -519,8 +592,16 @@ pub fn schedule(
     if kinds.is_empty() || ids.is_empty() || interval.is_zero() {
         return out;
     }
+    let mut distinct: Vec<&str> = Vec::new();
+    for kind in kinds {
+        if !distinct.contains(kind) {
+            distinct.push(kind);
+        }
+    }
     let mut rng = Rng::new(seed);
     let slot_ns = u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX);
+    // The kinds left in this round; refilled with a fresh shuffle when empty.
+    let mut round: Vec<&str> = Vec::new();
     for slot in 1u32.. {
         let jitter = Duration::from_nanos(rng.below(slot_ns / 10 + 1));
         let length = Duration::from_nanos(slot_ns / 100 * (40 + rng.below(21)));
@@ -532,7 +613,12 @@ pub fn schedule(
             _ => break,
         }
         let start = start.unwrap_or_default();
-        let kind = kinds[rng.below(kinds.len() as u64) as usize];
+        if round.is_empty() {
+            round = shuffled(&mut rng, &distinct);
+        }
+        let Some(kind) = round.pop() else {
+            break;
+        };
         if let Some(fault) = pick(&mut rng, kind, &ids) {
             out.push((start, fault, length));
         }
@@ -617,8 +703,8 @@ fn pick(rng: &mut Rng, kind: &str, ids: &[u64]) -> Option<Fault> {
 }
 
 /// Fisher-Yates over a copy.
-fn shuffled(rng: &mut Rng, ids: &[u64]) -> Vec<u64> {
-    let mut v = ids.to_vec();
+fn shuffled<T: Clone>(rng: &mut Rng, items: &[T]) -> Vec<T> {
+    let mut v = items.to_vec();
     for i in (1..v.len()).rev() {
         let j = rng.below(i as u64 + 1) as usize;
         v.swap(i, j);
@@ -812,9 +898,125 @@ mod tests {
             at_ns: 5,
             what: "x".into(),
             kind: TimelineKind::Heal,
+            nemesis: None,
         };
         assert!(e.kind == "heal");
         let json = serde_json::to_string(&e).expect("json");
         assert_eq!(json, r#"{"at_ns":5,"what":"x","kind":"heal"}"#);
+        let f = TimelineEntry {
+            kind: TimelineKind::Fault,
+            nemesis: Some("kill".into()),
+            ..e
+        };
+        let json = serde_json::to_string(&f).expect("json");
+        assert_eq!(
+            json,
+            r#"{"at_ns":5,"what":"x","kind":"fault","nemesis":"kill"}"#
+        );
+    }
+
+    /// Every non-empty subset of `KINDS`, in `KINDS` order.
+    fn kind_sets() -> Vec<Vec<&'static str>> {
+        (1u32..1 << KINDS.len())
+            .map(|bits| {
+                KINDS
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| bits & (1 << i) != 0)
+                    .map(|(_, k)| *k)
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_round_of_the_schedule_has_every_kind_once() {
+        let interval = Duration::from_secs(6);
+        for nodes in [vec![1, 2, 3], vec![1, 2, 3, 4, 5]] {
+            for kinds in kind_sets() {
+                let k = kinds.len();
+                // Two full rounds fit: the quiet slot, then 2k slots of at most 70% each.
+                let duration = interval * (2 * k as u32 + 1);
+                for seed in 0..200 {
+                    let s = schedule(seed, &kinds, &nodes, duration, interval);
+                    assert!(
+                        s.len() >= 2 * k,
+                        "seed {seed} {kinds:?}: {} faults",
+                        s.len()
+                    );
+                    for (r, round) in s.chunks(k).enumerate() {
+                        let mut seen: Vec<&str> =
+                            round.iter().map(|(_, f, _)| f.nemesis_kind()).collect();
+                        seen.sort_unstable();
+                        let mut want = kinds.clone();
+                        want.sort_unstable();
+                        if round.len() == k {
+                            assert_eq!(seen, want, "seed {seed}, round {r}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_shortest_run_that_fits_the_kinds_has_them_all() {
+        let interval = Duration::from_secs(6);
+        for kinds in kind_sets() {
+            let duration = interval * (kinds.len() as u32 + 1);
+            for seed in 0..200 {
+                let s = schedule(seed, &kinds, &[1, 2, 3], duration, interval);
+                let seen: BTreeSet<&str> = s.iter().map(|(_, f, _)| f.nemesis_kind()).collect();
+                assert_eq!(seen.len(), kinds.len(), "seed {seed} {kinds:?}: {s:?}");
+            }
+        }
+        // Duplicates count once: "kill,kill,pause" is two kinds in rounds of two.
+        let s = schedule(
+            3,
+            &["kill", "kill", "pause"],
+            &[1, 2, 3],
+            interval * 3,
+            interval,
+        );
+        let mut seen: Vec<&str> = s.iter().map(|(_, f, _)| f.nemesis_kind()).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, vec!["kill", "pause"]);
+    }
+
+    fn entry(kind: TimelineKind, nemesis: Option<&str>) -> TimelineEntry {
+        TimelineEntry {
+            at_ns: 0,
+            what: String::new(),
+            kind,
+            nemesis: nemesis.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_timeline_without_a_requested_kind_is_flagged() {
+        let timeline = vec![
+            entry(TimelineKind::Fault, Some("partition")),
+            entry(TimelineKind::Heal, None),
+            // A kill that found its node not running: it tested nothing.
+            entry(TimelineKind::Fault, None),
+            entry(TimelineKind::Heal, None),
+            entry(TimelineKind::Fault, Some("pause")),
+            entry(TimelineKind::Heal, None),
+        ];
+        assert_eq!(
+            kinds_missing(&["partition", "kill", "pause", "kill"], &timeline),
+            vec!["kill".to_string()]
+        );
+        assert_eq!(
+            kinds_missing(&["pause", "partition"], &timeline),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            kinds_missing(&["membership"], &[]),
+            vec!["membership".to_string()]
+        );
+        assert!(check_kinds_for(&["membership"], 2).is_err());
+        assert!(check_kinds_for(&["partition", "loss"], 1).is_err());
+        assert!(check_kinds_for(&KINDS, 3).is_ok());
     }
 }
