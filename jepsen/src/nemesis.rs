@@ -7,8 +7,11 @@
 //! Who calls it: the runner (apply a scheduled fault, wait its length, heal) and tests.
 //!
 //! Network faults follow Jepsen's "grudge" model: a fault is, for each node, the set of peers
-//! whose packets it drops on arrival (`rules`). Only traffic between node addresses is
-//! touched; clients come from the root namespace's address (`.254`) and keep reaching every
+//! whose packets it drops on arrival (`rules`). A one-way partition drops, at the receiving
+//! node, only what the cut-off peer sends to the node's listening ports (client 7001, peer
+//! 7101): TCP needs packets both ways, so dropping everything from the peer would also kill
+//! the connections the receiving node opens and cut both directions. Only traffic between node
+//! addresses is touched; clients come from the root namespace's address (`.254`) and keep reaching every
 //! node, so each client sees the side of the partition its node is on. The rules live in a
 //! table `inet jepsen` with one input chain; `heal` flushes the ruleset of every node namespace
 //! (nothing else puts rules there).
@@ -45,7 +48,12 @@ pub enum Fault {
         middle: u64,
         right: Vec<u64>,
     },
-    /// Packets from `from` never arrive at `to`; the other direction works.
+    /// `from` cannot reach `to`, while `to` still reaches `from`: `to` drops every packet from
+    /// `from` addressed to its listening ports (client and peer), so no connection from `from`
+    /// opens and none already open carries anything more to `to` (Raft RPCs and forwarded
+    /// writes from `from` to `to` fail), whereas the connections `to` opens to `from` work both
+    /// ways (`from`'s answers come from its own listening ports). Stateless (no conntrack), so
+    /// connections opened before the fault are cut the same way.
     PartitionOneWay { from: u64, to: u64 },
     /// SIGKILL; restarted (same data dir) by `heal`.
     Kill(u64),
@@ -101,9 +109,13 @@ impl fmt::Display for Fault {
             Fault::PartitionOneWay { from, to } => {
                 write!(
                     f,
-                    "partition: one-way, {} -> {} dropped",
+                    "partition: one-way, {} cannot reach {} (its packets to {}'s ports {} and \
+                     {} dropped), which still reaches it",
                     node(*from),
-                    node(*to)
+                    node(*to),
+                    node(*to),
+                    crate::cluster::CLIENT_PORT,
+                    crate::cluster::PEER_PORT
                 )
             }
             Fault::Kill(id) => write!(f, "kill -9 {}", node(*id)),
@@ -177,6 +189,10 @@ pub struct TimelineEntry {
 pub struct DropRule {
     pub from: u64,
     pub percent: u8,
+    /// Only what `from` sends to this node's listening ports (its requests, on new and open
+    /// connections alike), so this node's own connections to `from` still work (a one-way
+    /// partition); `false`: every packet from `from`.
+    pub to_listeners_only: bool,
 }
 
 /// Applies and heals faults. Holds no cluster: only what it did (to undo it) and the timeline.
@@ -459,7 +475,11 @@ pub fn validate(fault: &Fault, ids: &[u64]) -> anyhow::Result<()> {
 pub fn rules(fault: &Fault, ids: &[u64]) -> BTreeMap<u64, Vec<DropRule>> {
     let mut out: BTreeMap<u64, Vec<DropRule>> = BTreeMap::new();
     let mut drop = |at: u64, from: u64, percent: u8| {
-        out.entry(at).or_default().push(DropRule { from, percent });
+        out.entry(at).or_default().push(DropRule {
+            from,
+            percent,
+            to_listeners_only: false,
+        });
     };
     let mut cut = |a: &[u64], b: &[u64]| {
         for &x in a {
@@ -481,7 +501,11 @@ pub fn rules(fault: &Fault, ids: &[u64]) -> BTreeMap<u64, Vec<DropRule>> {
         | Fault::ClockRate { .. } => {}
         Fault::PartitionHalves(a, b) => cut(a, b),
         Fault::PartitionBridge { left, right, .. } => cut(left, right),
-        Fault::PartitionOneWay { from, to } => drop(*to, *from, 100),
+        Fault::PartitionOneWay { from, to } => out.entry(*to).or_default().push(DropRule {
+            from: *from,
+            percent: 100,
+            to_listeners_only: true,
+        }),
         Fault::PacketLoss { a, b, percent } => {
             drop(*a, *b, *percent);
             drop(*b, *a, *percent);
@@ -502,7 +526,13 @@ fn nft_script(cluster: &NetCluster, drops: &[DropRule]) -> String {
     );
     for d in drops {
         let ip = cluster.ip(d.from);
-        if d.percent >= 100 {
+        if d.to_listeners_only {
+            s.push_str(&format!(
+                "add rule inet jepsen input ip saddr {ip} tcp dport {{ {}, {} }} drop\n",
+                crate::cluster::CLIENT_PORT,
+                crate::cluster::PEER_PORT
+            ));
+        } else if d.percent >= 100 {
             s.push_str(&format!("add rule inet jepsen input ip saddr {ip} drop\n"));
         } else {
             s.push_str(&format!(
@@ -760,7 +790,15 @@ mod tests {
     fn one_way_drops_in_one_direction_and_loss_in_both() {
         let r = rules(&Fault::PartitionOneWay { from: 1, to: 2 }, &ids());
         assert_eq!(r.len(), 1);
-        assert_eq!(dropped(&r, 2), vec![1]);
+        assert_eq!(
+            r[&2],
+            vec![DropRule {
+                from: 1,
+                percent: 100,
+                to_listeners_only: true
+            }],
+            "only node 2 drops, and only node 1's requests"
+        );
         let fault = Fault::PacketLoss {
             a: 1,
             b: 3,
@@ -771,14 +809,16 @@ mod tests {
             r[&1],
             vec![DropRule {
                 from: 3,
-                percent: 30
+                percent: 30,
+                to_listeners_only: false
             }]
         );
         assert_eq!(
             r[&3],
             vec![DropRule {
                 from: 1,
-                percent: 30
+                percent: 30,
+                to_listeners_only: false
             }]
         );
         assert!(rules(&Fault::Kill(1), &ids()).is_empty());

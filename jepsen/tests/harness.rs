@@ -5,11 +5,14 @@
 //! `target/debug/steward`, which the test builds first with `cargo build --bin steward` (a no-op
 //! when it is up to date).
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use jepsen::cluster::{ClusterSpec, NetCluster};
+use jepsen::cluster::{ClusterSpec, NetCluster, CLIENT_PORT, PEER_PORT};
 use jepsen::life;
 use jepsen::nemesis::{Fault, Nemesis, TimelineKind, LEADER};
 use jepsen::netns::{NetnsUnavailable, Network};
@@ -528,5 +531,128 @@ async fn an_exit_nobody_asked_for_stays_a_finding_after_a_kill_of_its_slot() {
         .map(|e| e.asked)
         .collect();
     assert_eq!(node3, vec![Some(Ask::Kill), Some(Ask::Stop)]);
+    let _ = std::fs::remove_dir_all(work_dir);
+}
+
+/// How long a connect or an echo may take before the test calls it dropped (a dropped SYN is
+/// retried for much longer than this; an answer on the bridge takes well under a millisecond).
+const DROPPED_AFTER: Duration = Duration::from_secs(2);
+
+/// Runs `f` on a thread that has entered network namespace `ns`. Sockets made there belong to
+/// that namespace whichever thread uses them afterwards.
+fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
+    let path = format!("/run/netns/{ns}");
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let file = std::fs::File::open(&path).expect("namespace file");
+                // SAFETY: setns(2) on this thread only, with a descriptor that outlives the call.
+                let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+                assert_eq!(rc, 0, "setns {ns}: {}", std::io::Error::last_os_error());
+                f()
+            })
+            .join()
+            .expect("namespace thread")
+    })
+}
+
+/// An echo server on `addr` inside namespace `ns`, for the life of the test process.
+fn echo_server(ns: &str, addr: SocketAddr) {
+    let listener = in_netns(ns, || TcpListener::bind(addr)).expect("bind");
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut conn = conn;
+                let mut buf = [0u8; 64];
+                while let Ok(n @ 1..) = conn.read(&mut buf) {
+                    if conn.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// A TCP connection from namespace `ns` to `addr`, or why not within `DROPPED_AFTER`.
+fn connect_from(ns: &str, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    in_netns(ns, || TcpStream::connect_timeout(&addr, DROPPED_AFTER))
+}
+
+/// Whether a message sent on `stream` comes back from the echo server in time.
+fn echoes(stream: &mut TcpStream) -> bool {
+    stream
+        .set_read_timeout(Some(DROPPED_AFTER))
+        .expect("read timeout");
+    let mut back = [0u8; 4];
+    stream.write_all(b"ping").is_ok() && stream.read_exact(&mut back).is_ok() && &back == b"ping"
+}
+
+/// The one-way partition is one way over TCP: node 1 can neither open a connection to node 3's
+/// ports nor send on one it opened before the fault, while node 3's connections to node 1
+/// carry both ways; heal restores node 1's. The nodes' processes are replaced by echo servers
+/// on their peer ports so that what gets through is exactly what the test sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_way_partition_cuts_one_direction_only() {
+    if !namespaces_available() {
+        return;
+    }
+    let spec = spec("oneway");
+    let work_dir = spec.work_dir.clone();
+    let mut cluster = NetCluster::start(spec).await.expect("start cluster");
+    for id in cluster.node_ids() {
+        cluster.kill(id);
+    }
+    let (a, b) = (1, 3);
+    let names: Vec<String> = (0..=3)
+        .map(|id| cluster.netns(id).unwrap_or_default().to_string())
+        .collect();
+    let ips: Vec<String> = (0..=3).map(|id| cluster.ip(id)).collect();
+    let ns = |id: u64| names[id as usize].clone();
+    let addr = |id: u64, port: u16| -> SocketAddr {
+        format!("{}:{port}", ips[id as usize])
+            .parse()
+            .expect("addr")
+    };
+    echo_server(&ns(a), addr(a, PEER_PORT));
+    echo_server(&ns(b), addr(b, PEER_PORT));
+    let mut early = connect_from(&ns(a), addr(b, PEER_PORT)).expect("1 reaches 3 before");
+    assert!(echoes(&mut early), "1 -> 3 works before the fault");
+    let refused = connect_from(&ns(a), addr(b, CLIENT_PORT)).expect_err("nothing listens");
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+
+    let mut nemesis = Nemesis::new(Instant::now());
+    nemesis
+        .apply(&mut cluster, &Fault::PartitionOneWay { from: a, to: b })
+        .await
+        .expect("one-way partition");
+    let what = &nemesis.timeline()[0].what;
+    assert!(
+        what.contains("node 1 cannot reach node 3") && what.contains("which still reaches it"),
+        "{what}"
+    );
+    let cut = connect_from(&ns(a), addr(b, PEER_PORT)).expect_err("1 cannot connect to 3");
+    assert_eq!(
+        cut.kind(),
+        std::io::ErrorKind::TimedOut,
+        "dropped, not refused"
+    );
+    let cut = connect_from(&ns(a), addr(b, CLIENT_PORT)).expect_err("nor to its client port");
+    assert_eq!(
+        cut.kind(),
+        std::io::ErrorKind::TimedOut,
+        "dropped, not refused"
+    );
+    assert!(
+        !echoes(&mut early),
+        "nor send on a connection opened before"
+    );
+    let mut back = connect_from(&ns(b), addr(a, PEER_PORT)).expect("3 still reaches 1");
+    assert!(echoes(&mut back), "and 1 answers 3 on it");
+
+    nemesis.heal(&mut cluster).await.expect("heal");
+    let mut healed = connect_from(&ns(a), addr(b, PEER_PORT)).expect("healed");
+    assert!(echoes(&mut healed), "1 -> 3 works after the heal");
+    cluster.stop().await;
     let _ = std::fs::remove_dir_all(work_dir);
 }
