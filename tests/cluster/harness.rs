@@ -536,6 +536,17 @@ pub async fn get(
 
 /// Lists every Director (all pages), linearizably, from node `c`.
 pub async fn list_all(c: &mut Res, selector: &str, page: u32) -> (Vec<serde_json::Value>, u64) {
+    list_all_with(c, selector, page, Consistency::Linearizable).await
+}
+
+/// Lists every Director (all pages) from node `c` with `consistency`: `Serializable` reads what
+/// that node itself has applied.
+pub async fn list_all_with(
+    c: &mut Res,
+    selector: &str,
+    page: u32,
+    consistency: Consistency,
+) -> (Vec<serde_json::Value>, u64) {
     let mut items = vec![];
     let mut token = String::new();
     loop {
@@ -546,7 +557,7 @@ pub async fn list_all(c: &mut Res, selector: &str, page: u32) -> (Vec<serde_json
                 label_selector: selector.into(),
                 limit: page,
                 continue_token: token,
-                consistency: Consistency::Linearizable as i32,
+                consistency: consistency as i32,
             })
             .await
             .expect("list")
@@ -675,6 +686,38 @@ pub fn assert_all_present(acks: &Acks, items: &[serde_json::Value]) {
         "{} acknowledged writes lost: {:?}",
         missing.len(),
         &missing[..missing.len().min(10)]
+    );
+}
+
+#[test]
+fn assert_all_present_passes_on_every_ack_and_names_a_lost_one() {
+    let at = Instant::now();
+    let acks = Acks {
+        names: ["k-0-0", "k-0-1", "k-1-0"]
+            .iter()
+            .map(|n| (at, at, n.to_string()))
+            .collect(),
+        errors: 0,
+    };
+    let object = |name: &str| serde_json::json!({"metadata": {"name": name}});
+    // Every ack present, beside a write that was never acknowledged (an unknown outcome).
+    let all: Vec<_> = ["k-1-0", "k-0-0", "k-0-1", "k-1-1"]
+        .into_iter()
+        .map(object)
+        .collect();
+    assert_all_present(&acks, &all);
+    let lost: Vec<_> = ["k-0-0", "k-1-0", "k-1-1"]
+        .into_iter()
+        .map(object)
+        .collect();
+    let failed = std::panic::catch_unwind(|| assert_all_present(&acks, &lost))
+        .expect_err("an acknowledged write is missing");
+    let message = failed
+        .downcast_ref::<String>()
+        .expect("a formatted message");
+    assert!(
+        message.contains("1 acknowledged writes lost") && message.contains("k-0-1"),
+        "{message}"
     );
 }
 
