@@ -10,8 +10,9 @@ use std::io::Write;
 use std::net::TcpListener;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use steward::config::{Config, Limits, LocksConfig, MemberConfig, OperationsConfig, RaftConfig};
@@ -83,8 +84,37 @@ where
 pub struct TestNode {
     pub config: Config,
     pub config_path: PathBuf,
-    pub child: Option<Child>,
+    /// The running process. In a mutex so that a wait through `&TestCluster` can see that it
+    /// exited (`try_wait` needs `&mut`).
+    child: Option<Mutex<Child>>,
 }
+
+/// A node that exited while nobody had stopped it.
+pub struct Exited {
+    pub id: u64,
+    pub status: ExitStatus,
+    pub log_tail: String,
+}
+
+impl Exited {
+    /// Whether the node exited because its port was taken before it could bind it.
+    fn lost_its_port(&self) -> bool {
+        self.log_tail.contains("cannot listen on") && self.log_tail.contains("already in use")
+    }
+}
+
+impl std::fmt::Display for Exited {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "node {} exited ({}) while the harness waited for a leader; its log ends:\n{}",
+            self.id, self.status, self.log_tail
+        )
+    }
+}
+
+/// How often a cluster start is tried when a node lost its port before binding it.
+const START_TRIES: usize = 3;
 
 pub struct TestCluster {
     pub dir: tempfile::TempDir,
@@ -148,12 +178,49 @@ impl TestCluster {
         locks: LocksConfig,
         operations: OperationsConfig,
     ) -> TestCluster {
-        let mut cluster = Self::prepare_with(n, raft, limits, locks, operations);
-        for id in 1..=n {
-            cluster.spawn(id);
+        Self::start_fresh(|| {
+            Self::prepare_with(
+                n,
+                raft.clone(),
+                limits.clone(),
+                locks.clone(),
+                operations.clone(),
+            )
+        })
+        .await
+    }
+
+    /// Starts every node of a cluster `prepare` makes, and waits for a leader. `free_port`
+    /// hands a port out once per test process and only if nothing listens on it, but another
+    /// process (a second test run, any service) can still bind it before the node does; the
+    /// node then exits at once, and fresh ports are the remedy, not a longer wait. Any other
+    /// exit fails the start at once, with the node's log, instead of a 30 s wait for a leader
+    /// that cannot come.
+    async fn start_fresh(prepare: impl Fn() -> TestCluster) -> TestCluster {
+        Self::try_start_fresh(prepare)
+            .await
+            .unwrap_or_else(|exited| panic!("{exited}"))
+    }
+
+    /// `start_fresh`, but a node that exited (for want of a port `START_TRIES` times, or for
+    /// any other reason once) is returned, not a panic.
+    async fn try_start_fresh(prepare: impl Fn() -> TestCluster) -> Result<TestCluster, Exited> {
+        let mut attempt = 1;
+        loop {
+            let mut cluster = prepare();
+            let ids: Vec<u64> = cluster.nodes.keys().copied().collect();
+            for id in &ids {
+                cluster.spawn(*id);
+            }
+            match cluster.try_wait_leader_among(&ids).await {
+                Ok(_) => return Ok(cluster),
+                Err(exited) if exited.lost_its_port() && attempt < START_TRIES => {
+                    eprintln!("start {attempt} of {START_TRIES} failed, new ports: {exited}");
+                    attempt += 1;
+                }
+                Err(exited) => return Err(exited),
+            }
         }
-        cluster.wait_leader().await;
-        cluster
     }
 
     /// Writes the configs of `n` nodes that bootstrap together, and starts none of them (a
@@ -218,19 +285,18 @@ impl TestCluster {
 
     /// `start_tls` with these limits.
     pub async fn start_tls_with(n: u64, limits: Limits) -> TestCluster {
-        let mut cluster = Self::prepare_with(
-            n,
-            test_raft(10_000, 1_000),
-            limits,
-            LocksConfig::default(),
-            OperationsConfig::default(),
-        );
-        cluster.use_tls();
-        for id in 1..=n {
-            cluster.spawn(id);
-        }
-        cluster.wait_leader().await;
-        cluster
+        Self::start_fresh(|| {
+            let mut cluster = Self::prepare_with(
+                n,
+                test_raft(10_000, 1_000),
+                limits.clone(),
+                LocksConfig::default(),
+                OperationsConfig::default(),
+            );
+            cluster.use_tls();
+            cluster
+        })
+        .await
     }
 
     /// Makes a throw-away CA with a certificate per node and `TLS_CLIENTS`, and rewrites every
@@ -351,13 +417,14 @@ impl TestCluster {
             .stderr(log)
             .spawn()
             .expect("spawn steward");
-        node.child = Some(child);
+        node.child = Some(Mutex::new(child));
     }
 
     /// kill -9.
     pub fn kill(&mut self, id: u64) {
         let node = self.nodes.get_mut(&id).expect("known node");
-        if let Some(mut child) = node.child.take() {
+        if let Some(child) = node.child.take() {
+            let mut child = child.into_inner().unwrap_or_else(|p| p.into_inner());
             child.kill().expect("SIGKILL");
             let _ = child.wait();
         }
@@ -420,7 +487,16 @@ impl TestCluster {
         self.wait_leader_among(&self.running()).await
     }
 
+    /// Waits until nodes `ids` report the same running leader, and returns it; panics, with
+    /// its log, as soon as one of them has exited.
     pub async fn wait_leader_among(&self, ids: &[u64]) -> u64 {
+        self.try_wait_leader_among(ids)
+            .await
+            .unwrap_or_else(|exited| panic!("{exited}"))
+    }
+
+    /// `wait_leader_among`, but a node that exited is returned, not a panic.
+    async fn try_wait_leader_among(&self, ids: &[u64]) -> Result<u64, Exited> {
         let ids = ids.to_vec();
         wait_for(
             "a leader all nodes agree on",
@@ -428,6 +504,9 @@ impl TestCluster {
             || {
                 let ids = ids.clone();
                 async move {
+                    if let Some(exited) = self.exited(&ids) {
+                        return Some(Err(exited));
+                    }
                     let mut leader = None;
                     for id in ids {
                         let mut c = self.cluster(id).await;
@@ -438,11 +517,32 @@ impl TestCluster {
                         }
                         leader = Some(me.leader_id);
                     }
-                    leader.filter(|l| self.running().contains(l))
+                    leader.filter(|l| self.running().contains(l)).map(Ok)
                 }
             },
         )
         .await
+    }
+
+    /// The first of nodes `ids` whose process has exited, with its exit status and log tail.
+    pub fn exited(&self, ids: &[u64]) -> Option<Exited> {
+        ids.iter().find_map(|&id| {
+            let child = self.nodes.get(&id)?.child.as_ref()?;
+            let status = child
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .try_wait()
+                .ok()??;
+            let log = std::fs::read_to_string(self.dir.path().join(format!("node{id}.log")))
+                .unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let log_tail = lines[lines.len().saturating_sub(20)..].join("\n");
+            Some(Exited {
+                id,
+                status,
+                log_tail,
+            })
+        })
     }
 
     /// A node's own applied index (from its status).
@@ -468,7 +568,8 @@ impl TestCluster {
 impl Drop for TestCluster {
     fn drop(&mut self) {
         for node in self.nodes.values_mut() {
-            if let Some(mut c) = node.child.take() {
+            if let Some(c) = node.child.take() {
+                let mut c = c.into_inner().unwrap_or_else(|p| p.into_inner());
                 let _ = c.kill();
                 let _ = c.wait();
             }
@@ -686,6 +787,51 @@ pub fn assert_all_present(acks: &Acks, items: &[serde_json::Value]) {
         "{} acknowledged writes lost: {:?}",
         missing.len(),
         &missing[..missing.len().min(10)]
+    );
+}
+
+/// Another process binds node 2's client port between `free_port` and the node's own bind: the
+/// node exits, and the start is tried again on fresh ports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_whose_node_lost_its_port_is_tried_again_on_fresh_ports() {
+    let taken: Mutex<Vec<TcpListener>> = Mutex::default();
+    let cluster = TestCluster::start_fresh(|| {
+        let cluster = TestCluster::prepare(3);
+        let mut taken = taken.lock().expect("taken");
+        if taken.is_empty() {
+            taken.push(TcpListener::bind(cluster.client_addr(2)).expect("bind"));
+        }
+        cluster
+    })
+    .await;
+    let taken = taken.into_inner().expect("taken");
+    let lost = taken[0].local_addr().expect("addr").to_string();
+    assert_ne!(
+        cluster.client_addr(2),
+        lost,
+        "the second start has new ports"
+    );
+    assert!(cluster.exited(&[1, 2, 3]).is_none());
+}
+
+/// A node that exits at start for any other reason ends the start at once, named, with its log
+/// (it had been a 30 s wait "for a leader all nodes agree on").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_exits_at_start_fails_the_start_with_its_log() {
+    let started = TestCluster::try_start_fresh(|| {
+        let cluster = TestCluster::prepare(3);
+        // A file where node 3's data dir should be: it cannot create it, and exits.
+        std::fs::write(cluster.dir.path().join("node3"), "not a directory").expect("write");
+        cluster
+    })
+    .await;
+    let exited = started.err().expect("node 3 cannot start");
+    assert_eq!(exited.id, 3);
+    assert!(!exited.status.success());
+    assert!(
+        exited.log_tail.contains("cannot create data_dir"),
+        "{}",
+        exited.log_tail
     );
 }
 
