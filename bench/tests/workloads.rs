@@ -13,16 +13,32 @@ use std::net::TcpListener;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use steward::config::{Config, MemberConfig, RaftConfig};
 use steward::proto::v1::cluster_client::ClusterClient;
 use steward::proto::v1::ClusterStatusRequest;
 
-/// A port that is free right now (bind to :0, read it, release it).
+/// A port nothing listens on now and no other call in this process was given, in 30000..32000:
+/// under the kernel's ephemeral range (32768..), so no outgoing connection can take it before
+/// the server binds it, and apart from tests/cluster's 10000..20000 and `steward dev`'s test's
+/// 20000..30000. Ports from bind(:0) came from the ephemeral range, where a connection could
+/// take one, or the same port could be handed out twice, and a node then never started (the
+/// cluster tests' harness saw both).
 fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind :0");
-    l.local_addr().expect("local addr").port()
+    const FIRST: u32 = 30_000;
+    const COUNT: u32 = 2_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id() % COUNT;
+    for _ in 0..COUNT {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = u16::try_from(FIRST + (start + n) % COUNT).expect("under 32000");
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 30000..32000");
 }
 
 /// `target/<profile>/` of this test binary (it runs from `target/<profile>/deps/`).
