@@ -113,6 +113,9 @@ impl std::fmt::Display for Exited {
     }
 }
 
+/// How long one status call of a wait for a leader may take before the wait polls again.
+const STATUS_POLL_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// How often a cluster start is tried when a node lost its port before binding it.
 const START_TRIES: usize = 3;
 
@@ -510,7 +513,17 @@ impl TestCluster {
                     let mut leader = None;
                     for id in ids {
                         let mut c = self.cluster(id).await;
-                        let status = c.status(ClusterStatusRequest {}).await.ok()?.into_inner();
+                        // A short cap, not the channel's 10 s: the port may be held by a
+                        // process that accepts and never answers (a node lost it to one), and
+                        // the next round must come soon to see that the node exited.
+                        let status = tokio::time::timeout(
+                            STATUS_POLL_TIMEOUT,
+                            c.status(ClusterStatusRequest {}),
+                        )
+                        .await
+                        .ok()?
+                        .ok()?
+                        .into_inner();
                         let me = status.nodes.iter().find(|n| n.id == id)?;
                         if me.leader_id == 0 || leader.is_some_and(|l| l != me.leader_id) {
                             return None;

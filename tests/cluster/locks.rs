@@ -197,7 +197,7 @@ async fn readers_share_writers_wait_and_giving_up_removes_the_waiter() {
         tokio::spawn(
             async move { acquire(&mut w, "dep", "writer", LockMode::Write, 0, 10_000).await },
         );
-    wait_for("the writer to queue", Duration::from_secs(5), || {
+    wait_for("the writer to queue", Duration::from_secs(10), || {
         let mut a = a.clone();
         async move {
             let info = a
@@ -317,7 +317,7 @@ async fn paused_holder_expires_and_its_old_token_is_refused() {
     // The watch saw: A granted, A expired, B granted.
     let mut seen = vec![];
     while seen.len() < 3 {
-        let e = tokio::time::timeout(Duration::from_secs(5), watch.next())
+        let e = tokio::time::timeout(Duration::from_secs(30), watch.next())
             .await
             .expect("event")
             .expect("open")
@@ -500,16 +500,18 @@ async fn a_waiter_whose_caller_goes_away_is_removed() {
         .ok()
         .map(|r| r.into_inner())
     };
-    wait_for("the waiter to queue", Duration::from_secs(5), || {
+    wait_for("the waiter to queue", Duration::from_secs(10), || {
         let a = a.clone();
         async move { info(a).await.filter(|i| i.waiters.len() == 1).map(|_| ()) }
     })
     .await;
     waiter.abort();
     // The server notices the caller left and removes the waiter, long before its 60 s wait ends.
+    // Within 30 s, not 5: the removal is a proposal through the leader, and 5 s ran out once
+    // with the machine's two cores shared by the suite and other builds (load 13).
     wait_for(
         "the abandoned waiter to be removed",
-        Duration::from_secs(5),
+        Duration::from_secs(30),
         || {
             let a = a.clone();
             async move { info(a).await.filter(|i| i.waiters.is_empty()).map(|_| ()) }
