@@ -2,7 +2,8 @@
 //!
 //! Nodes are separate processes so a test can kill -9 one (`Child::kill` sends SIGKILL) and
 //! restart it on the same data dir. Every wait is on a condition with a deadline, never a bare
-//! sleep. Processes are killed when the cluster is dropped.
+//! sleep. Processes are killed when the cluster is dropped. A node that exits on its own ends any
+//! wait for a leader at once, naming it with its log tail.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -133,10 +134,14 @@ pub const TLS_CLIENTS: [&str; 3] = ["admin", "other", "third"];
 /// `use_tls` also signs a node certificate for this id, which is never a member.
 pub const TLS_OUTSIDER: u64 = 99;
 
-/// Fast timings for tests; `snapshot_every` small forces snapshots and log purging.
+/// Fast timings for tests; `snapshot_every` small forces snapshots and log purging. The
+/// heartbeat is production's 100 ms, not faster: openraft gives heartbeats and appends the
+/// heartbeat interval as their deadline, and at 50 ms a quarter of a debug build's heartbeats
+/// timed out on two busy cores, which once held a follower's linearizable read (ReadIndex waits
+/// for a quorum of acknowledgements) past its 10 s deadline.
 pub fn test_raft(snapshot_every: u64, keep: u64) -> RaftConfig {
     RaftConfig {
-        heartbeat_interval_ms: 50,
+        heartbeat_interval_ms: 100,
         election_timeout_min_ms: 300,
         election_timeout_max_ms: 600,
         snapshot_logs_since_last: snapshot_every,
