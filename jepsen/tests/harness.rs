@@ -1,5 +1,6 @@
 //! The cluster harness and the nemeses against real `steward serve` processes in network
-//! namespaces. Needs root (or CAP_NET_ADMIN); elsewhere each test prints one line and passes.
+//! namespaces. Needs root (or CAP_NET_ADMIN), and libfaketime for the clock test: without them a
+//! test fails in CI and elsewhere prints a `SKIPPED:` line and passes (`skip_or_fail`).
 //!
 //! Run: `cargo test -p jepsen --test harness`. The steward binary is `$STEWARD_BIN` if set, else
 //! `target/debug/steward`, which the test builds first with `cargo build --bin steward` (a no-op
@@ -7,7 +8,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -21,12 +22,30 @@ use jepsen::process::Ask;
 /// Generous: two CPUs, debug builds, two clusters at once.
 const ELECTION_WAIT: Duration = Duration::from_secs(30);
 
-/// False (after printing why) where namespaces cannot be made.
-fn namespaces_available() -> bool {
+/// Whether this is a CI run: `CI` set to anything but empty, `0` or `false` (CI runners set
+/// `CI=true`; `.ci/run` exports `CI=1`).
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"))
+}
+
+/// For a test that cannot run its real part here (`why`), called before it returns early. In
+/// CI that fails the test: nothing may pass there without having run. Elsewhere it prints
+/// `SKIPPED: <test>: <why>` straight to the process's standard error, which libtest does not
+/// capture (it captures `print!`/`eprint!`), so a plain `cargo test` shows the line.
+fn skip_or_fail(test: &str, why: &str) {
+    assert!(!in_ci(), "{test}: cannot run in CI (CI is set): {why}");
+    let line = format!("SKIPPED: {test}: {why}\n");
+    if let Ok(fd) = std::io::stderr().as_fd().try_clone_to_owned() {
+        let _ = std::fs::File::from(fd).write_all(line.as_bytes());
+    }
+}
+
+/// False (after `skip_or_fail`) where namespaces cannot be made.
+fn namespaces_available(test: &str) -> bool {
     match Network::create(&[1]) {
         Ok(_) => true, // dropped: removed at once
         Err(e) if e.downcast_ref::<NetnsUnavailable>().is_some() => {
-            eprintln!("skipped: {e:#} (needs root or CAP_NET_ADMIN)");
+            skip_or_fail(test, &format!("{e:#} (needs root or CAP_NET_ADMIN)"));
             false
         }
         Err(e) => panic!("namespaces: {e:#}"),
@@ -122,7 +141,7 @@ fn leftovers(prefix: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partition_kill_pause_heal_then_nothing_left() {
-    if !namespaces_available() {
+    if !namespaces_available("partition_kill_pause_heal_then_nothing_left") {
         return;
     }
     let spec = spec("harness");
@@ -298,7 +317,7 @@ async fn partition_kill_pause_heal_then_nothing_left() {
 /// node, paused ones included, and removes its namespaces.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_cluster_leaves_nothing_behind() {
-    if !namespaces_available() {
+    if !namespaces_available("a_dropped_cluster_leaves_nothing_behind") {
         return;
     }
     let spec = spec("dropped");
@@ -351,11 +370,14 @@ fn now_ms() -> u64 {
 /// with a fresh id in the old leader's slot, that serve writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clock_and_membership_faults_reach_the_cluster() {
-    if !namespaces_available() {
+    if !namespaces_available("clock_and_membership_faults_reach_the_cluster") {
         return;
     }
     let Some(lib) = jepsen::clock::find_libfaketime() else {
-        eprintln!("skipped: libfaketime not installed (apt-get install faketime)");
+        skip_or_fail(
+            "clock_and_membership_faults_reach_the_cluster",
+            "libfaketime not installed (apt-get install faketime)",
+        );
         return;
     };
     let mut spec = spec("clockmember");
@@ -473,7 +495,7 @@ async fn clock_and_membership_faults_reach_the_cluster() {
 /// kills its slot and heals; the nemesis's own kill of another node is not a finding.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exit_nobody_asked_for_stays_a_finding_after_a_kill_of_its_slot() {
-    if !namespaces_available() {
+    if !namespaces_available("an_exit_nobody_asked_for_stays_a_finding_after_a_kill_of_its_slot") {
         return;
     }
     let spec = spec("crash");
@@ -594,7 +616,7 @@ fn echoes(stream: &mut TcpStream) -> bool {
 /// on their peer ports so that what gets through is exactly what the test sends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_way_partition_cuts_one_direction_only() {
-    if !namespaces_available() {
+    if !namespaces_available("a_one_way_partition_cuts_one_direction_only") {
         return;
     }
     let spec = spec("oneway");

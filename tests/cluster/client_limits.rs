@@ -2,7 +2,7 @@
 //! gets ResourceExhausted naming the limit, other clients are served meanwhile, the client is
 //! served again once its bucket refills or a call ends, and /metrics counts the refusals.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use steward::config::Limits;
 use steward::proto::v1::resources_client::ResourcesClient;
@@ -25,8 +25,10 @@ fn resources_as(cluster: &TestCluster, id: u64, name: &str) -> ResourcesClient<C
 
 #[tokio::test(flavor = "multi_thread")]
 async fn clients_over_their_rate_or_calls_are_refused_and_others_are_not() {
+    // One request a second after a burst of 10: however slowly two busy cores serve the loop
+    // below, it outruns the refill, and what it may be served is bounded by its own duration.
     let limits = Limits {
-        client_requests_per_second: 5,
+        client_requests_per_second: 1,
         client_request_burst: 10,
         client_calls_max: 3,
         ..Limits::default()
@@ -44,6 +46,7 @@ async fn clients_over_their_rate_or_calls_are_refused_and_others_are_not() {
     let mut other = resources_as(&cluster, leader, "other");
     let mut served = 0;
     let mut refusal = None;
+    let spending = Instant::now();
     for _ in 0..40 {
         match get(&mut other, "limited", Consistency::Serializable).await {
             Ok(_) => served += 1,
@@ -62,12 +65,15 @@ async fn clients_over_their_rate_or_calls_are_refused_and_others_are_not() {
     assert!(
         refusal
             .message()
-            .contains("limits.client_requests_per_second = 5"),
+            .contains("limits.client_requests_per_second = 1"),
         "{refusal:?}"
     );
+    // The burst, and at most one more per second the loop took (and one for rounding).
+    let refilled = spending.elapsed().as_secs() + 1;
     assert!(
-        (10..=14).contains(&served),
-        "served {served} before the refusal"
+        served >= 10 && served as u64 <= 10 + refilled,
+        "served {served} before the refusal, in {:?}",
+        spending.elapsed()
     );
     // Meanwhile another client is served at once.
     let mut third = resources_as(&cluster, leader, "third");
@@ -75,7 +81,7 @@ async fn clients_over_their_rate_or_calls_are_refused_and_others_are_not() {
         .await
         .expect("another client keeps its own bucket");
     // And "other" is served again once its bucket refills.
-    wait_for("other's bucket to refill", Duration::from_secs(5), || {
+    wait_for("other's bucket to refill", Duration::from_secs(30), || {
         let mut other = other.clone();
         async move {
             get(&mut other, "limited", Consistency::Serializable)

@@ -4,8 +4,8 @@
 //! every node healthy by its in-container `steward cluster health` over mutual TLS, plaintext
 //! and certificate-less clients refused, writes and linearizable reads through every node from
 //! the host over mutual TLS, a node stopped and the cluster serving on, the node started again
-//! and catching up, `docker-compose down -v`. Skipped, saying so, where no Docker engine or
-//! docker-compose answers.
+//! and catching up, `docker-compose down -v`. Where no Docker engine or docker-compose answers
+//! it fails in CI and is skipped elsewhere, saying so (`harness::skip_or_fail`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,7 +15,7 @@ use steward::client::Client;
 use steward::proto::v1::Consistency;
 use steward::tls::ClientTls;
 
-use crate::harness::{director, free_port, parse, wait_for};
+use crate::harness::{director, free_port, parse, skip_or_fail, wait_for};
 
 fn compose_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster-configs/docker")
@@ -126,7 +126,10 @@ impl Drop for Project {
 #[tokio::test(flavor = "multi_thread")]
 async fn compose_cluster_starts_serves_survives_a_stopped_node_and_stops() {
     if !succeeds("docker", &["info"]) || !succeeds("docker-compose", &["version"]) {
-        eprintln!("SKIPPED: no Docker engine or docker-compose here");
+        skip_or_fail(
+            "compose::compose_cluster_starts_serves_survives_a_stopped_node_and_stops",
+            "no Docker engine or docker-compose answers here",
+        );
         return;
     }
     // The binary of this build (the target dir cargo test uses), in the image and making the
