@@ -8,9 +8,7 @@
 //! steward` in the workspace (a no-op when it is up to date) and takes it from the same target
 //! directory as this test binary, so it works on a fresh clone and with `CARGO_TARGET_DIR`.
 
-use std::io::Write;
 use std::net::TcpListener;
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -19,6 +17,10 @@ use std::time::{Duration, Instant};
 use steward::config::{Config, MemberConfig, RaftConfig};
 use steward::proto::v1::cluster_client::ClusterClient;
 use steward::proto::v1::ClusterStatusRequest;
+
+#[path = "../../tests/support/skip.rs"]
+mod skip;
+use skip::skip_or_fail;
 
 /// A port nothing listens on now and no other call in this process was given, in 30000..32000:
 /// under the kernel's ephemeral range (32768..), so no outgoing connection can take it before
@@ -389,24 +391,6 @@ fn etcd_bin() -> Option<PathBuf> {
         .split(':')
         .map(|d| Path::new(d).join("etcd"))
         .find(|p| p.is_file())
-}
-
-/// Whether this is a CI run: `CI` set to anything but empty, `0` or `false` (CI runners set
-/// `CI=true`; `.ci/run` exports `CI=1`).
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"))
-}
-
-/// For a test that cannot run its real part here (`why`), called before it returns early. In
-/// CI that fails the test: nothing may pass there without having run. Elsewhere it prints
-/// `SKIPPED: <test>: <why>` straight to the process's standard error, which libtest does not
-/// capture (it captures `print!`/`eprint!`), so a plain `cargo test` shows the line.
-fn skip_or_fail(test: &str, why: &str) {
-    assert!(!in_ci(), "{test}: cannot run in CI (CI is set): {why}");
-    let line = format!("SKIPPED: {test}: {why}\n");
-    if let Ok(fd) = std::io::stderr().as_fd().try_clone_to_owned() {
-        let _ = std::fs::File::from(fd).write_all(line.as_bytes());
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

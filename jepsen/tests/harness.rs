@@ -8,7 +8,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -19,26 +19,12 @@ use jepsen::nemesis::{Fault, Nemesis, TimelineKind, LEADER};
 use jepsen::netns::{NetnsUnavailable, Network};
 use jepsen::process::Ask;
 
+#[path = "../../tests/support/skip.rs"]
+mod skip;
+use skip::skip_or_fail;
+
 /// Generous: two CPUs, debug builds, two clusters at once.
 const ELECTION_WAIT: Duration = Duration::from_secs(30);
-
-/// Whether this is a CI run: `CI` set to anything but empty, `0` or `false` (CI runners set
-/// `CI=true`; `.ci/run` exports `CI=1`).
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"))
-}
-
-/// For a test that cannot run its real part here (`why`), called before it returns early. In
-/// CI that fails the test: nothing may pass there without having run. Elsewhere it prints
-/// `SKIPPED: <test>: <why>` straight to the process's standard error, which libtest does not
-/// capture (it captures `print!`/`eprint!`), so a plain `cargo test` shows the line.
-fn skip_or_fail(test: &str, why: &str) {
-    assert!(!in_ci(), "{test}: cannot run in CI (CI is set): {why}");
-    let line = format!("SKIPPED: {test}: {why}\n");
-    if let Ok(fd) = std::io::stderr().as_fd().try_clone_to_owned() {
-        let _ = std::fs::File::from(fd).write_all(line.as_bytes());
-    }
-}
 
 /// False (after `skip_or_fail`) where namespaces cannot be made.
 fn namespaces_available(test: &str) -> bool {

@@ -7,9 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::io::Write;
 use std::net::TcpListener;
-use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -21,6 +19,10 @@ use steward::proto::v1::cluster_client::ClusterClient;
 use steward::proto::v1::resources_client::ResourcesClient;
 use steward::proto::v1::*;
 use tonic::transport::Channel;
+
+#[path = "../support/skip.rs"]
+mod skip;
+pub use skip::skip_or_fail;
 
 pub type Res = ResourcesClient<Channel>;
 
@@ -42,25 +44,6 @@ pub fn free_port() -> u16 {
         }
     }
     panic!("no free port in 10000..20000");
-}
-
-/// Whether this is a CI run: `CI` set to anything but empty, `0` or `false` (CI runners set
-/// `CI=true`; `.ci/run` exports `CI=1`).
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"))
-}
-
-/// For a test that cannot run its real part here (`why`), called before it returns early. In
-/// CI that fails the test: nothing may pass there without having run. Elsewhere it prints
-/// `SKIPPED: <test>: <why>` straight to the process's standard error, which libtest does not
-/// capture (it captures `print!`/`eprint!`), so a plain `cargo test` shows the line.
-pub fn skip_or_fail(test: &str, why: &str) {
-    assert!(!in_ci(), "{test}: cannot run in CI (CI is set): {why}");
-    let line = format!("SKIPPED: {test}: {why}\n");
-    let stderr = std::io::stderr().as_fd().try_clone_to_owned();
-    if let Ok(fd) = stderr {
-        let _ = std::fs::File::from(fd).write_all(line.as_bytes());
-    }
 }
 
 /// Polls `f` until it returns Some, or panics with `what` after `timeout`.
