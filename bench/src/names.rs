@@ -105,11 +105,7 @@ pub fn object_json(
     value_size: usize,
     stamp: Option<u64>,
 ) -> String {
-    let labels = if labelled {
-        format!(r#","labels":{{"{}":"{}"}}"#, LIST_LABEL.0, LIST_LABEL.1)
-    } else {
-        String::new()
-    };
+    let labels = labels_json(labelled);
     let stamp = stamp
         .map(|n| format!(r#""stamp":{n},"#))
         .unwrap_or_default();
@@ -118,6 +114,15 @@ pub fn object_json(
         r#"{{"kind":"{KIND}","apiVersion":"{API_VERSION}","metadata":{{"name":"{name}","namespace":"{namespace}"{labels}}},"spec":{{{stamp}"data":"{data}"}}}}"#,
         data = "x".repeat(value_size)
     )
+}
+
+/// The `,"labels":{...}` fragment of a listed object's metadata, or nothing.
+fn labels_json(labelled: bool) -> String {
+    if labelled {
+        format!(r#","labels":{{"{}":"{}"}}"#, LIST_LABEL.0, LIST_LABEL.1)
+    } else {
+        String::new()
+    }
 }
 
 /// The metadata steward's server sets on every object it stores (apply.rs): what turns the
@@ -164,11 +169,7 @@ pub fn stored_json(
     stamp: Option<u64>,
     meta: &StoredMeta,
 ) -> String {
-    let labels = if labelled {
-        format!(r#","labels":{{"{}":"{}"}}"#, LIST_LABEL.0, LIST_LABEL.1)
-    } else {
-        String::new()
-    };
+    let labels = labels_json(labelled);
     // Steward keeps the spec as canonical JSON: keys sorted, so `data` comes before `stamp`.
     let stamp = stamp
         .map(|n| format!(r#","stamp":{n}"#))
