@@ -95,6 +95,10 @@ pub struct Metrics {
     pub auth_refusals: Family<CodeLabels, Counter>,
     /// Calls refused because a NOSPACE alarm is raised (before proposing).
     pub space_refusals: Counter,
+    /// Writes this node held and sent again because no leader had taken them.
+    pub proposals_resent: Counter,
+    /// Writes no leader took before the caller's deadline: answered not applied.
+    pub proposals_unsent: Counter,
     /// The data directory's size (log database and snapshot), at the last space check.
     pub data_bytes: Gauge,
     /// `limits.quota_bytes`.
@@ -156,6 +160,8 @@ impl Metrics {
             client_limit_refusals: Family::default(),
             auth_refusals: Family::default(),
             space_refusals: Counter::default(),
+            proposals_resent: Counter::default(),
+            proposals_unsent: Counter::default(),
             data_bytes: Gauge::default(),
             quota_bytes: Gauge::default(),
             compactions: Counter::default(),
@@ -213,6 +219,16 @@ impl Metrics {
             "space_refusals",
             "Calls refused before proposing because a NOSPACE alarm is raised",
             m.space_refusals.clone(),
+        );
+        r.register(
+            "proposals_resent",
+            "Writes this node held and sent again because no leader had taken them (no leader, not the leader, the leader could not be reached)",
+            m.proposals_resent.clone(),
+        );
+        r.register(
+            "proposals_unsent",
+            "Writes no leader took before the caller's deadline (or a few election timeouts): answered not applied",
+            m.proposals_unsent.clone(),
         );
         r.register_with_unit(
             "data_dir_size",

@@ -173,8 +173,11 @@ impl std::io::Write for ChunkSender {
     }
 }
 
-/// How long a status fan-out waits for one node.
+/// How long a status fan-out waits for one node, at most: less when the caller's deadline is
+/// nearer (`deadline::budget`), so a paused node never keeps the answer from a caller.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
+/// What a fan-out leaves of the caller's deadline for its answer's way back, at most.
+const STATUS_ANSWER_MARGIN_MAX: Duration = Duration::from_millis(100);
 
 pub struct ClusterService {
     node: Arc<Node>,
@@ -208,8 +211,13 @@ impl ClusterService {
             .collect()
     }
 
-    /// Asks one node for its own view; this node answers from memory.
-    async fn node_view(&self, id: NodeId, addr: &NodeAddr) -> Result<NodeView, String> {
+    /// Asks one node for its own view, waiting `wait` at most; this node answers from memory.
+    async fn node_view(
+        &self,
+        id: NodeId,
+        addr: &NodeAddr,
+        wait: Duration,
+    ) -> Result<NodeView, String> {
         if id == self.node.id {
             return Ok(NodeView::of(&self.node));
         }
@@ -219,18 +227,29 @@ impl ClusterService {
             .peer(&addr.peer_addr)
             .map_err(|e| e.to_string())?;
         let mut req = Request::new(NodeStatusRequest {});
-        req.set_timeout(STATUS_TIMEOUT);
-        let reply = client
-            .node_status(req)
+        req.set_timeout(wait);
+        // The timeout here, not only in the request: a stopped (SIGSTOP) node's kernel still
+        // completes the connection, and then nothing answers.
+        let reply = tokio::time::timeout(wait, client.node_status(req))
             .await
+            .map_err(|_| format!("no answer within {} ms", wait.as_millis()))?
             .map_err(|s| s.message().to_string())?;
         decode(&reply.into_inner().data).map_err(|e| e.to_string())
     }
 
+    /// Every member's view, asked of all at once; a member that has not answered when the
+    /// caller's deadline is near (or after `STATUS_TIMEOUT`) is given as an error.
     async fn all_views(&self) -> Vec<(NodeId, NodeAddr, bool, Result<NodeView, String>)> {
+        let wait = crate::server::deadline::budget(STATUS_TIMEOUT, STATUS_ANSWER_MARGIN_MAX)
+            .min(STATUS_TIMEOUT);
         let members = self.members();
         let futures = members.iter().map(|(id, (addr, voter))| async move {
-            (*id, addr.clone(), *voter, self.node_view(*id, addr).await)
+            (
+                *id,
+                addr.clone(),
+                *voter,
+                self.node_view(*id, addr, wait).await,
+            )
         });
         futures::future::join_all(futures).await
     }

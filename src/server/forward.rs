@@ -132,10 +132,39 @@ fn encode_forwarded<T: Serialize>(command: &T) -> Result<Vec<u8>, Status> {
     })
 }
 
+/// Why a forwarded command got no answer from the leader.
+#[derive(Clone, Debug)]
+pub enum ForwardError {
+    /// No byte of it reached the leader: the connection could not be made (refused, a name
+    /// that no longer resolves, unreachable, connect timeout) or could not even be set up. It
+    /// was not applied and cannot be later, so the node may hold it and send it to the next
+    /// leader (`Node::propose`).
+    NotSent(Status),
+    /// Refused on this node before it was sent, for a reason sending again would not change
+    /// (this node is shutting down, the batch is over the peer message limit): not applied,
+    /// and final.
+    Refused(Status),
+    /// It was sent and the answer was lost (reset, timeout, a reply that does not decode): the
+    /// leader may have appended it, so its outcome is unknown and it is never sent again.
+    Unknown(Status),
+}
+
+impl ForwardError {
+    /// The status the caller gets when this is the last word.
+    pub fn into_status(self) -> Status {
+        match self {
+            ForwardError::NotSent(s) | ForwardError::Refused(s) | ForwardError::Unknown(s) => s,
+        }
+    }
+}
+
+/// Where the answer to one forwarded command goes.
+type ReplyTx = oneshot::Sender<Result<ForwardReply, ForwardError>>;
+
 /// A command waiting to be forwarded: its encoded form and where its answer goes.
 struct Queued {
     encoded: Vec<u8>,
-    reply: oneshot::Sender<Result<ForwardReply, Status>>,
+    reply: ReplyTx,
 }
 
 /// Per-leader queues of commands to forward, each drained by its own batching task.
@@ -156,25 +185,28 @@ impl Forwarder {
     }
 
     /// Forwards `command` to `leader` with whatever else is queued for it, and waits for the
-    /// leader's answer. An error means the outcome is unknown (the batch may have been applied).
+    /// leader's answer; `ForwardError` says whether it may have been applied without one.
     pub async fn forward(
         &self,
         leader: &NodeAddr,
         command: &Command,
-    ) -> Result<ForwardReply, Status> {
+    ) -> Result<ForwardReply, ForwardError> {
         let (tx, rx) = oneshot::channel();
         let queued = Queued {
-            encoded: encode_forwarded(command)?,
+            encoded: encode_forwarded(command).map_err(ForwardError::Refused)?,
             reply: tx,
         };
-        self.queue(leader)
-            .send(queued)
-            .map_err(|_| errors::unavailable("this node is shutting down", Some(leader)))?;
+        self.queue(leader).send(queued).map_err(|_| {
+            ForwardError::Refused(errors::not_applied(errors::unavailable(
+                "this node is shutting down",
+                Some(leader),
+            )))
+        })?;
         rx.await.map_err(|_| {
-            errors::unavailable(
+            ForwardError::Unknown(errors::unavailable(
                 "forwarding to the leader was cut off; the write's outcome is unknown",
                 Some(leader),
-            )
+            ))
         })?
     }
 
@@ -257,42 +289,51 @@ impl BatchSender {
             let result = match (client, size) {
                 // Below the floor `Config::validate` enforces this cannot happen; nothing was
                 // sent, so the writes were not applied.
-                (_, Err(refused)) => Err(errors::not_applied(Status::resource_exhausted(refused))),
-                (Err(e), _) => Err(errors::unavailable(
-                    format!("cannot reach the leader: {e}"),
-                    Some(&leader),
-                )),
+                (_, Err(refused)) => Err(ForwardError::Refused(errors::not_applied(
+                    Status::resource_exhausted(refused),
+                ))),
+                (Err(e), _) => Err(ForwardError::NotSent(errors::not_applied(
+                    errors::unavailable(
+                        format!("cannot reach the leader, so the write was not sent: {e}"),
+                        Some(&leader),
+                    ),
+                ))),
                 (Ok(mut client), Ok(())) => {
                     let mut req = tonic::Request::new(RaftMessage { data: payload });
                     req.set_timeout(timeout);
                     match client.forward_batch(req).await {
-                        Err(s) if connection_refused(&s) => {
-                            Err(errors::not_applied(errors::unavailable(
+                        Err(s) if never_connected(&s) => Err(ForwardError::NotSent(
+                            errors::not_applied(errors::unavailable(
                                 format!(
-                                    "the leader refused the connection, so the write was not sent \
-                                     (it may have just died; retry): {}",
+                                    "could not connect to the leader, so the write was not sent \
+                                     (it may have just stopped): {}",
                                     s.message()
                                 ),
                                 Some(&leader),
-                            )))
-                        }
-                        Err(s) => Err(errors::unavailable(
+                            )),
+                        )),
+                        Err(s) => Err(ForwardError::Unknown(errors::unavailable(
                             format!(
                                 "forwarding to the leader failed; the write's outcome is unknown: {}",
                                 s.message()
                             ),
                             Some(&leader),
-                        )),
+                        ))),
                         Ok(reply) => decode::<Vec<ForwardReply>>(&reply.into_inner().data)
-                            .map_err(|e| errors::internal("bad forward reply from the leader", e))
+                            .map_err(|e| {
+                                ForwardError::Unknown(errors::internal(
+                                    "bad forward reply from the leader",
+                                    e,
+                                ))
+                            })
                             .and_then(|answers| {
                                 if answers.len() == count {
                                     Ok(answers)
                                 } else {
-                                    Err(Status::internal(format!(
+                                    Err(ForwardError::Unknown(Status::internal(format!(
                                         "the leader answered {} of {count} forwarded commands",
                                         answers.len()
-                                    )))
+                                    ))))
                                 }
                             }),
                     }
@@ -305,10 +346,15 @@ impl BatchSender {
                         let _ = reply.send(Ok(answer));
                     }
                 }
-                Err(status) => {
-                    warn!(leader = %leader.peer_addr, count, error = %status.message(), "forwarding a batch failed");
+                Err(error) => {
+                    let message = match &error {
+                        ForwardError::NotSent(s)
+                        | ForwardError::Refused(s)
+                        | ForwardError::Unknown(s) => s.message(),
+                    };
+                    warn!(leader = %leader.peer_addr, count, error = %message, "forwarding a batch failed");
                     for reply in replies {
-                        let _ = reply.send(Err(status.clone()));
+                        let _ = reply.send(Err(error.clone()));
                     }
                 }
             }
@@ -316,16 +362,19 @@ impl BatchSender {
     }
 }
 
-/// Whether the call failed because the leader's port refused the TCP connection (a leader just
-/// killed, before the others elect a new one): then no byte of the batch left this node, its
-/// commands were certainly not appended, and the client may send them again. Any later failure
-/// (reset, timeout) may come after the leader appended them: their outcome is unknown.
-fn connection_refused(status: &Status) -> bool {
+/// Whether the call failed before a connection to the leader existed: tonic's connector failed
+/// (`tonic::ConnectError`: the port refused it, the name did not resolve, as for a stopped
+/// Compose container, the host was unreachable, the connect timed out), or the socket reported
+/// the refusal itself. Then no byte of the batch left this node, its commands were certainly
+/// not appended, and they may be sent again. Any later failure (reset, timeout) may come after
+/// the leader appended them: their outcome is unknown.
+fn never_connected(status: &Status) -> bool {
     let mut source = std::error::Error::source(status);
     while let Some(err) = source {
-        if err
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
+        if err.downcast_ref::<tonic::ConnectError>().is_some()
+            || err
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
         {
             return true;
         }
@@ -336,9 +385,7 @@ fn connection_refused(status: &Status) -> bool {
 
 /// The batch as one JSON array built from the commands' own encodings (no second encode), and
 /// the reply senders in the same order.
-fn join_encoded(
-    batch: Vec<Queued>,
-) -> (Vec<u8>, Vec<oneshot::Sender<Result<ForwardReply, Status>>>) {
+fn join_encoded(batch: Vec<Queued>) -> (Vec<u8>, Vec<ReplyTx>) {
     let bytes: usize = batch.iter().map(|q| q.encoded.len() + 1).sum();
     let mut payload = Vec::with_capacity(bytes + 2);
     let mut replies = Vec::with_capacity(batch.len());
@@ -461,20 +508,12 @@ mod tests {
         assert_eq!(status.code(), tonic::Code::FailedPrecondition);
     }
 
-    /// A leader killed a moment ago refuses connections until the others elect a new one: the
-    /// write never left, so it is marked for the client to send again (it had failed at once
-    /// with "outcome unknown", and `steward dev`'s kill -9 of the leader with it).
-    #[tokio::test]
-    async fn a_leader_refusing_the_connection_gets_the_write_sent_again() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+    /// A forwarder whose leader is `peer_addr`, and a command for it.
+    fn forwarding_to(peer_addr: String) -> (Forwarder, NodeAddr, Command) {
         let limit = crate::config::Limits::default().peer_message_bytes_max;
         let channels = PeerChannels::new(Duration::from_secs(1), None, limit);
-        let forwarder = Forwarder::new(channels, Duration::from_secs(1));
-        let dead = NodeAddr {
-            peer_addr: format!("127.0.0.1:{port}"),
+        let leader = NodeAddr {
+            peer_addr,
             client_addr: "127.0.0.1:1".into(),
         };
         let command = Command::Delete {
@@ -482,14 +521,69 @@ mod tests {
             expected_revision: None,
             fence: None,
         };
-        let status = forwarder
+        (
+            Forwarder::new(channels, Duration::from_secs(1)),
+            leader,
+            command,
+        )
+    }
+
+    /// A leader killed a moment ago refuses connections until the others elect a new one: the
+    /// write never left, so it is marked for the client to send again (it had failed at once
+    /// with "outcome unknown", and `steward dev`'s kill -9 of the leader with it), and
+    /// `Node::propose` may hold it for the next leader.
+    #[tokio::test]
+    async fn a_leader_refusing_the_connection_leaves_the_write_not_sent() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let (forwarder, dead, command) = forwarding_to(format!("127.0.0.1:{port}"));
+        let error = forwarder
             .forward(&dead, &command)
             .await
             .expect_err("nobody listens");
+        let ForwardError::NotSent(status) = error else {
+            panic!("a refused connection sends nothing: {error:?}");
+        };
         assert_eq!(status.code(), tonic::Code::Unavailable);
         assert!(
             status.metadata().get(errors::NOT_APPLIED).is_some(),
             "{status:?}"
         );
+    }
+
+    /// A stopped Compose container's name stops resolving: the README's walkthrough saw
+    /// "forwarding to the leader failed; the write's outcome is unknown: dns error" for writes
+    /// that never left. A name that does not resolve is a connect failure: not sent.
+    #[tokio::test]
+    async fn a_leader_whose_name_does_not_resolve_leaves_the_write_not_sent() {
+        let (forwarder, gone, command) = forwarding_to("steward-gone.invalid:7101".into());
+        let error = forwarder
+            .forward(&gone, &command)
+            .await
+            .expect_err("nobody by that name");
+        assert!(
+            matches!(error, ForwardError::NotSent(_)),
+            "a name that does not resolve sends nothing: {error:?}"
+        );
+    }
+
+    /// A leader that takes the connection and then never answers may have appended the batch:
+    /// the write's outcome is unknown, never "not sent".
+    #[tokio::test]
+    async fn a_leader_that_never_answers_leaves_the_outcome_unknown() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let port = silent.local_addr().expect("its address").port();
+        let (forwarder, mute, command) = forwarding_to(format!("127.0.0.1:{port}"));
+        let error = forwarder
+            .forward(&mute, &command)
+            .await
+            .expect_err("no answer within the forward timeout");
+        assert!(
+            matches!(error, ForwardError::Unknown(_)),
+            "a connection taken, then silence: {error:?}"
+        );
+        drop(silent);
     }
 }

@@ -15,8 +15,9 @@
 //! `Node::read_barrier` + read, answer through the one error table in `errors`): `resources`,
 //! `locks`, `operations` + `workers` (lifecycle operations and the workers that run them),
 //! `reservations`, `pools` (`LeaseService`, Boskos' API, and Mason), `deployments`
-//! (`StatusService`, EMCO's deployment status), `cluster` (status, membership), with `auth` and
-//! `client_limits` as tower layers in front of all of them. Behind them: `node` (propose, read
+//! (`StatusService`, EMCO's deployment status), `cluster` (status, membership), with `deadline` (the caller's
+//! `grpc-timeout`, for code that waits on its behalf), `auth` and `client_limits` as tower layers
+//! in front of all of them. Behind them: `node` (propose, read
 //! barrier, waits), `forward` (followers' writes batched to the leader), `watch` (the watch hub),
 //! `peer` (the peer service: Raft RPCs, forwarded batches, read indexes, status), `space`,
 //! `metrics`.
@@ -24,6 +25,7 @@
 pub mod auth;
 pub mod client_limits;
 pub mod cluster;
+pub mod deadline;
 pub mod deployments;
 pub mod errors;
 pub mod forward;
@@ -295,6 +297,7 @@ async fn serve_client_api(
         };
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let result = builder
+        .layer(deadline::DeadlineLayer)
         .layer(layer)
         .layer(limits)
         .layer(auth_layer)

@@ -19,7 +19,7 @@ use crate::raft::types::{
     ServerState, WatchReceiver,
 };
 use crate::server::errors;
-use crate::server::forward::Forwarder;
+use crate::server::forward::{ForwardError, Forwarder};
 use crate::server::watch::WatchHub;
 use crate::state::{Command, Proposal, Response, State};
 
@@ -40,8 +40,14 @@ impl Clock for SystemClock {
     }
 }
 
-/// Times a forwarded command is re-sent when the node it reached was no longer the leader.
-const FORWARD_ATTEMPTS: usize = 3;
+/// The first pause before a write that no leader took is sent again (doubling, up to
+/// `RESEND_PAUSE_MAX`), unless the leader changes sooner.
+const RESEND_PAUSE_MIN: Duration = Duration::from_millis(25);
+const RESEND_PAUSE_MAX: Duration = Duration::from_millis(500);
+/// How much of the caller's deadline `propose` leaves for its answer's way back, at most: a
+/// write still not taken by a leader is answered "not applied" this long before the caller
+/// would give up, so the caller learns it may send it again rather than seeing its own timeout.
+const ANSWER_MARGIN_MAX: Duration = Duration::from_millis(100);
 
 /// Shared by every handler of one node.
 pub struct Node {
@@ -122,9 +128,18 @@ impl Node {
         Duration::from_millis((self.config.raft.election_timeout_max_ms * 5).max(5_000))
     }
 
-    /// The current leader and its addresses, waiting up to a few election timeouts for one.
+    /// The current leader and its addresses, waiting for one up to a few election timeouts or
+    /// until shortly before the caller's deadline, whichever comes first.
     pub async fn leader(&self) -> Result<(NodeId, NodeAddr), Status> {
-        let deadline = tokio::time::Instant::now() + self.leader_wait();
+        let wait = crate::server::deadline::budget(self.leader_wait(), ANSWER_MARGIN_MAX);
+        self.leader_until(tokio::time::Instant::now() + wait).await
+    }
+
+    /// The current leader and its addresses, waiting for one until `deadline`.
+    async fn leader_until(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Result<(NodeId, NodeAddr), Status> {
         let mut rx = self.raft.metrics();
         loop {
             {
@@ -153,6 +168,34 @@ impl Node {
         }
     }
 
+    /// Waits until the leader is no longer `leader` of `term` (an election ended, or this
+    /// node learned of the new leader) or `pause` passed, whichever comes first, but never past
+    /// `deadline`. False when the deadline has come.
+    async fn await_other_leader(
+        &self,
+        leader: NodeId,
+        term: u64,
+        pause: Duration,
+        deadline: tokio::time::Instant,
+    ) -> bool {
+        let until = deadline.min(tokio::time::Instant::now() + pause);
+        let mut rx = self.raft.metrics();
+        loop {
+            {
+                let m = rx.borrow_and_update();
+                if m.current_term > term || m.current_leader.is_some_and(|id| id != leader) {
+                    break;
+                }
+            }
+            match tokio::time::timeout_at(until, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                Ok(Err(_)) => return false,
+                Err(_) => break,
+            }
+        }
+        tokio::time::Instant::now() < deadline
+    }
+
     pub fn is_leader(&self) -> bool {
         let m = self.raft.metrics();
         let m = m.borrow_watched();
@@ -175,36 +218,47 @@ impl Node {
             None => command,
         };
         let _permit = self.admit(&command)?;
-        // Every failure that ends this loop without returning proves the command was refused
-        // before any leader appended it: marked so clients may send it again.
-        let mut last_err = errors::no_leader();
-        for _ in 0..FORWARD_ATTEMPTS {
-            let (leader_id, leader_addr) = self.leader().await.map_err(errors::not_applied)?;
-            if leader_id == self.id {
+        // A write no leader has taken (no leader yet, the one asked was no longer it, or it
+        // could not even be sent: a leader just killed refuses the connection, a stopped
+        // container's name stops resolving) is held here and sent to the next leader, for as
+        // long as the caller waits (`deadline`), so a client sees an election as latency, not
+        // as an error. Every failure that ends this loop without returning proves the command
+        // was refused before any leader appended it: marked so clients may send it again.
+        let until = tokio::time::Instant::now()
+            + crate::server::deadline::budget(self.leader_wait(), ANSWER_MARGIN_MAX);
+        let mut pause = RESEND_PAUSE_MIN;
+        loop {
+            let term = self.raft.metrics().borrow_watched().current_term;
+            let (leader_id, leader_addr) = self
+                .leader_until(until)
+                .await
+                .map_err(errors::not_applied)?;
+            let not_taken = if leader_id == self.id {
                 match self.propose_local(command.clone()).await {
-                    Err(LocalProposeError::NotLeader(status)) => last_err = status,
+                    Err(LocalProposeError::NotLeader(status)) => status,
                     Err(LocalProposeError::Other(status)) => return Err(status),
                     Ok(r) => return Ok(r),
                 }
             } else {
-                match self
-                    .forwarder
-                    .forward(&leader_addr, &command)
-                    .await?
-                    .outcome()
-                {
-                    Ok(result) => return result,
-                    Err(status) => last_err = status,
+                match self.forwarder.forward(&leader_addr, &command).await {
+                    Ok(reply) => match reply.outcome() {
+                        Ok(result) => return result,
+                        Err(status) => status,
+                    },
+                    Err(ForwardError::NotSent(status)) => status,
+                    Err(e @ (ForwardError::Refused(_) | ForwardError::Unknown(_))) => {
+                        return Err(e.into_status())
+                    }
                 }
+            };
+            if !self.await_other_leader(leader_id, term, pause, until).await {
+                self.metrics.proposals_unsent.inc();
+                return Err(errors::not_applied(not_taken));
             }
-            // Let the new leadership settle before the next attempt.
-            let _ = self
-                .raft
-                .wait(Some(self.leader_wait()))
-                .metrics(|m| m.current_leader.is_some(), "leader")
-                .await;
+            self.metrics.proposals_resent.inc();
+            tracing::debug!(leader = leader_id, error = %not_taken.message(), "a write no leader took is sent again");
+            pause = (pause * 2).min(RESEND_PAUSE_MAX);
         }
-        Err(errors::not_applied(last_err))
     }
 
     /// The admission every proposal passes: on the node a client reached, and again on the

@@ -421,6 +421,15 @@ impl TestCluster {
         }
     }
 
+    /// Sends `signal` (SIGSTOP, SIGCONT, ...) to node `id`'s process.
+    pub fn signal(&self, id: u64, signal: libc::c_int) {
+        let node = &self.nodes[&id];
+        let child = node.child.as_ref().expect("node is running");
+        let pid = child.lock().unwrap_or_else(|p| p.into_inner()).id();
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        assert_eq!(unsafe { libc::kill(pid as libc::pid_t, signal) }, 0, "kill");
+    }
+
     pub fn client_addr(&self, id: u64) -> String {
         self.nodes[&id].config.client_addr.clone()
     }

@@ -27,5 +27,6 @@ mod pools;
 mod reservations;
 mod space;
 mod tls;
+mod unsent;
 mod walkthrough;
 mod watch;
