@@ -115,7 +115,10 @@ fn check_packages(files: &[&FileDescriptorProto], out: &mut Vec<Violation>) {
             f.options.as_ref()?.java_package.clone()
         }),
         ("PACKAGE_SAME_JAVA_MULTIPLE_FILES", |f| {
-            f.options.as_ref()?.java_multiple_files.map(|b| b.to_string())
+            f.options
+                .as_ref()?
+                .java_multiple_files
+                .map(|b| b.to_string())
         }),
         ("PACKAGE_SAME_CSHARP_NAMESPACE", |f| {
             f.options.as_ref()?.csharp_namespace.clone()
@@ -203,10 +206,7 @@ impl<'a> FileLint<'a> {
             }
         }
         let base = name.rsplit('/').next().unwrap_or(name);
-        if !base
-            .strip_suffix(".proto")
-            .is_some_and(is_lower_snake_case)
-        {
+        if !base.strip_suffix(".proto").is_some_and(is_lower_snake_case) {
             self.push("FILE_LOWER_SNAKE_CASE", name);
         }
         if file.syntax() != "proto3" {
@@ -400,7 +400,11 @@ fn counts(set: &FileDescriptorSet) -> BTreeMap<&'static str, usize> {
         }
     }
     let mut n = BTreeMap::new();
-    for f in set.file.iter().filter(|f| f.package().starts_with("steward")) {
+    for f in set
+        .file
+        .iter()
+        .filter(|f| f.package().starts_with("steward"))
+    {
         *n.entry("files").or_default() += 1;
         *n.entry("services").or_default() += f.service.len();
         *n.entry("rpcs").or_default() += f.service.iter().map(|s| s.method.len()).sum::<usize>();
@@ -604,7 +608,10 @@ mod tests {
             ..Default::default()
         };
         // Not a `steward` package, so not checked: the lint looks only at steward's files.
-        assert!(lint(&FileDescriptorSet { file: vec![file.clone()] }).is_empty());
+        assert!(lint(&FileDescriptorSet {
+            file: vec![file.clone()]
+        })
+        .is_empty());
         let mut out = Vec::new();
         FileLint::new(&file, &mut out).run();
         let rules: Vec<&str> = out.iter().map(|v| v.rule).collect();
