@@ -30,6 +30,8 @@ pub mod client;
 pub mod config;
 pub mod metrics;
 pub mod proto;
+#[cfg(test)]
+mod proto_lint;
 pub mod raft;
 pub mod server;
 pub mod state;

@@ -168,6 +168,13 @@ pub async fn process(
         let mode = match granted.mode() {
             LockMode::Read => Mode::Read,
             LockMode::Write => Mode::Write,
+            LockMode::Unspecified => {
+                // steward.proto: a grant always names its mode. One that does not is logged,
+                // not recorded (its mode is unknown), and released so it blocks no one.
+                tracing::warn!(token = granted.token, "a grant with no mode; releasing it");
+                let _ = client.lock_release(LOCK, &holder, granted.token).await;
+                continue;
+            }
         };
         let token = granted.token;
         let (write, reads) = match mode {

@@ -183,12 +183,15 @@ pub struct WatcherLog {
     pub setup_failures: u64,
 }
 
-fn seen_of(ev: &WatchEvent, at_ns: u64) -> Seen {
+/// None for an event with no type, which steward.proto says is never sent (the client already
+/// refuses it).
+fn seen_of(ev: &WatchEvent, at_ns: u64) -> Option<Seen> {
     let kind = match ev.event_type {
         EventType::Added => SeenType::Added,
         EventType::Modified => SeenType::Modified,
         EventType::Deleted => SeenType::Deleted,
         EventType::Bookmark => SeenType::Bookmark,
+        EventType::Unspecified => return None,
     };
     let field = |f: fn(&Value) -> &Value| {
         ev.object
@@ -197,14 +200,14 @@ fn seen_of(ev: &WatchEvent, at_ns: u64) -> Seen {
             .unwrap_or_default()
             .to_string()
     };
-    Seen {
+    Some(Seen {
         at_ns,
         kind,
         revision: ev.revision,
         name: field(|o| &o["metadata"]["name"]),
         op: field(|o| &o["spec"]["op"]),
         object_revision: ev.object.as_ref().and_then(resource_version),
-    }
+    })
 }
 
 fn resource_version(obj: &Value) -> Option<u64> {
@@ -464,7 +467,9 @@ async fn follow(
                 );
             }
             Ok(Some(Ok(ev))) => {
-                let seen = seen_of(&ev, start.elapsed().as_nanos() as u64);
+                let Some(seen) = seen_of(&ev, start.elapsed().as_nanos() as u64) else {
+                    return (Opened::Failure, "an event with no type".into());
+                };
                 if seen.revision > p.covered {
                     p.covered = seen.revision;
                     progressed_at = Instant::now();

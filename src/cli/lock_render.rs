@@ -19,16 +19,21 @@ const DETAILS_CELL_CHARS_MAX: usize = 60;
 /// Tokens shown in one TOKENS cell of `lock list` before the rest is counted.
 const TOKENS_CELL_MAX: usize = 4;
 
-/// `READ` / `WRITE`, or the raw number of a mode this build does not know.
+/// `READ` / `WRITE` (the proto name without its prefix), or the raw number of a mode this build
+/// does not know.
 pub fn mode_name(mode: i32) -> String {
     LockMode::try_from(mode)
-        .map(|m| m.as_str_name().to_string())
+        .map(|m| m.as_str_name().trim_start_matches("LOCK_MODE_").to_string())
         .unwrap_or_else(|_| format!("MODE({mode})"))
 }
 
 fn event_type_name(event_type: i32) -> String {
     LockEventType::try_from(event_type)
-        .map(|t| t.as_str_name().to_string())
+        .map(|t| {
+            t.as_str_name()
+                .trim_start_matches("LOCK_EVENT_TYPE_")
+                .to_string()
+        })
         .unwrap_or_else(|_| format!("EVENT({event_type})"))
 }
 

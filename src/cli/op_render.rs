@@ -213,7 +213,7 @@ mod tests {
             params_json: r#"{"plan":"small"}"#.into(),
             policy: Some(OperationPolicy {
                 lock: "Director/default/d1".into(),
-                lock_mode: 1,
+                lock_mode: crate::client::LockMode::Write as i32,
                 max_attempts: 3,
                 deadline_ms: 0,
                 deletes_target: false,

@@ -58,7 +58,7 @@ impl Progress {
         }
         let id = format!(
             "{} {}",
-            event.event_type.as_str_name(),
+            event_type_name(event.event_type),
             event
                 .object
                 .as_ref()
@@ -156,9 +156,14 @@ fn list_options(opts: &WatchOptions) -> ListOptions {
     }
 }
 
+/// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`: the proto name without its prefix.
+fn event_type_name(t: EventType) -> &'static str {
+    t.as_str_name().trim_start_matches("EVENT_TYPE_")
+}
+
 /// One event as printed; `None` for a BOOKMARK in table form (they only matter to programs).
 pub fn format_event(event: &WatchEvent, format: OutputFormat) -> anyhow::Result<Option<String>> {
-    let kind = event.event_type.as_str_name();
+    let kind = event_type_name(event.event_type);
     Ok(match format {
         OutputFormat::Table if event.event_type == EventType::Bookmark => None,
         OutputFormat::Table => {

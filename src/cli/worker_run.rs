@@ -140,7 +140,9 @@ impl Worker {
                         match AssignmentKind::try_from(a.kind) {
                             Ok(AssignmentKind::Run) => self.start(op),
                             Ok(AssignmentKind::Abort) => self.abort(op),
-                            Err(_) => tracing::warn!(kind = a.kind, "unknown assignment kind"),
+                            Ok(AssignmentKind::Unspecified) | Err(_) => {
+                                tracing::warn!(kind = a.kind, "unknown assignment kind")
+                            }
                         }
                     }
                     Err(e) => {

@@ -126,12 +126,15 @@ pub(super) fn txn_op_to_proto(op: TxnOp) -> pb::TxnOp {
 }
 
 pub(super) fn watch_event_from_proto(event: pb::WatchEvent) -> Result<WatchEvent, Status> {
-    let event_type = EventType::try_from(event.r#type).map_err(|_| {
-        Status::internal(format!(
-            "the server sent an unknown watch event type {}",
-            event.r#type
-        ))
-    })?;
+    let event_type = match EventType::try_from(event.r#type) {
+        Ok(EventType::Unspecified) | Err(_) => {
+            return Err(Status::internal(format!(
+                "the server sent an unknown watch event type {}",
+                event.r#type
+            )))
+        }
+        Ok(t) => t,
+    };
     let object = if event.object_json.is_empty() {
         None
     } else {

@@ -47,8 +47,11 @@ fn mode_from_proto(v: i32) -> Result<state::LockMode, Status> {
     match LockMode::try_from(v) {
         Ok(LockMode::Read) => Ok(state::LockMode::Read),
         Ok(LockMode::Write) => Ok(state::LockMode::Write),
+        Ok(LockMode::Unspecified) => Err(Status::invalid_argument(
+            "mode: required; LOCK_MODE_READ or LOCK_MODE_WRITE",
+        )),
         Err(_) => Err(Status::invalid_argument(format!(
-            "mode: unknown value {v}; READ or WRITE"
+            "mode: unknown value {v}; LOCK_MODE_READ or LOCK_MODE_WRITE"
         ))),
     }
 }

@@ -168,10 +168,16 @@ fn decode_continue(s: &str, kind: &str) -> Result<ContinueToken, Status> {
     Ok(token)
 }
 
-/// The wire's consistency value, or InvalidArgument naming the field.
+/// The wire's consistency value (unset: the default, linearizable), or InvalidArgument naming
+/// the field.
 pub(crate) fn consistency(v: i32) -> Result<Consistency, Status> {
-    Consistency::try_from(v)
-        .map_err(|_| Status::invalid_argument(format!("consistency: unknown value {v}")))
+    match Consistency::try_from(v) {
+        Ok(Consistency::Unspecified) => Ok(Consistency::Linearizable),
+        Ok(c) => Ok(c),
+        Err(_) => Err(Status::invalid_argument(format!(
+            "consistency: unknown value {v}; CONSISTENCY_LINEARIZABLE or CONSISTENCY_SERIALIZABLE"
+        ))),
+    }
 }
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchEvent, Status>> + Send>>;

@@ -84,8 +84,11 @@ fn report_from_proto(req: &ReportRequest) -> Result<WorkerReport, Status> {
             error: req.error.clone(),
         }),
         Ok(ReportKind::Aborted) => Ok(WorkerReport::Aborted),
+        Ok(ReportKind::Unspecified) => Err(Status::invalid_argument(
+            "kind: required; REPORT_KIND_STARTED, REPORT_KIND_SUCCEEDED, REPORT_KIND_FAILED or REPORT_KIND_ABORTED",
+        )),
         Err(_) => Err(Status::invalid_argument(format!(
-            "kind: unknown value {}; STARTED, SUCCEEDED, FAILED or ABORTED",
+            "kind: unknown value {}; REPORT_KIND_STARTED, REPORT_KIND_SUCCEEDED, REPORT_KIND_FAILED or REPORT_KIND_ABORTED",
             req.kind
         ))),
     }

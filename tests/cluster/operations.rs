@@ -393,6 +393,48 @@ async fn bad_requests_watch_paging_and_read_lock_verbs() {
     assert_eq!(code, Code::InvalidArgument, "{msg}");
     assert!(msg.contains("operations.attempts_max"), "{msg}");
 
+    // Required enums left at their zero value (UNSPECIFIED) are refused, naming the field, and
+    // change nothing: no READ lock taken by default.
+    use steward::proto::v1 as pb;
+    let ch = cluster.channel(cluster.wait_leader().await).await;
+    let (code, msg) = code_and_message(
+        pb::workers_client::WorkersClient::new(ch.clone())
+            .report(pb::ReportRequest {
+                id: "op-1".into(),
+                worker: "w".into(),
+                attempt: 1,
+                epoch: 1,
+                ..Default::default()
+            })
+            .await
+            .expect_err("report without kind"),
+    );
+    assert_eq!(code, Code::InvalidArgument, "{msg}");
+    assert!(msg.starts_with("kind: required"), "{msg}");
+    let mut locks = pb::locks_client::LocksClient::new(ch);
+    let (code, msg) = code_and_message(
+        locks
+            .acquire(pb::AcquireRequest {
+                name: "no-mode".into(),
+                holder: "h".into(),
+                ..Default::default()
+            })
+            .await
+            .expect_err("acquire without mode"),
+    );
+    assert_eq!(code, Code::InvalidArgument, "{msg}");
+    assert!(msg.starts_with("mode: required"), "{msg}");
+    let (code, msg) = code_and_message(
+        locks
+            .get(pb::GetLockRequest {
+                name: "no-mode".into(),
+                consistency: pb::Consistency::Unspecified as i32,
+            })
+            .await
+            .expect_err("nothing was granted"),
+    );
+    assert_eq!(code, Code::NotFound, "{msg}");
+
     // A watch on another node sees every change of the target's operations.
     let mut watch = other
         .op_watch(&OpListOptions {
