@@ -294,7 +294,7 @@ impl State {
         self.locks.iter()
     }
 
-    /// Number of lock entries (what `limits.locks_max` bounds).
+    /// Number of lock entries (what `locks.locks_max` bounds).
     pub fn lock_count(&self) -> usize {
         self.locks.len()
     }

@@ -123,7 +123,7 @@ pub struct LockWaiter {
     /// From this time on (`wait::wait_ended`) its caller has given up: it is never granted, and
     /// a sweep or the next grant point removes it (`WaitExpired`).
     pub wait_until_ms: u64,
-    /// `limits.lock_holders_max` when it was queued: it is granted only while fewer hold the
+    /// `locks.holders_max` when it was queued: it is granted only while fewer hold the
     /// lock, so waiting never lets a lock exceed the limit it was admitted under.
     pub holders_max: u32,
 }
@@ -146,11 +146,11 @@ pub struct Lock {
 /// same ones. Each has a `TooLarge` rejection naming its config key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LockLimits {
-    /// `limits.lock_holders_max`: holders of one lock.
+    /// `locks.holders_max`: holders of one lock.
     pub holders_max: u32,
-    /// `limits.lock_waiters_max`: waiters of one lock.
+    /// `locks.waiters_max`: waiters of one lock.
     pub waiters_max: u32,
-    /// `limits.locks_max`: lock entries in the store.
+    /// `locks.locks_max`: lock entries in the store.
     pub locks_max: u32,
     /// `limits.lock_details_bytes_max`: `details` as compact JSON.
     pub details_bytes_max: u32,

@@ -196,7 +196,7 @@ impl LockTable {
         check_ttl(req.ttl_ms)?;
         check_wait(req.wait_ms)?;
         check_details(req.details, &req.limits)?;
-        let locks_max = req.limits.locks_max;
+        let locks_max = req.locks.locks_max;
         let no_room = (!self.locks.contains_key(req.name)
             && self.locks.len() >= usize_of(locks_max))
         .then(|| {
@@ -205,7 +205,7 @@ impl LockTable {
                 self.len(),
                 req.name
             );
-            at_limit("name", what, "limits.locks_max", locks_max)
+            at_limit("name", what, "locks.locks_max", locks_max)
         });
         let now = ctx.now_ms;
         self.with_lock(req.name, now, |lock, last_token| {
@@ -461,7 +461,7 @@ fn enqueue(
         return Err(at_limit(
             "waiters",
             what,
-            "limits.lock_waiters_max",
+            "locks.waiters_max",
             waiters_max,
         ));
     }
@@ -491,7 +491,7 @@ enum Blocker {
     Queue,
     /// The held mode excludes the asked one.
     Mode,
-    /// The lock has `limits.lock_holders_max` holders.
+    /// The lock has `locks.holders_max` holders.
     HoldersMax(u32),
 }
 
@@ -523,7 +523,7 @@ impl Blocker {
                     lock.name,
                     lock.holders.len()
                 );
-                at_limit("holders", what, "limits.lock_holders_max", *max)
+                at_limit("holders", what, "locks.holders_max", *max)
             }
         }
     }

@@ -24,7 +24,7 @@ pub(super) fn too_large(field: &str, rule: String) -> Rejection {
     }
 }
 
-/// A count at its limit: "lock d already has 4 holders, the most limits.lock_holders_max = 4
+/// A count at its limit: "lock d already has 4 holders, the most locks.holders_max = 4
 /// allows".
 pub(super) fn at_limit(field: &str, what: String, limit: &str, max: u32) -> Rejection {
     too_large(field, format!("{what}, the most {limit} = {max} allows"))
@@ -96,7 +96,7 @@ pub(super) fn check_wait(wait_ms: u64) -> Result<(), Rejection> {
     Ok(())
 }
 
-/// A JSON object or null, and (unless null) at most `limits.details_bytes_max` bytes as JSON.
+/// A JSON object or null, and (unless null) at most `locks.details_bytes_max` bytes as JSON.
 pub(super) fn check_details(
     details: &serde_json::Value,
     limits: &LockLimits,
@@ -116,7 +116,7 @@ pub(super) fn check_details(
         return Err(too_large(
             "details",
             format!(
-                "{bytes} bytes as JSON, more than the limit limits.lock_details_bytes_max = {max}"
+                "{bytes} bytes as JSON, more than the limit locks.details_bytes_max = {max}"
             ),
         ));
     }

@@ -531,14 +531,14 @@ fn limits_hold_at_the_limit_and_refuse_one_past() {
     log.granted(1_000, acquire_limited("a", "h1", R, 0, limits));
     log.granted(1_000, acquire_limited("a", "h2", R, 0, limits));
     let cmd = acquire_limited("a", "h3", R, 0, limits);
-    let check = too_large("holders", "limits.lock_holders_max = 2");
+    let check = too_large("holders", "locks.holders_max = 2");
     let got = log.run(1_001, cmd);
     assert!(matches!(&got, Response::Rejected(r) if check(r)), "{got:?}");
     // Waiting for a slot is allowed, and the grant keeps within the limit.
     let w3 = log.queued(1_002, acquire_limited("a", "h3", R, LONG, limits), 1);
     log.queued(1_003, acquire_limited("a", "h4", R, LONG, limits), 2);
     let got = log.run(1_004, acquire_limited("a", "h5", R, LONG, limits));
-    let check = too_large("waiters", "limits.lock_waiters_max = 2");
+    let check = too_large("waiters", "locks.waiters_max = 2");
     assert!(matches!(&got, Response::Rejected(r) if check(r)), "{got:?}");
     log.events();
     log.run(1_005, release("a", "h1", 1));
@@ -548,7 +548,7 @@ fn limits_hold_at_the_limit_and_refuse_one_past() {
 
     log.granted(1_006, acquire_limited("b", "h1", W, 0, limits));
     let got = log.run(1_007, acquire_limited("c", "h1", W, LONG, limits));
-    let check = too_large("name", "limits.locks_max = 2");
+    let check = too_large("name", "locks.locks_max = 2");
     assert!(matches!(&got, Response::Rejected(r) if check(r)), "{got:?}");
     // Existing locks still take holders and waiters.
     log.queued(1_008, acquire_limited("b", "h2", W, LONG, limits), 1);

@@ -167,7 +167,7 @@ fn ended_waits_do_not_count_against_the_waiters_limit() {
     // At the limit while they wait: refused, naming the limit.
     log.rejected_with(1_099, acquire("d", "h5", W, None, LONG), |r| {
         matches!(r, Rejection::TooLarge { field, rule }
-            if field == "waiters" && rule.contains("limits.lock_waiters_max = 4"))
+            if field == "waiters" && rule.contains("locks.waiters_max = 4"))
     });
     // Once their waits ended, the queue is empty: the new one is first, the four leave.
     log.queued(1_100, acquire("d", "h5", W, None, LONG), 1);
