@@ -152,7 +152,7 @@ pub struct LockLimits {
     pub waiters_max: u32,
     /// `locks.locks_max`: lock entries in the store.
     pub locks_max: u32,
-    /// `limits.lock_details_bytes_max`: `details` as compact JSON.
+    /// `locks.details_bytes_max`: `details` as compact JSON.
     pub details_bytes_max: u32,
 }
 

@@ -563,7 +563,7 @@ fn limits_hold_at_the_limit_and_refuse_one_past() {
     let past = json!({ "resourceId": "0123456789abcd" });
     let cmd = with_details(acquire_limited("b", "h4", R, LONG, limits), past);
     let got = log.run(1_011, cmd);
-    let check = too_large("details", "limits.lock_details_bytes_max = 30");
+    let check = too_large("details", "locks.details_bytes_max = 30");
     assert!(matches!(&got, Response::Rejected(r) if check(r)), "{got:?}");
 }
 
