@@ -368,6 +368,34 @@ fn rejection_refusal(r: &Rejection) -> Refusal {
     }
 }
 
+/// The refusal of op `index` of a txn: its message and its `field` metadata are prefixed with
+/// `ops[index]`, and `op_index` names the op; code, reason, RetryInfo and trailers stay.
+pub fn txn_op(index: usize, status: Status) -> Status {
+    let prefix = format!("ops[{index}]");
+    let mut details = status.get_error_details();
+    let (reason, domain, mut info) = match details.error_info() {
+        Some(i) => (i.reason.clone(), i.domain.clone(), i.metadata.clone()),
+        None => (
+            reason_name(reason_for_code(status.code())).to_string(),
+            DOMAIN.to_string(),
+            HashMap::new(),
+        ),
+    };
+    if let Some(field) = info.get_mut("field") {
+        *field = format!("{prefix}.{field}");
+    }
+    info.insert("op_index".to_string(), index.to_string());
+    details.set_error_info(reason, domain, info);
+    let mut metadata = status.metadata().clone();
+    metadata.remove("grpc-status-details-bin");
+    Status::with_error_details_and_metadata(
+        status.code(),
+        format!("{prefix}: {}", status.message()),
+        details,
+        metadata,
+    )
+}
+
 /// The config key a rule's text names (`limits.x`, `locks.x`, ...), if any: the rules of
 /// `TooLarge` are written "... over limits.object_bytes_max = N".
 fn limit_named_in(rule: &str) -> Option<&str> {
