@@ -6,7 +6,7 @@
 //!
 //! A waiter whose wait has ended (`wait_ended` at the entry's time) is never granted, even when
 //! its cancel was never proposed (no leader, pending full, auth changed): its caller was already
-//! told DeadlineExceeded, so a grant would go to nobody and, without a ttl, hold the lock for
+//! told LOCK_WAIT_EXPIRED, so a grant would go to nobody and, without a ttl, hold the lock for
 //! ever. Every grant point (`grant_queue`) first drops such waiters with the `WaitExpired` event
 //! the sweep emits, and they are no queue for a new acquire (`blocker`, `enqueue`).
 
@@ -555,7 +555,7 @@ fn live_waiters(lock: &Lock, now: u64) -> usize {
 }
 
 /// Removes every waiter whose wait has ended at `now`, each with the `WaitExpired` event the
-/// sweep emits (the acquire call waiting on it, if still there, answers DeadlineExceeded).
+/// sweep emits (the acquire call waiting on it, if still there, answers Aborted, LOCK_WAIT_EXPIRED).
 /// Returns how many went.
 fn drop_ended_waiters(lock: &mut Lock, now: u64, events: &mut Vec<LockEvent>) -> u32 {
     if live_waiters(lock, now) == lock.waiters.len() {
