@@ -4,8 +4,9 @@
 //!
 //! A claim whose wait has ended (`wait_ended` at the entry's time) is never granted, even if its
 //! waiter's cancel and the reaper's expiry were never proposed: the waiter was already answered
-//! Aborted POOL_WAIT_EXPIRED. Every command drops such claims before it grants (`grant_waiting`) and an
-//! acquire does so before it counts the queue, so they are no queue and no demand either.
+//! Aborted POOL_WAIT_EXPIRED. Every command drops such claims before it grants
+//! (`grant_waiting`) and an acquire does so before it counts the queue, so they are no queue and
+//! no demand either.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
