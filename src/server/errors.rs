@@ -684,3 +684,6 @@ pub fn reason_for_code(code: Code) -> ErrorReason {
     }
 }
 
+
+#[cfg(test)]
+mod tests;
