@@ -16,6 +16,7 @@ mod client_limits;
 mod compose;
 mod count;
 mod deployments;
+mod errors;
 mod dev;
 mod faults;
 mod harness;

@@ -313,16 +313,16 @@ fn table() -> Vec<(Rejection, Code, &'static str, Vec<(&'static str, String)>)> 
 
 #[test]
 fn every_rejection_kind_has_its_code_reason_and_metadata() {
-    for (rejection, code, reason, metadata) in table() {
-        let status = rejection(&rejection);
-        assert_eq!(status.code(), code, "{rejection:?}");
-        assert_eq!(status.message(), rejection.to_string());
+    for (r, code, reason, metadata) in table() {
+        let status = rejection(&r);
+        assert_eq!(status.code(), code, "{r:?}");
+        assert_eq!(status.message(), r.to_string());
         let (got_reason, domain, got) = info(&status);
-        assert_eq!(got_reason, reason, "{rejection:?}");
+        assert_eq!(got_reason, reason, "{r:?}");
         assert_eq!(domain, "steward");
         assert!(reason_from_name(&got_reason).is_some(), "{got_reason}");
         for (k, v) in metadata {
-            assert_eq!(got.get(k), Some(&v), "{rejection:?}: metadata {k} in {got:?}");
+            assert_eq!(got.get(k), Some(&v), "{r:?}: metadata {k} in {got:?}");
         }
     }
 }
