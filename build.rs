@@ -3,7 +3,11 @@
 //! reflection (`$OUT_DIR/steward_client_api.bin`, served by src/server/mod.rs).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = ["proto/steward.proto", "proto/errors.proto", "proto/raft.proto"];
+    let files = [
+        "proto/steward.proto",
+        "proto/errors.proto",
+        "proto/raft.proto",
+    ];
     for f in files {
         println!("cargo:rerun-if-changed={f}");
     }

@@ -51,6 +51,7 @@ mod operations;
 mod pools;
 mod types;
 
+pub use crate::proto::v1::ErrorReason;
 pub use crate::proto::v1::{Alarm, AlarmsReply, CompactReply, NodeCompaction};
 pub use crate::proto::v1::{
     Assignment, AssignmentKind, DeregisterWorkerReply, ListOperationsReply, ListWorkersReply,
@@ -64,7 +65,6 @@ pub use crate::proto::v1::{
 };
 pub use auth::{AuthStatusReply, UserInfo, UserListReply, UserReply};
 pub use deployments::{DeploymentStatus, DeploymentVerb};
-pub use crate::proto::v1::ErrorReason;
 pub use failover::{
     is_retryable_read, leader_hint, never_sent, normalize_endpoint, reason, retry_delay,
     split_endpoints, ERROR_DOMAIN, LEADER_HINT_KEY,

@@ -127,17 +127,17 @@ mod tests {
             classify(&errors::unavailable("shutting down", None)),
             Outcome::Unknown
         );
-        assert_eq!(
-            classify(&errors::internal_message("bug")),
-            Outcome::Unknown
-        );
+        assert_eq!(classify(&errors::internal_message("bug")), Outcome::Unknown);
         // Made or begun: DeadlineExceeded with NOT_SETTLED is not a refusal.
         assert_eq!(
             classify(&errors::not_settled(4, "not caught up")),
             Outcome::Unknown
         );
         assert_eq!(
-            classify(&errors::lock_wait_expired("l", std::time::Duration::from_millis(5))),
+            classify(&errors::lock_wait_expired(
+                "l",
+                std::time::Duration::from_millis(5)
+            )),
             Outcome::Fail
         );
     }

@@ -562,10 +562,7 @@ fn user_info(user: &User) -> UserInfo {
 fn parse_roles(field: &str, roles: &[String]) -> Result<Vec<Role>, Status> {
     roles
         .iter()
-        .map(|r| {
-            r.parse()
-                .map_err(|e: String| errors::invalid(field, e))
-        })
+        .map(|r| r.parse().map_err(|e: String| errors::invalid(field, e)))
         .collect()
 }
 

@@ -341,8 +341,8 @@ impl Cluster for ClusterService {
             };
             (state, header)
         };
-        let header_json = serde_json::to_string(&header)
-            .map_err(|e| errors::internal("snapshot header", e))?;
+        let header_json =
+            serde_json::to_string(&header).map_err(|e| errors::internal("snapshot header", e))?;
         tracing::info!(
             revision = header.revision,
             objects = header.objects,
@@ -353,15 +353,13 @@ impl Cluster for ClusterService {
             header_json,
             ..Default::default()
         };
-        tx.send(Ok(first))
-            .await
-            .map_err(|_| {
-                errors::refused(
-                    tonic::Code::Cancelled,
-                    ErrorReason::Unavailable,
-                    "the client went away",
-                )
-            })?;
+        tx.send(Ok(first)).await.map_err(|_| {
+            errors::refused(
+                tonic::Code::Cancelled,
+                ErrorReason::Unavailable,
+                "the client went away",
+            )
+        })?;
         tokio::task::spawn_blocking(move || {
             let mut out = ChunkSender {
                 tx: tx.clone(),

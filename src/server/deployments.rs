@@ -303,11 +303,9 @@ impl StatusService for DeploymentsService {
             .await?;
         let max = self.node.config.status.query_resources_max;
         let state = self.node.state();
-        let d = state
-            .deployment(&key)
-            .ok_or_else(|| {
-                errors::not_found("deployment", &key, format!("deployment {key} not found"))
-            })?;
+        let d = state.deployment(&key).ok_or_else(|| {
+            errors::not_found("deployment", &key, format!("deployment {key} not found"))
+        })?;
         let status_json = status_json(&key, d, &query, max).map_err(|r| errors::rejection(&r))?;
         Ok(GrpcResponse::new(DeploymentStatusReply {
             status_json,

@@ -333,11 +333,9 @@ fn rejection_refusal(r: &Rejection) -> Refusal {
         } => new(Code::FailedPrecondition, R::OperationDeadlinePassed)
             .meta("operation", id)
             .meta("deadline_at_ms", deadline_at_ms),
-        Rejection::WorkerUnfit { worker, id, .. } => {
-            new(Code::FailedPrecondition, R::WorkerUnfit)
-                .meta("worker", worker)
-                .meta("operation", id)
-        }
+        Rejection::WorkerUnfit { worker, id, .. } => new(Code::FailedPrecondition, R::WorkerUnfit)
+            .meta("worker", worker)
+            .meta("operation", id),
         // A sequencer (epoch) check failed: the worker lost its assignment and must stop, not
         // retry (gRPC's own example of Aborted).
         Rejection::StaleAssignment {
@@ -667,7 +665,12 @@ pub fn from_parts(
         };
         return build(code, message, reason, HashMap::new(), None, metadata);
     }
-    Status::with_details_and_metadata(code, message, bytes::Bytes::copy_from_slice(details), metadata)
+    Status::with_details_and_metadata(
+        code,
+        message,
+        bytes::Bytes::copy_from_slice(details),
+        metadata,
+    )
 }
 
 /// The reason a status of `code` gets when nothing more is known about it.
@@ -683,7 +686,6 @@ pub fn reason_for_code(code: Code) -> ErrorReason {
         _ => ErrorReason::Internal,
     }
 }
-
 
 #[cfg(test)]
 mod tests;

@@ -108,9 +108,7 @@ impl RunningNode {
 pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
     crate::bugs::check_env()?;
     // NOT_APPLIED's RetryInfo: about the time a new leader takes to appear.
-    errors::set_election_timeout(Duration::from_millis(
-        config.raft.election_timeout_min_ms,
-    ));
+    errors::set_election_timeout(Duration::from_millis(config.raft.election_timeout_min_ms));
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
     let client_listener = TcpListener::bind(&config.client_addr)

@@ -92,9 +92,8 @@ fn lock_on(req: &SubmitOperationRequest, target: &ObjectKey) -> Result<Option<Ob
         (true, true) => Ok(None),
         (false, false) => {
             let key = ObjectKey::new(&req.lock_kind, &target.namespace, &req.lock_name);
-            state::validate::validate_key(&key).map_err(|r| {
-                errors::invalid("lock_kind/lock_name", r)
-            })?;
+            state::validate::validate_key(&key)
+                .map_err(|r| errors::invalid("lock_kind/lock_name", r))?;
             Ok(Some(key))
         }
         _ => Err(errors::invalid(
@@ -105,8 +104,7 @@ fn lock_on(req: &SubmitOperationRequest, target: &ObjectKey) -> Result<Option<Ob
 }
 
 pub fn parse_id(field: &str, text: &str) -> Result<OperationId, Status> {
-    text.parse()
-        .map_err(|e: String| errors::invalid(field, e))
+    text.parse().map_err(|e: String| errors::invalid(field, e))
 }
 
 /// Empty text is JSON null; anything else must parse.
@@ -114,8 +112,8 @@ pub fn json_or_null(field: &str, text: &str) -> Result<serde_json::Value, Status
     if text.trim().is_empty() {
         return Ok(serde_json::Value::Null);
     }
-    let value = serde_json::from_str(text)
-        .map_err(|e| errors::invalid(field, format!("not JSON: {e}")))?;
+    let value =
+        serde_json::from_str(text).map_err(|e| errors::invalid(field, format!("not JSON: {e}")))?;
     state::validate::check_json_depth(field, text).map_err(|r| errors::rejection(&r))?;
     Ok(value)
 }

@@ -13,8 +13,8 @@ use crate::proto::raft_v1::{
 };
 use crate::raft::network::{decode, encode, receive_snapshot};
 use crate::raft::types::*;
-use crate::server::forward::{decode_batch, ForwardReply};
 use crate::server::errors;
+use crate::server::forward::{decode_batch, ForwardReply};
 use crate::server::node::{LocalProposeError, Node};
 
 pub struct PeerService {

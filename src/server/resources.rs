@@ -371,10 +371,7 @@ impl Resources for ResourcesService {
                 .op
                 .as_ref()
                 .ok_or_else(|| errors::invalid(&format!("ops[{i}]"), "empty op"))?;
-            ops.push(
-                self.txn_op(op)
-                    .map_err(|s| errors::txn_op(i, s))?,
-            );
+            ops.push(self.txn_op(op).map_err(|s| errors::txn_op(i, s))?);
         }
         let namespaces: std::collections::BTreeSet<String> = ops
             .iter()

@@ -49,7 +49,10 @@ async fn refusals_carry_their_reasons_on_the_leader_and_through_a_follower() {
         assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
         let (r, meta) = info(&err);
         assert_eq!(r, ErrorReason::AlreadyExists);
-        assert_eq!(meta.get("resource_type").map(String::as_str), Some("object"));
+        assert_eq!(
+            meta.get("resource_type").map(String::as_str),
+            Some("object")
+        );
     }
 
     // A stale precondition: REVISION_CONFLICT naming the current revision, the same through
@@ -107,7 +110,10 @@ async fn refusals_carry_their_reasons_on_the_leader_and_through_a_follower() {
         .expect_err("absent");
     let (r, meta) = info(&err);
     assert_eq!((err.code(), r), (Code::NotFound, ErrorReason::NotFound));
-    assert_eq!(meta.get("resource_type").map(String::as_str), Some("object"));
+    assert_eq!(
+        meta.get("resource_type").map(String::as_str),
+        Some("object")
+    );
 }
 
 async fn acquire(
@@ -135,7 +141,9 @@ async fn a_busy_lock_and_an_expired_wait_are_told_apart_from_deadlines() {
     let mut on_leader = cluster.locks(leader).await;
     let mut on_follower = cluster.locks(followers[0]).await;
 
-    acquire(&mut on_leader, "first", 0).await.expect("free lock");
+    acquire(&mut on_leader, "first", 0)
+        .await
+        .expect("free lock");
     for c in [&mut on_leader, &mut on_follower] {
         let busy = acquire(c, "second", 0).await.expect_err("held");
         assert_eq!(busy.code(), Code::Aborted, "{busy:?}");

@@ -30,13 +30,19 @@ fn table() -> Vec<(Rejection, Code, &'static str, Vec<(&'static str, String)>)> 
             Rejection::AlreadyExists { key: key() },
             Code::AlreadyExists,
             "ALREADY_EXISTS",
-            vec![("resource_type", "object".into()), ("name", key().to_string())],
+            vec![
+                ("resource_type", "object".into()),
+                ("name", key().to_string()),
+            ],
         ),
         (
             Rejection::NotFound { key: key() },
             Code::NotFound,
             "NOT_FOUND",
-            vec![("resource_type", "object".into()), ("name", key().to_string())],
+            vec![
+                ("resource_type", "object".into()),
+                ("name", key().to_string()),
+            ],
         ),
         (
             Rejection::Conflict {
@@ -205,7 +211,10 @@ fn table() -> Vec<(Rejection, Code, &'static str, Vec<(&'static str, String)>)> 
             Rejection::OperationNotFound { id: op },
             Code::NotFound,
             "NOT_FOUND",
-            vec![("resource_type", "operation".into()), ("name", "op-7".into())],
+            vec![
+                ("resource_type", "operation".into()),
+                ("name", "op-7".into()),
+            ],
         ),
         (
             Rejection::WorkerNotFound { worker: "w".into() },
@@ -329,8 +338,14 @@ fn every_rejection_kind_has_its_code_reason_and_metadata() {
 
 #[test]
 fn reason_names_are_the_proto_names_without_the_prefix() {
-    assert_eq!(reason_name(ErrorReason::LockWaitExpired), "LOCK_WAIT_EXPIRED");
-    assert_eq!(reason_from_name("NOT_APPLIED"), Some(ErrorReason::NotApplied));
+    assert_eq!(
+        reason_name(ErrorReason::LockWaitExpired),
+        "LOCK_WAIT_EXPIRED"
+    );
+    assert_eq!(
+        reason_from_name("NOT_APPLIED"),
+        Some(ErrorReason::NotApplied)
+    );
     assert_eq!(reason_from_name("UNSPECIFIED"), None);
     assert_eq!(reason_from_name("ERROR_REASON_NOT_APPLIED"), None);
     assert_eq!(reason_from_name("nope"), None);
@@ -384,7 +399,10 @@ fn not_applied_sets_the_reason_keeps_the_code_and_the_leader_hint() {
     assert_eq!(status.message(), "cannot reach the leader");
     let (reason, _, metadata) = info(&status);
     assert_eq!(reason, "NOT_APPLIED");
-    assert_eq!(metadata.get("leader").map(String::as_str), Some("127.0.0.1:2"));
+    assert_eq!(
+        metadata.get("leader").map(String::as_str),
+        Some("127.0.0.1:2")
+    );
     assert!(status.get_details_retry_info().is_some());
     let trailer = |s: &Status, k: &str| {
         s.metadata()
@@ -392,7 +410,10 @@ fn not_applied_sets_the_reason_keeps_the_code_and_the_leader_hint() {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
-    assert_eq!(trailer(&status, LEADER_HINT).as_deref(), Some("127.0.0.1:2"));
+    assert_eq!(
+        trailer(&status, LEADER_HINT).as_deref(),
+        Some("127.0.0.1:2")
+    );
     assert_eq!(trailer(&status, NOT_APPLIED).as_deref(), Some("true"));
 
     // Internal keeps its code and becomes NOT_APPLIED.
@@ -418,7 +439,10 @@ fn not_applied_sets_the_reason_keeps_the_code_and_the_leader_hint() {
     );
 
     // A plain status (no details) gets NOT_APPLIED too.
-    assert_eq!(info(&not_applied(Status::unavailable("x"))).0, "NOT_APPLIED");
+    assert_eq!(
+        info(&not_applied(Status::unavailable("x"))).0,
+        "NOT_APPLIED"
+    );
 }
 
 #[test]
@@ -488,8 +512,12 @@ fn helpers_name_the_field_and_the_limit() {
     );
     assert_eq!(metadata.get("op_index").map(String::as_str), Some("3"));
     assert_eq!(
-        info(&rate_limited("limits.client_requests_per_second", Duration::from_millis(2), "slow"))
-            .0,
+        info(&rate_limited(
+            "limits.client_requests_per_second",
+            Duration::from_millis(2),
+            "slow"
+        ))
+        .0,
         "RATE_LIMITED"
     );
 }
