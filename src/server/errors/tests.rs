@@ -22,8 +22,11 @@ fn key() -> ObjectKey {
     ObjectKey::new("Director", "default", "d1")
 }
 
-/// One row per rejection kind: (rejection, code, reason, metadata that must be there).
-fn table() -> Vec<(Rejection, Code, &'static str, Vec<(&'static str, String)>)> {
+/// One row of the table: a rejection, its code, its reason, metadata that must be there.
+type Row = (Rejection, Code, &'static str, Vec<(&'static str, String)>);
+
+/// One row per rejection kind.
+fn table() -> Vec<Row> {
     let op = OperationId(7);
     vec![
         (
