@@ -673,10 +673,14 @@ pub fn from_parts(
     )
 }
 
-/// The reason a status of `code` gets when nothing more is known about it.
+/// The reason a status of `code` gets when nothing more is known about it (a status tonic made,
+/// or an older leader's answer); INTERNAL, which promises nothing, where the code says too little.
 pub fn reason_for_code(code: Code) -> ErrorReason {
     match code {
-        Code::InvalidArgument => ErrorReason::InvalidArgument,
+        // A method this node does not serve: the request is wrong, not the node.
+        Code::InvalidArgument | Code::Unimplemented => ErrorReason::InvalidArgument,
+        // gRPC's own message size limits.
+        Code::OutOfRange => ErrorReason::LimitExceeded,
         Code::NotFound => ErrorReason::NotFound,
         Code::AlreadyExists => ErrorReason::AlreadyExists,
         Code::ResourceExhausted => ErrorReason::LimitExceeded,
@@ -684,6 +688,77 @@ pub fn reason_for_code(code: Code) -> ErrorReason {
         Code::PermissionDenied => ErrorReason::PermissionDenied,
         Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded => ErrorReason::Unavailable,
         _ => ErrorReason::Internal,
+    }
+}
+
+/// Adds an ErrorInfo to a refusal that leaves the client API without details: the statuses tonic
+/// itself makes (an unknown method, a request it cannot decode or that is too large), which no
+/// handler builds. The reason follows from the code (`reason_for_code`). Only statuses in the
+/// response headers (trailers-only responses, as every refusal before a reply is) are seen; one
+/// in the trailers of a streamed body (an encoding failure mid-stream) is left as it is.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DetailsLayer;
+
+impl<S> tower::Layer<S> for DetailsLayer {
+    type Service = Details<S>;
+
+    fn layer(&self, inner: S) -> Details<S> {
+        Details { inner }
+    }
+}
+
+/// The service `DetailsLayer` wraps around the client API's router.
+#[derive(Clone, Debug)]
+pub struct Details<S> {
+    inner: S,
+}
+
+type DetailsFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'static>>;
+
+impl<S, B, RB> tower::Service<http::Request<B>> for Details<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<RB>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    RB: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = DetailsFuture<Result<S::Response, S::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let future = self.inner.call(request);
+        Box::pin(async move {
+            let mut response = future.await?;
+            add_details(response.headers_mut());
+            Ok(response)
+        })
+    }
+}
+
+/// The details header for a refusal in `headers` that has none (see `DetailsLayer`).
+fn add_details(headers: &mut http::HeaderMap) {
+    const DETAILS: &str = "grpc-status-details-bin";
+    if headers.contains_key(DETAILS) {
+        return;
+    }
+    let Some(status) = Status::from_header_map(headers) else {
+        return;
+    };
+    if status.code() == Code::Ok {
+        return;
+    }
+    let code = status.code();
+    let with_details = refused(code, reason_for_code(code), status.message()).into_http::<()>();
+    if let Some(v) = with_details.headers().get(DETAILS) {
+        headers.insert(DETAILS, v.clone());
     }
 }
 

@@ -297,6 +297,8 @@ async fn serve_client_api(
         };
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let result = builder
+        // Outermost: even a refusal of the layers below, or of tonic itself, carries ErrorInfo.
+        .layer(errors::DetailsLayer)
         .layer(layer)
         .layer(limits)
         .layer(auth_layer)

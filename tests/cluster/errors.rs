@@ -104,6 +104,20 @@ async fn refusals_carry_their_reasons_on_the_leader_and_through_a_follower() {
         );
     }
 
+    // A method no node serves: tonic's own Unimplemented, given a reason on the way out.
+    let mut grpc = tonic::client::Grpc::new(cluster.channel(followers[1]).await);
+    grpc.ready().await.expect("ready");
+    let err = grpc
+        .unary::<GetRequest, ObjectReply, _>(
+            tonic::Request::new(GetRequest::default()),
+            http::uri::PathAndQuery::from_static("/steward.v1.Resources/NoSuchMethod"),
+            tonic_prost::ProstCodec::<GetRequest, ObjectReply>::default(),
+        )
+        .await
+        .expect_err("no such method");
+    assert_eq!(err.code(), Code::Unimplemented, "{err:?}");
+    assert_eq!(info(&err).0, ErrorReason::InvalidArgument);
+
     // NOT_FOUND names what is missing.
     let err = get(&mut on_follower, "nope", Consistency::Linearizable)
         .await

@@ -465,6 +465,43 @@ fn refusals_survive_the_wire() {
     assert!(received.get_details_retry_info().is_some());
 }
 
+/// A status tonic made (no handler saw the call) leaves with an ErrorInfo from its code; one
+/// with details already keeps them; a success is untouched.
+#[test]
+fn the_details_layer_fills_in_what_tonic_left_out() {
+    let mut headers = Status::unimplemented("no such method")
+        .into_http::<()>()
+        .headers()
+        .clone();
+    add_details(&mut headers);
+    let status = Status::from_header_map(&headers).expect("a status");
+    assert_eq!(status.code(), Code::Unimplemented);
+    assert_eq!(status.message(), "no such method");
+    assert_eq!(info(&status).0, "INVALID_ARGUMENT");
+    let mut headers = Status::invalid_argument("decode")
+        .into_http::<()>()
+        .headers()
+        .clone();
+    add_details(&mut headers);
+    let status = Status::from_header_map(&headers).expect("a status");
+    assert_eq!(info(&status).0, "INVALID_ARGUMENT");
+
+    let busy = rejection(&Rejection::LockBusy {
+        name: "l".into(),
+        mode_held: LockMode::Write,
+        holders: 1,
+        waiters: 0,
+    });
+    let mut headers = busy.into_http::<()>().headers().clone();
+    add_details(&mut headers);
+    let status = Status::from_header_map(&headers).expect("a status");
+    assert_eq!(info(&status).0, "LOCK_BUSY");
+
+    let mut ok = http::HeaderMap::new();
+    add_details(&mut ok);
+    assert!(ok.is_empty());
+}
+
 #[test]
 fn a_forwarded_answer_keeps_the_leaders_details() {
     let on_leader = rejection(&Rejection::LockBusy {
