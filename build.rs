@@ -1,9 +1,13 @@
 //! Compiles proto/ with protox (pure Rust), so a fresh machine needs no system `protoc`, and
-//! writes the client API's encoded descriptor set for gRPC server reflection
-//! (`$OUT_DIR/steward_client_api.bin`, served by src/server/mod.rs).
+//! writes the client API's encoded descriptor set (steward.proto, errors.proto) for gRPC server
+//! reflection (`$OUT_DIR/steward_client_api.bin`, served by src/server/mod.rs).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = ["proto/steward.proto", "proto/raft.proto"];
+    let files = [
+        "proto/steward.proto",
+        "proto/errors.proto",
+        "proto/raft.proto",
+    ];
     for f in files {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -17,6 +21,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut client_api = protox::Compiler::new(["proto"])?;
     client_api.include_imports(true).include_source_info(true);
     client_api.open_file("proto/steward.proto")?;
+    // The reasons of refusals (google.rpc.ErrorInfo.reason), so reflection shows them too.
+    client_api.open_file("proto/errors.proto")?;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(
         out.join("steward_client_api.bin"),

@@ -9,7 +9,7 @@
 //!   the request deadline;
 //! - writes are retried only when the error proves the request never left this process (the
 //!   connection could not be made), or the node said it was refused before any leader appended
-//!   it (Unavailable with `x-steward-not-applied`: no leader, as during an election). Any other
+//!   it (reason NOT_APPLIED: no leader, as during an election; or AUTH_CHANGED). Any other
 //!   failure of a write is ambiguous (it may have been
 //!   applied) and is returned as it is, so callers see the uncertainty. Lock acquire, refresh
 //!   and release are writes.
@@ -20,7 +20,9 @@
 //! live in client/locks.rs, operation and worker calls in client/operations.rs.
 //!
 //! Errors are `tonic::Status` values: `.code()` and `.message()` are what the server said, or
-//! `DeadlineExceeded` / `Unavailable` / `Internal` for failures on the client side.
+//! `DeadlineExceeded` / `Unavailable` / `Internal` for failures on the client side. Decide by
+//! `client::reason(&status)` (the server's `ErrorReason`, proto/errors.proto), not the message;
+//! `client::retry_delay` is the wait the server asked for.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -49,6 +51,7 @@ mod operations;
 mod pools;
 mod types;
 
+pub use crate::proto::v1::ErrorReason;
 pub use crate::proto::v1::{Alarm, AlarmsReply, CompactReply, NodeCompaction};
 pub use crate::proto::v1::{
     Assignment, AssignmentKind, DeregisterWorkerReply, ListOperationsReply, ListWorkersReply,
@@ -63,10 +66,10 @@ pub use crate::proto::v1::{
 pub use auth::{AuthStatusReply, UserInfo, UserListReply, UserReply};
 pub use deployments::{DeploymentStatus, DeploymentVerb};
 pub use failover::{
-    is_retryable_read, leader_hint, never_sent, normalize_endpoint, split_endpoints,
-    LEADER_HINT_KEY,
+    is_retryable_read, leader_hint, never_sent, normalize_endpoint, reason, retry_delay,
+    split_endpoints, ERROR_DOMAIN, LEADER_HINT_KEY,
 };
-pub use locks::LockWatchStream;
+pub use locks::{lock_wait_expired, LockWatchStream};
 pub use operations::{AssignmentStream, OpListOptions, OpReport, OpWatchStream, SubmitOptions};
 pub use pools::{PoolMetricsReply, PoolResource, PoolResourceReply, PoolResourcesReply};
 pub use types::{ListOptions, ListPage, TxnOp, TxnResult, WatchEvent, WatchOptions, WatchStream};

@@ -18,7 +18,7 @@ pub const LIST_OTHERS: usize = 100;
 pub const WATCH_MARKER: &str = "marker";
 /// Lock TTL: a run that dies leaves no lock held for long.
 pub const LOCK_TTL_MS: u64 = 60_000;
-/// How long a `lock-contended` client waits in line before DeadlineExceeded.
+/// How long a `lock-contended` client waits in line before Aborted, LOCK_WAIT_EXPIRED.
 pub const LOCK_WAIT_MS: u64 = 60_000;
 
 /// A short id that tells this run from the others on the same cluster: 8 hex digits from the

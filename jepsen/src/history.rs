@@ -4,9 +4,12 @@
 //! times (nanoseconds since the run started, from one monotonic clock). The contract for
 //! classifying an outcome:
 //! - `Ok`: the server acknowledged it; it took effect exactly once, between invoke and complete.
-//! - `Fail`: the server refused it with a definite answer that proves it did not take effect
-//!   (NotFound, AlreadyExists, Aborted on a precondition, InvalidArgument, FailedPrecondition).
-//! - `Unknown`: anything else (Unavailable, DeadlineExceeded, a transport error, a timeout): it
+//! - `Fail`: the server refused it with a definite answer that proves it did not take effect:
+//!   a reason documented "applied: no" (NOT_APPLIED, REVISION_CONFLICT, LOCK_BUSY, ...; see
+//!   `outcome`), or without a reason NotFound, AlreadyExists, Aborted, InvalidArgument,
+//!   FailedPrecondition, OutOfRange, ResourceExhausted.
+//! - `Unknown`: anything else (OUTCOME_UNKNOWN, UNAVAILABLE, INTERNAL, NOT_SETTLED, a transport
+//!   error, the client's DeadlineExceeded, a timeout): it
 //!   may or may not have taken effect, at any time after invoke — possibly after complete.
 //!   Reads with an unknown outcome carry no information and may be dropped by checkers.
 

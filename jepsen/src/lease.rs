@@ -25,9 +25,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use steward::client::Client;
+use steward::client::{Client, ErrorReason};
 use steward::proto::v1 as pb;
-use tonic::Code;
 
 use crate::finding::{self, write_jsonl, Finding};
 use crate::history::Outcome;
@@ -193,7 +192,12 @@ async fn one_lease(
                         unknown_tries = 0;
                         tokio::time::sleep(Duration::from_millis(150)).await;
                     }
-                    _ if e.code() == Code::NotFound => {
+                    // Nothing free (at once, or within the acquire's wait): try again soon.
+                    _ if matches!(
+                        steward::client::reason(&e),
+                        Some(ErrorReason::PoolEmpty | ErrorReason::PoolWaitExpired)
+                    ) =>
+                    {
                         tokio::time::sleep(Duration::from_millis(10 + rng.below(30))).await;
                     }
                     _ => tokio::time::sleep(Duration::from_millis(20)).await,

@@ -38,8 +38,8 @@ use futures::StreamExt;
 use serde::Serialize;
 use serde_json::{json, Value};
 use steward::client::{
-    Assignment, AssignmentKind, Client, Consistency, Fence, OpListOptions, OpReport, OperationInfo,
-    SubmitOptions,
+    reason, Assignment, AssignmentKind, Client, Consistency, ErrorReason, Fence, OpListOptions,
+    OpReport, OperationInfo, SubmitOptions,
 };
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;

@@ -11,12 +11,11 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde::Deserialize;
 use serde_json::Value;
-use tonic::Code;
 
 use super::fence::FenceArg;
 use super::render::{self, OutputFormat};
 use super::GlobalOpts;
-use crate::client::{Client, Consistency, Fence};
+use crate::client::{reason, Client, Consistency, ErrorReason, Fence};
 
 /// How often a write that lost an optimistic-concurrency race is re-read and retried.
 const APPLY_ATTEMPTS_MAX: usize = 5;
@@ -167,7 +166,7 @@ async fn apply_one(
             let stored = sync_status(client, object, created, fence).await?;
             Ok((Outcome::Created, stored))
         }
-        Err(status) if status.code() == Code::AlreadyExists => {
+        Err(status) if reason(&status) == Some(ErrorReason::AlreadyExists) => {
             update_existing(client, object, fence).await
         }
         Err(status) => Err(status.into()),
@@ -190,7 +189,7 @@ async fn sync_status(
 }
 
 /// Re-reads the stored object and updates what differs, retrying when another writer got in
-/// between (`Aborted` on the resourceVersion precondition).
+/// between (REVISION_CONFLICT on the resourceVersion precondition).
 async fn update_existing(
     client: &Client,
     object: &Value,
@@ -216,7 +215,7 @@ async fn update_existing(
                     stored = updated;
                     changed = true;
                 }
-                Err(status) if status.code() == Code::Aborted => continue,
+                Err(status) if reason(&status) == Some(ErrorReason::RevisionConflict) => continue,
                 Err(status) => return Err(status.into()),
             }
         }
@@ -229,7 +228,7 @@ async fn update_existing(
                     stored = updated;
                     changed = true;
                 }
-                Err(status) if status.code() == Code::Aborted => continue,
+                Err(status) if reason(&status) == Some(ErrorReason::RevisionConflict) => continue,
                 Err(status) => return Err(status.into()),
             }
         }

@@ -44,7 +44,8 @@ pub struct AcquireArgs {
     /// Repeating an acquire with the same id (and owner) answers the same lease.
     #[arg(long, default_value = "")]
     pub request_id: String,
-    /// Wait up to this long (e.g. 30s) in a fair queue when nothing is free; 0: NotFound at once.
+    /// Wait up to this long (e.g. 30s) in a fair queue when nothing is free (then Aborted,
+    /// POOL_WAIT_EXPIRED); 0: NotFound (POOL_EMPTY) at once.
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
     pub wait: Duration,
 }

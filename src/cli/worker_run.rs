@@ -27,7 +27,7 @@ use tonic::Code;
 
 use super::op_render;
 use super::GlobalOpts;
-use crate::client::{AssignmentKind, Client, OpReport, OperationInfo};
+use crate::client::{reason, AssignmentKind, Client, ErrorReason, OpReport, OperationInfo};
 
 /// Pause before re-opening an assignment stream or retrying a call that found no leader.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
@@ -106,7 +106,7 @@ impl Worker {
         loop {
             tokio::time::sleep(every).await;
             match self.client.worker_heartbeat(&self.args.id).await {
-                Err(e) if e.code() == Code::NotFound => {
+                Err(e) if reason(&e) == Some(ErrorReason::NotFound) => {
                     tracing::warn!("this worker was removed; registering again");
                     if let Err(e) = self.register().await {
                         tracing::warn!(error = %e, "register");
@@ -123,7 +123,7 @@ impl Worker {
         loop {
             let mut stream = match self.client.worker_assignments(&self.args.id).await {
                 Ok(s) => s,
-                Err(e) if e.code() == Code::NotFound => {
+                Err(e) if reason(&e) == Some(ErrorReason::NotFound) => {
                     self.register().await?;
                     continue;
                 }

@@ -2,12 +2,33 @@
 //! without risking a double effect, and where the leader is said to be.
 
 use tonic::{Code, Status};
+use tonic_types::StatusExt;
+
+use crate::proto::v1::ErrorReason;
 
 /// The trailer in which a node names the leader's client address when it cannot serve a request.
 pub const LEADER_HINT_KEY: &str = "x-steward-leader";
 
-/// The trailer with which a node says a write was refused before any leader appended it.
-pub const NOT_APPLIED_KEY: &str = "x-steward-not-applied";
+/// `google.rpc.ErrorInfo.domain` of steward's refusals.
+pub const ERROR_DOMAIN: &str = "steward";
+
+/// The reason a steward node gave for refusing a request (proto/errors.proto): the
+/// `ErrorInfo.reason` of the status's details, domain "steward". `None` for a status without
+/// one: made on this side (a transport error, the client's own deadline), by tonic itself, or
+/// by a node older than the reasons. Decide by this, never by the message text.
+pub fn reason(status: &Status) -> Option<ErrorReason> {
+    let info = status.get_details_error_info()?;
+    if info.domain != ERROR_DOMAIN {
+        return None;
+    }
+    ErrorReason::from_str_name(&format!("ERROR_REASON_{}", info.reason))
+        .filter(|r| *r != ErrorReason::Unspecified)
+}
+
+/// The least wait before sending the request again that the server asked for (RetryInfo).
+pub fn retry_delay(status: &Status) -> Option<std::time::Duration> {
+    status.get_details_retry_info()?.retry_delay
+}
 
 /// Whether a failed attempt may be repeated at another endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,8 +41,8 @@ pub(super) enum Retry {
     /// streams): repeated elsewhere like reads, but one attempt may use the whole deadline.
     LongRead,
     /// Writes: only when the request provably never left this process, or the server said it
-    /// was refused before any leader appended it (`x-steward-not-applied`: no leader, or none
-    /// would take it, as during an election).
+    /// was refused before any leader appended it (reason NOT_APPLIED: no leader, or none would
+    /// take it, as during an election; or AUTH_CHANGED).
     Write,
 }
 
@@ -44,12 +65,15 @@ pub(super) fn may_retry(retry: Retry, status: &Status) -> bool {
     }
 }
 
-/// Whether the server said the write was not applied: refused before any leader appended it
-/// (Unavailable), or refused by apply because users or roles changed after it was authorized
-/// (Aborted; sent again, it is authorized afresh).
+/// Whether the server said the write was not applied and may be sent again as it is: refused
+/// before any leader appended it (NOT_APPLIED), or refused by apply because users or roles
+/// changed after it was authorized (AUTH_CHANGED; sent again, it is authorized afresh). Other
+/// reasons that say "not applied" (OVERLOADED, LIMIT_EXCEEDED, ...) are not repeated at once.
 pub fn not_applied(status: &Status) -> bool {
-    matches!(status.code(), Code::Unavailable | Code::Aborted)
-        && status.metadata().get(NOT_APPLIED_KEY).is_some()
+    matches!(
+        reason(status),
+        Some(ErrorReason::NotApplied | ErrorReason::AuthChanged)
+    )
 }
 
 /// Whether a read (or a broken watch stream) that failed this way may be repeated at another
@@ -183,33 +207,44 @@ mod tests {
 
     #[test]
     fn writes_retry_when_the_server_says_they_were_not_applied() {
-        let marked = |mut s: Status| {
-            s.metadata_mut().insert(
-                NOT_APPLIED_KEY,
-                tonic::metadata::MetadataValue::from_static("true"),
-            );
-            s
-        };
-        let refused = marked(Status::unavailable("this node is not the leader"));
-        assert!(may_retry(Retry::Write, &refused));
-        // The server's own marker function and the client's key agree.
-        let server = crate::server::errors::not_applied(Status::unavailable("no leader"));
-        assert!(may_retry(Retry::Write, &server));
-        // A marked Aborted (users or roles changed before apply) counts too; a marked code of
-        // any other kind does not, nor an unmarked one, which may have been applied.
-        assert!(may_retry(
-            Retry::Write,
-            &marked(Status::aborted("auth changed"))
-        ));
-        assert!(!may_retry(Retry::Write, &marked(Status::not_found("x"))));
-        let auth_changed =
-            crate::server::errors::rejection(&crate::state::Rejection::AuthChanged {
-                authorized_at: 1,
-                now: 2,
-            });
+        use crate::server::errors;
+        let no_leader = errors::not_applied(errors::no_leader());
+        assert_eq!(reason(&no_leader), Some(ErrorReason::NotApplied));
+        assert!(may_retry(Retry::Write, &no_leader));
+        assert!(retry_delay(&no_leader).is_some());
+        // Users or roles changed before apply: sent again, it is authorized afresh.
+        let auth_changed = errors::rejection(&crate::state::Rejection::AuthChanged {
+            authorized_at: 1,
+            now: 2,
+        });
         assert!(may_retry(Retry::Write, &auth_changed));
+        // Not applied, but sending it again at once would not help.
+        let overloaded = errors::not_applied(errors::overloaded("limits.x", "busy"));
+        assert_eq!(reason(&overloaded), Some(ErrorReason::Overloaded));
+        assert!(!may_retry(Retry::Write, &overloaded));
+        // The trailer alone (an older node, or a forged one) is not a reason.
+        let mut trailer_only = Status::unavailable("this node is not the leader");
+        trailer_only.metadata_mut().insert(
+            errors::NOT_APPLIED,
+            tonic::metadata::MetadataValue::from_static("true"),
+        );
+        assert!(!may_retry(Retry::Write, &trailer_only));
         assert!(!may_retry(Retry::Write, &Status::aborted("conflict")));
-        let unknown = Status::unavailable("leadership changed; its outcome is unknown");
+        let unknown = errors::outcome_unknown("leadership changed", None);
+        assert_eq!(reason(&unknown), Some(ErrorReason::OutcomeUnknown));
         assert!(!may_retry(Retry::Write, &unknown));
+        assert!(may_retry(Retry::Read, &unknown));
+        // Another domain's ErrorInfo is not ours.
+        let foreign = Status::with_error_details(
+            Code::Unavailable,
+            "x",
+            tonic_types::ErrorDetails::with_error_info(
+                "NOT_APPLIED",
+                "example.com",
+                std::collections::HashMap::new(),
+            ),
+        );
+        assert_eq!(reason(&foreign), None);
+        assert!(!may_retry(Retry::Write, &foreign));
     }
 }

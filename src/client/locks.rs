@@ -27,13 +27,20 @@ use crate::proto::v1::locks_client::LocksClient;
 pub type LockWatchStream = Pin<Box<dyn Stream<Item = Result<LockEventMessage, Status>> + Send>>;
 
 /// The shortest wait sent on a retried acquire whose wait has run out on the client side: still
-/// a waiting request, so the server answers DeadlineExceeded (the wait ended) and not Aborted.
+/// a waiting request, so the server answers LOCK_WAIT_EXPIRED (the wait ended), not LOCK_BUSY.
 const WAIT_LEFT_MIN: Duration = Duration::from_millis(1);
+
+/// Whether an acquire failed because its wait ended without a grant (reason LOCK_WAIT_EXPIRED;
+/// the waiter was removed), as opposed to the client's own deadline or a busy lock.
+pub fn lock_wait_expired(status: &Status) -> bool {
+    super::reason(status) == Some(pb::ErrorReason::LockWaitExpired)
+}
 
 impl Client {
     /// Acquires lock `name` in `mode` for `holder`. `ttl`: `None` holds it until released.
-    /// `wait`: `None` (or zero) fails at once with `Aborted` if the lock is busy; otherwise the
-    /// request queues until granted or the wait ends (`DeadlineExceeded`, the waiter removed).
+    /// `wait`: `None` (or zero) fails at once with `Aborted`, reason LOCK_BUSY (or LOCK_DELAYED)
+    /// if the lock is busy; otherwise the request queues until granted or the wait ends
+    /// (`Aborted`, reason LOCK_WAIT_EXPIRED, the waiter removed; see `lock_wait_expired`).
     /// The request's deadline is the wait plus the client's request timeout, so the server, not
     /// the client, decides when the wait is over.
     pub async fn lock_acquire(

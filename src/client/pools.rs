@@ -44,8 +44,9 @@ impl Client {
             .await
     }
 
-    /// `pool_acquire` that waits up to `wait` in a fair queue when nothing is free (NotFound
-    /// after it). The client's request timeout must be longer than `wait`.
+    /// `pool_acquire` that waits up to `wait` in a fair queue when nothing is free (Aborted,
+    /// reason POOL_WAIT_EXPIRED, after it). The client's request timeout must be longer than
+    /// `wait`.
     pub async fn pool_acquire_wait(
         &self,
         rtype: &str,

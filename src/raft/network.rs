@@ -32,6 +32,7 @@ use crate::proto::raft_v1::{RaftMessage, SnapshotChunk};
 use crate::raft::message_size::{check_peer_message, SNAPSHOT_CHUNK_BYTES};
 use crate::raft::snapshot::{blocking, SnapshotFile, SnapshotWriter};
 use crate::raft::types::*;
+use crate::server::errors;
 
 /// A cache of lazily connected channels, one per peer address, shared by every user.
 #[derive(Clone)]
@@ -369,10 +370,10 @@ where
     let first = chunks
         .next()
         .await
-        .ok_or_else(|| Status::invalid_argument("empty snapshot stream"))??;
+        .ok_or_else(|| errors::invalid("chunks", "empty snapshot stream"))??;
     let (vote, meta): (Vote, SnapshotMeta) = decode(&first.meta)
-        .map_err(|e| Status::invalid_argument(format!("undecodable snapshot header: {e}")))?;
-    let disk = |e: io::Error| Status::internal(format!("cannot store the snapshot: {e}"));
+        .map_err(|e| errors::invalid("meta", format!("undecodable snapshot header: {e}")))?;
+    let disk = |e: io::Error| errors::internal("cannot store the snapshot", e);
     let (d, m) = (dir.to_path_buf(), meta.clone());
     let mut writer = blocking("receive snapshot", move || SnapshotWriter::create(&d, &m))
         .await

@@ -89,7 +89,8 @@ pub fn check(node: &Node, caller: Option<&Caller>, access: Access<'_>) -> Result
         Some(caller) => Err(refuse(node, caller, access)),
         // Every call passes the layer, which always leaves a Caller: a missing one is a wiring
         // fault, and refused.
-        None => Err(Status::permission_denied(
+        None => Err(errors::permission_denied(
+            "",
             "no caller identity on this call; refused",
         )),
     }
@@ -173,7 +174,7 @@ impl StreamAuth {
             if let Some(why) = why {
                 tracing::warn!(method = %caller.method, why, "stream ended: unauthenticated");
                 count(&self.node, "unauthenticated");
-                return Err(Status::unauthenticated(why));
+                return Err(errors::unauthenticated(why));
             }
         }
         check(&self.node, Some(caller), self.access.access())
@@ -190,10 +191,13 @@ fn refuse(node: &Node, caller: &Caller, need: impl std::fmt::Display) -> Status 
         .unwrap_or_default();
     tracing::warn!(user, roles, method = %caller.method, %need, "permission denied");
     count(node, "permission_denied");
-    Status::permission_denied(format!(
-        "user {user} (roles {roles}) may not call {}: it needs {need}",
-        caller.method
-    ))
+    errors::permission_denied(
+        caller.method.path(),
+        format!(
+            "user {user} (roles {roles}) may not call {}: it needs {need}",
+            caller.method
+        ),
+    )
 }
 
 fn count(node: &Node, code: &str) {
@@ -494,7 +498,7 @@ where
                 Err(why) => {
                     tracing::warn!(method = %caller.method, client = %client_key(&request), why, "unauthenticated");
                     count(&self.node, "unauthenticated");
-                    let status = Status::unauthenticated(why);
+                    let status = errors::unauthenticated(why);
                     return Box::pin(async move { Ok(status.into_http()) });
                 }
             }
@@ -558,10 +562,7 @@ fn user_info(user: &User) -> UserInfo {
 fn parse_roles(field: &str, roles: &[String]) -> Result<Vec<Role>, Status> {
     roles
         .iter()
-        .map(|r| {
-            r.parse()
-                .map_err(|e: String| Status::invalid_argument(format!("{field}: {e}")))
-        })
+        .map(|r| r.parse().map_err(|e: String| errors::invalid(field, e)))
         .collect()
 }
 
@@ -639,7 +640,7 @@ impl Auth for AuthApi {
         let user = auth
             .users
             .get(&name)
-            .ok_or_else(|| Status::not_found(format!("user {name} not found")))?;
+            .ok_or_else(|| errors::not_found("user", &name, format!("user {name} not found")))?;
         Ok(GrpcResponse::new(Self::user_reply(
             Some(User::clone(user)),
             String::new(),

@@ -17,12 +17,14 @@ use std::num::NonZeroU32;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 
 use crate::config::Limits;
 use crate::metrics::Metrics;
+use crate::server::errors;
 
 /// Who a call comes from, for its limits.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -82,13 +84,16 @@ impl Shared {
     /// Takes one call slot for `key`, or says which limit refuses it.
     fn admit(self: &Arc<Self>, key: &ClientKey) -> Result<CallSlot, tonic::Status> {
         if self.rate.check_key(key).is_err() {
+            let message = format!(
+                "too many requests from {key}: limits.client_requests_per_second = {} \
+                 (burst limits.client_request_burst = {}); slow down and retry",
+                self.per_second, self.burst
+            );
+            // One token's time: the least wait before a request may pass again.
+            let delay = Duration::from_secs_f64(1.0 / f64::from(self.per_second.max(1)));
             return Err(self.refuse(
                 "rate",
-                format!(
-                    "too many requests from {key}: limits.client_requests_per_second = {} \
-                     (burst limits.client_request_burst = {}); slow down and retry",
-                    self.per_second, self.burst
-                ),
+                errors::rate_limited("limits.client_requests_per_second", delay, message),
             ));
         }
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
@@ -97,10 +102,13 @@ impl Shared {
             drop(in_flight);
             return Err(self.refuse(
                 "calls",
-                format!(
-                    "too many calls in flight from {key}: limits.client_calls_max = {} \
-                     (watches and waits count until they end)",
-                    self.calls_max
+                errors::overloaded(
+                    "limits.client_calls_max",
+                    format!(
+                        "too many calls in flight from {key}: limits.client_calls_max = {} \
+                         (watches and waits count until they end)",
+                        self.calls_max
+                    ),
                 ),
             ));
         }
@@ -111,15 +119,15 @@ impl Shared {
         })
     }
 
-    fn refuse(&self, limit: &str, message: String) -> tonic::Status {
-        tracing::debug!(limit, %message, "client limit");
+    fn refuse(&self, limit: &str, status: tonic::Status) -> tonic::Status {
+        tracing::debug!(limit, message = status.message(), "client limit");
         self.metrics
             .client_limit_refusals
             .get_or_create(&crate::metrics::LimitLabels {
                 limit: limit.to_string(),
             })
             .inc();
-        tonic::Status::resource_exhausted(message)
+        status
     }
 }
 

@@ -311,12 +311,12 @@ impl ClusterService {
             .node
             .channels
             .peer(&addr.peer_addr)
-            .map_err(|e| Status::unavailable(e.to_string()))?;
+            .map_err(|e| errors::unavailable(e.to_string(), Some(addr)))?;
         let mut req = Request::new(CompactNodeRequest {});
         req.set_timeout(COMPACT_NODE_TIMEOUT);
         let reply = client.compact(req).await?;
         decode(&reply.into_inner().data)
-            .map_err(|e| Status::internal(format!("undecodable compaction reply: {e}")))
+            .map_err(|e| errors::internal("undecodable compaction reply", e))
     }
 
     /// How long AddLearner waits for the new learner to catch up.
@@ -325,7 +325,7 @@ impl ClusterService {
     }
 
     fn busy() -> Status {
-        Status::failed_precondition(
+        errors::change_in_progress(
             "another membership change is in progress; retry when it has finished",
         )
     }
@@ -360,8 +360,8 @@ impl Cluster for ClusterService {
             };
             (state, header)
         };
-        let header_json = serde_json::to_string(&header)
-            .map_err(|e| Status::internal(format!("snapshot header: {e}")))?;
+        let header_json =
+            serde_json::to_string(&header).map_err(|e| errors::internal("snapshot header", e))?;
         tracing::info!(
             revision = header.revision,
             objects = header.objects,
@@ -372,9 +372,13 @@ impl Cluster for ClusterService {
             header_json,
             ..Default::default()
         };
-        tx.send(Ok(first))
-            .await
-            .map_err(|_| Status::cancelled("the client went away"))?;
+        tx.send(Ok(first)).await.map_err(|_| {
+            errors::refused(
+                tonic::Code::Cancelled,
+                ErrorReason::Unavailable,
+                "the client went away",
+            )
+        })?;
         tokio::task::spawn_blocking(move || {
             let mut out = ChunkSender {
                 tx: tx.clone(),
@@ -390,7 +394,10 @@ impl Cluster for ClusterService {
                 }),
                 Err(e) => {
                     tracing::warn!(error = %e, "snapshot stream stopped");
-                    Err(Status::unavailable(format!("snapshot stream stopped: {e}")))
+                    Err(errors::unavailable(
+                        format!("snapshot stream stopped: {e}"),
+                        None,
+                    ))
                 }
             };
             let _ = tx.blocking_send(last);
@@ -485,10 +492,13 @@ impl Cluster for ClusterService {
         let kind = match req.kind.as_str() {
             "" => None,
             name => Some(AlarmKind::parse(name).ok_or_else(|| {
-                Status::invalid_argument(format!(
-                    "kind: unknown alarm kind {name:?} (known: {})",
-                    AlarmKind::NoSpace
-                ))
+                errors::invalid(
+                    "kind",
+                    format!(
+                        "unknown alarm kind {name:?} (known: {})",
+                        AlarmKind::NoSpace
+                    ),
+                )
             })?),
         };
         let action = AlarmAction::Disarm {
@@ -501,7 +511,7 @@ impl Cluster for ClusterService {
                 alarms: alarm_messages(alarms.iter()),
             })),
             Response::Rejected(r) => Err(errors::rejection(&r)),
-            other => Err(Status::internal(format!(
+            other => Err(errors::internal_message(format!(
                 "unexpected answer to alarm disarm: {other:?}"
             ))),
         }
@@ -520,9 +530,11 @@ impl Cluster for ClusterService {
             req.node_ids
         };
         if let Some(id) = ids.iter().find(|id| !members.contains_key(id)) {
-            return Err(Status::not_found(format!(
-                "node_ids: node {id} is not a member of the cluster"
-            )));
+            return Err(errors::not_found(
+                "member",
+                id,
+                format!("node_ids: node {id} is not a member of the cluster"),
+            ));
         }
         // One node after another: a compaction stalls its node's log writes, and doing all at
         // once would stall a quorum.
@@ -574,16 +586,17 @@ impl Cluster for ClusterService {
         }
         let req = r.into_inner();
         if req.id == 0 {
-            return Err(Status::invalid_argument("id: must be >= 1"));
+            return Err(errors::invalid("id", "must be >= 1"));
         }
         for (field, addr) in [
             ("peer_addr", &req.peer_addr),
             ("client_addr", &req.client_addr),
         ] {
             if addr.parse::<std::net::SocketAddr>().is_err() {
-                return Err(Status::invalid_argument(format!(
-                    "{field}: must be ip:port, got {addr:?}"
-                )));
+                return Err(errors::invalid(
+                    field,
+                    format!("must be ip:port, got {addr:?}"),
+                ));
             }
         }
         let _guard = self
@@ -597,10 +610,11 @@ impl Cluster for ClusterService {
             }));
         }
         if self.members().contains_key(&req.id) {
-            return Err(Status::already_exists(format!(
-                "node {} is already a member",
-                req.id
-            )));
+            return Err(errors::already_exists(
+                "member",
+                req.id,
+                format!("node {} is already a member", req.id),
+            ));
         }
         let addr = NodeAddr {
             peer_addr: req.peer_addr,
@@ -631,10 +645,14 @@ impl Cluster for ClusterService {
             )
             .await
             .map_err(|_| {
-                Status::deadline_exceeded(format!(
-                    "node {id} was added as a learner but has not caught up with the log within {:?}; check that it runs and that its peer_addr is reachable",
-                    self.catch_up_timeout()
-                ))
+                errors::not_settled(
+                    id,
+                    format!(
+                        "node {id} was added as a learner but has not caught up with the log \
+                         within {:?}; check that it runs and that its peer_addr is reachable",
+                        self.catch_up_timeout()
+                    ),
+                )
             })?;
         Ok(GrpcResponse::new(self.member_list_local().await))
     }
@@ -655,14 +673,18 @@ impl Cluster for ClusterService {
             .map_err(|_| Self::busy())?;
         match self.members().get(&id) {
             None => {
-                return Err(Status::not_found(format!(
-                    "node {id} is not a member; add it as a learner first"
-                )))
+                return Err(errors::not_found(
+                    "member",
+                    id,
+                    format!("node {id} is not a member; add it as a learner first"),
+                ))
             }
             Some((_, true)) => {
-                return Err(Status::already_exists(format!(
-                    "node {id} is already a voter"
-                )))
+                return Err(errors::already_exists(
+                    "voter",
+                    id,
+                    format!("node {id} is already a voter"),
+                ))
             }
             Some((_, false)) => {}
         }
@@ -691,13 +713,20 @@ impl Cluster for ClusterService {
             .map_err(|_| Self::busy())?;
         let members = self.members();
         let voter = match members.get(&id) {
-            None => return Err(Status::not_found(format!("node {id} is not a member"))),
+            None => {
+                return Err(errors::not_found(
+                    "member",
+                    id,
+                    format!("node {id} is not a member"),
+                ))
+            }
             Some((_, voter)) => *voter,
         };
         if voter && members.values().filter(|(_, v)| *v).count() == 1 {
-            return Err(Status::failed_precondition(format!(
-                "node {id} is the last voter; it cannot be removed"
-            )));
+            return Err(errors::membership(
+                Some(id),
+                format!("node {id} is the last voter; it cannot be removed"),
+            ));
         }
         // Retire the id first: even if the removal below fails half-way, the id is never reused.
         if let Response::Rejected(r) = self
@@ -747,15 +776,16 @@ impl Cluster for ClusterService {
                 .max_by_key(|m| (m.matched_index, std::cmp::Reverse(m.id)))
                 .map(|m| m.id)
                 .ok_or_else(|| {
-                    Status::failed_precondition("there is no other voter to transfer leadership to")
+                    errors::membership(None, "there is no other voter to transfer leadership to")
                 })?;
         }
         match members.get(&to) {
             Some((_, true)) => {}
             _ => {
-                return Err(Status::failed_precondition(format!(
-                    "node {to} is not a voter"
-                )))
+                return Err(errors::membership(
+                    Some(to),
+                    format!("node {to} is not a voter"),
+                ))
             }
         }
         if to == self.node.id {
@@ -767,7 +797,7 @@ impl Cluster for ClusterService {
             .trigger()
             .transfer_leader(to)
             .await
-            .map_err(|e| Status::unavailable(format!("raft stopped: {e}")))?;
+            .map_err(|e| errors::unavailable(format!("raft stopped: {e}"), None))?;
         let timeout = Duration::from_millis(self.node.config.raft.election_timeout_max_ms * 5);
         self.node
             .raft
@@ -775,7 +805,7 @@ impl Cluster for ClusterService {
             .metrics(|m| m.current_leader == Some(to), "leader transferred")
             .await
             .map_err(|e| {
-                Status::deadline_exceeded(format!("leadership did not move to node {to}: {e}"))
+                errors::not_settled(to, format!("leadership did not move to node {to}: {e}"))
             })?;
         drop(_guard);
         // This node is no longer the leader: answer with the new leader's view.

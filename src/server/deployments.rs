@@ -49,7 +49,7 @@ impl DeploymentsService {
                 revision,
             })),
             Response::Rejected(r) => Err(errors::rejection(&r)),
-            other => Err(Status::internal(format!(
+            other => Err(errors::internal_message(format!(
                 "unexpected response to a deployment command: {other:?}"
             ))),
         }
@@ -57,7 +57,7 @@ impl DeploymentsService {
 }
 
 fn invalid(field: &str, rule: impl std::fmt::Display) -> Status {
-    Status::invalid_argument(format!("{field}: {rule}"))
+    errors::invalid(field, rule)
 }
 
 /// A JSON object from the wire; empty text is none (null).
@@ -303,9 +303,9 @@ impl StatusService for DeploymentsService {
             .await?;
         let max = self.node.config.status.query_resources_max;
         let state = self.node.state();
-        let d = state
-            .deployment(&key)
-            .ok_or_else(|| Status::not_found(format!("deployment {key} not found")))?;
+        let d = state.deployment(&key).ok_or_else(|| {
+            errors::not_found("deployment", &key, format!("deployment {key} not found"))
+        })?;
         let status_json = status_json(&key, d, &query, max).map_err(|r| errors::rejection(&r))?;
         Ok(GrpcResponse::new(DeploymentStatusReply {
             status_json,

@@ -55,6 +55,11 @@ pub enum ForwardReply {
         /// answer, which never said so.
         #[serde(default)]
         not_applied: bool,
+        /// The status's encoded `google.rpc.Status` details (its ErrorInfo reason and
+        /// RetryInfo), so the client sees the leader's reason. Absent from an older leader's
+        /// answer (`errors::from_parts` then derives a reason from the code).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        details: Vec<u8>,
     },
 }
 
@@ -72,6 +77,7 @@ impl ForwardReply {
                 message: s.message().to_string(),
                 leader: leader_hint(&s),
                 not_applied: s.metadata().get(errors::NOT_APPLIED).is_some(),
+                details: s.details().to_vec(),
             },
         }
     }
@@ -91,13 +97,10 @@ impl ForwardReply {
                 message,
                 leader,
                 not_applied,
+                details,
             } => {
                 let code = tonic::Code::from_i32(code);
-                let status = if code == tonic::Code::Unavailable {
-                    errors::unavailable(message, leader.as_ref())
-                } else {
-                    Status::new(code, message)
-                };
+                let status = errors::from_parts(code, message, &details, leader.as_ref());
                 Ok(Err(if not_applied {
                     errors::not_applied(status)
                 } else {
@@ -203,7 +206,7 @@ impl Forwarder {
             )))
         })?;
         rx.await.map_err(|_| {
-            ForwardError::Unknown(errors::unavailable(
+            ForwardError::Unknown(errors::outcome_unknown(
                 "forwarding to the leader was cut off; the write's outcome is unknown",
                 Some(leader),
             ))
@@ -290,7 +293,7 @@ impl BatchSender {
                 // Below the floor `Config::validate` enforces this cannot happen; nothing was
                 // sent, so the writes were not applied.
                 (_, Err(refused)) => Err(ForwardError::Refused(errors::not_applied(
-                    Status::resource_exhausted(refused),
+                    errors::limit("limits.peer_message_bytes_max", refused),
                 ))),
                 (Err(e), _) => Err(ForwardError::NotSent(errors::not_applied(
                     errors::unavailable(
@@ -312,7 +315,7 @@ impl BatchSender {
                                 Some(&leader),
                             )),
                         )),
-                        Err(s) => Err(ForwardError::Unknown(errors::unavailable(
+                        Err(s) => Err(ForwardError::Unknown(errors::outcome_unknown(
                             format!(
                                 "forwarding to the leader failed; the write's outcome is unknown: {}",
                                 s.message()
@@ -330,7 +333,7 @@ impl BatchSender {
                                 if answers.len() == count {
                                     Ok(answers)
                                 } else {
-                                    Err(ForwardError::Unknown(Status::internal(format!(
+                                    Err(ForwardError::Unknown(errors::internal_message(format!(
                                         "the leader answered {} of {count} forwarded commands",
                                         answers.len()
                                     ))))

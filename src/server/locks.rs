@@ -47,12 +47,14 @@ fn mode_from_proto(v: i32) -> Result<state::LockMode, Status> {
     match LockMode::try_from(v) {
         Ok(LockMode::Read) => Ok(state::LockMode::Read),
         Ok(LockMode::Write) => Ok(state::LockMode::Write),
-        Ok(LockMode::Unspecified) => Err(Status::invalid_argument(
-            "mode: required; LOCK_MODE_READ or LOCK_MODE_WRITE",
+        Ok(LockMode::Unspecified) => Err(errors::invalid(
+            "mode",
+            "required; LOCK_MODE_READ or LOCK_MODE_WRITE",
         )),
-        Err(_) => Err(Status::invalid_argument(format!(
-            "mode: unknown value {v}; LOCK_MODE_READ or LOCK_MODE_WRITE"
-        ))),
+        Err(_) => Err(errors::invalid(
+            "mode",
+            format!("unknown value {v}; LOCK_MODE_READ or LOCK_MODE_WRITE"),
+        )),
     }
 }
 
@@ -68,7 +70,7 @@ fn details_from_json(text: &str) -> Result<serde_json::Value, Status> {
         return Ok(serde_json::Value::Null);
     }
     let value = serde_json::from_str(text)
-        .map_err(|e| Status::invalid_argument(format!("details_json: not JSON: {e}")))?;
+        .map_err(|e| errors::invalid("details_json", format!("not JSON: {e}")))?;
     state::validate::check_json_depth("details_json", text).map_err(|r| errors::rejection(&r))?;
     Ok(value)
 }
@@ -191,7 +193,7 @@ impl LocksService {
                             return Err(not_granted(name, wait));
                         }
                     }
-                    Err(RecvError::Closed) => return Err(Status::unavailable("this node is shutting down")),
+                    Err(RecvError::Closed) => return Err(errors::shutting_down()),
                 },
                 _ = tokio::time::sleep_until(deadline) => {
                     if let Some(cancel) = guard.disarm() {
@@ -213,17 +215,22 @@ impl LocksService {
         {
             Some(h) => Ok(grant(name, h)),
             // Granted and already gone again (released or expired) before we looked.
-            None => Err(Status::aborted(format!(
-                "lock {name} was granted with token {token} but is no longer held by it"
-            ))),
+            None => Err(errors::Refusal::new(
+                tonic::Code::Aborted,
+                ErrorReason::LockNotHeld,
+                format!("lock {name} was granted with token {token} but is no longer held by it"),
+            )
+            .meta("lock", name)
+            .meta("token", token)
+            .status()),
         }
     }
 }
 
+/// Aborted, LOCK_WAIT_EXPIRED: not DeadlineExceeded, which a client cannot tell from its own
+/// deadline passing.
 fn not_granted(name: &str, wait: Duration) -> Status {
-    Status::deadline_exceeded(format!(
-        "lock {name} was not granted within {wait:?}; the waiter was removed from the queue"
-    ))
+    errors::lock_wait_expired(name, wait)
 }
 
 type LockEventStream = Pin<Box<dyn Stream<Item = Result<LockEventMessage, Status>> + Send>>;
@@ -315,10 +322,11 @@ impl Locks for LocksService {
         let state = self.node.state();
         match state.lock(&req.name) {
             Some(l) => Ok(GrpcResponse::new(lock_info(l, state.time_ms()))),
-            None => Err(Status::not_found(format!(
-                "lock {} is not held and has no waiters",
-                req.name
-            ))),
+            None => Err(errors::not_found(
+                "lock",
+                &req.name,
+                format!("lock {} is not held and has no waiters", req.name),
+            )),
         }
     }
 

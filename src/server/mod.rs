@@ -109,6 +109,8 @@ impl RunningNode {
 /// Opens storage, starts Raft and the gRPC servers, and bootstraps a fresh cluster.
 pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
     crate::bugs::check_env()?;
+    // NOT_APPLIED's RetryInfo: about the time a new leader takes to appear.
+    errors::set_election_timeout(Duration::from_millis(config.raft.election_timeout_min_ms));
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
     let client_listener = TcpListener::bind(&config.client_addr)
@@ -297,6 +299,8 @@ async fn serve_client_api(
         };
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let result = builder
+        // Outermost: even a refusal of the layers below, or of tonic itself, carries ErrorInfo.
+        .layer(errors::DetailsLayer)
         .layer(deadline::DeadlineLayer)
         .layer(layer)
         .layer(limits)

@@ -162,7 +162,7 @@ impl Node {
             }
             match tokio::time::timeout_at(deadline, rx.changed()).await {
                 Ok(Ok(())) => continue,
-                Ok(Err(_)) => return Err(Status::unavailable("this node is shutting down")),
+                Ok(Err(_)) => return Err(errors::shutting_down()),
                 Err(_) => return Err(errors::no_leader()),
             }
         }
@@ -277,16 +277,23 @@ impl Node {
         let limits = &self.config.limits;
         let command_bytes = crate::state::validate::json_len(command);
         if command_bytes > limits.command_bytes_max {
-            return Err(errors::not_applied(Status::invalid_argument(format!(
-                "the command is {command_bytes} bytes as JSON, over limits.command_bytes_max = {}",
-                limits.command_bytes_max
-            ))));
+            return Err(errors::not_applied(errors::limit_with_code(
+                tonic::Code::InvalidArgument,
+                "limits.command_bytes_max",
+                format!(
+                    "the command is {command_bytes} bytes as JSON, over limits.command_bytes_max = {}",
+                    limits.command_bytes_max
+                ),
+            )));
         }
         self.pending.try_acquire().map_err(|_| {
-            errors::not_applied(Status::resource_exhausted(format!(
-                "too many proposals in flight on node {} (limits.max_pending_proposals = {})",
-                self.id, limits.max_pending_proposals
-            )))
+            errors::not_applied(errors::overloaded(
+                "limits.max_pending_proposals",
+                format!(
+                    "too many proposals in flight on node {} (limits.max_pending_proposals = {})",
+                    self.id, limits.max_pending_proposals
+                ),
+            ))
         })
     }
 
@@ -340,10 +347,11 @@ impl Node {
                 let timeout = Some(self.leader_wait());
                 match linearizer.try_await_ready(&self.raft, timeout).await {
                     Ok(Ok(_)) => Ok(()),
-                    Ok(Err(_)) => Err(Status::unavailable(
+                    Ok(Err(_)) => Err(errors::unavailable(
                         "timed out waiting to apply the read index",
+                        None,
                     )),
-                    Err(f) => Err(Status::unavailable(format!("raft stopped: {f}"))),
+                    Err(f) => Err(errors::unavailable(format!("raft stopped: {f}"), None)),
                 }
             }
             Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(_))) => {
@@ -352,7 +360,9 @@ impl Node {
             Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(q))) => Err(
                 errors::unavailable(format!("cannot confirm leadership: {q}"), None),
             ),
-            Err(RaftError::Fatal(f)) => Err(Status::unavailable(format!("raft stopped: {f}"))),
+            Err(RaftError::Fatal(f)) => {
+                Err(errors::unavailable(format!("raft stopped: {f}"), None))
+            }
         }
     }
 
@@ -384,9 +394,10 @@ impl Node {
             .applied_index_at_least(Some(index), "read index")
             .await
             .map_err(|e| {
-                Status::unavailable(format!(
-                    "this node did not catch up with the read index: {e}"
-                ))
+                errors::unavailable(
+                    format!("this node did not catch up with the read index: {e}"),
+                    None,
+                )
             })?;
         Ok(())
     }

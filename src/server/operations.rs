@@ -92,20 +92,19 @@ fn lock_on(req: &SubmitOperationRequest, target: &ObjectKey) -> Result<Option<Ob
         (true, true) => Ok(None),
         (false, false) => {
             let key = ObjectKey::new(&req.lock_kind, &target.namespace, &req.lock_name);
-            state::validate::validate_key(&key).map_err(|r| {
-                Status::invalid_argument(format!("lock_kind/lock_name: {r}"))
-            })?;
+            state::validate::validate_key(&key)
+                .map_err(|r| errors::invalid("lock_kind/lock_name", r))?;
             Ok(Some(key))
         }
-        _ => Err(Status::invalid_argument(
-            "lock_kind and lock_name: give both (another resource's lock) or neither (the target's)",
+        _ => Err(errors::invalid(
+            "lock_kind and lock_name",
+            "give both (another resource's lock) or neither (the target's)",
         )),
     }
 }
 
 pub fn parse_id(field: &str, text: &str) -> Result<OperationId, Status> {
-    text.parse()
-        .map_err(|e: String| Status::invalid_argument(format!("{field}: {e}")))
+    text.parse().map_err(|e: String| errors::invalid(field, e))
 }
 
 /// Empty text is JSON null; anything else must parse.
@@ -113,8 +112,8 @@ pub fn json_or_null(field: &str, text: &str) -> Result<serde_json::Value, Status
     if text.trim().is_empty() {
         return Ok(serde_json::Value::Null);
     }
-    let value = serde_json::from_str(text)
-        .map_err(|e| Status::invalid_argument(format!("{field}: not JSON: {e}")))?;
+    let value =
+        serde_json::from_str(text).map_err(|e| errors::invalid(field, format!("not JSON: {e}")))?;
     state::validate::check_json_depth(field, text).map_err(|r| errors::rejection(&r))?;
     Ok(value)
 }
@@ -142,7 +141,7 @@ pub fn state_to_proto(s: OpState) -> OperationState {
 /// `None` for UNSPECIFIED (any state).
 fn state_from_proto(v: i32) -> Result<Option<OpState>, Status> {
     let state = OperationState::try_from(v)
-        .map_err(|_| Status::invalid_argument(format!("state: unknown value {v}")))?;
+        .map_err(|_| errors::invalid("state", format!("unknown value {v}")))?;
     Ok(OpState::ALL
         .into_iter()
         .find(|s| state_to_proto(*s) == state))
@@ -240,10 +239,14 @@ impl OperationsService {
         }
         let max = self.node.config.limits.max_object_bytes;
         if json.len() > max {
-            return Err(Status::resource_exhausted(format!(
-                "create_object_json is {} bytes; the limit is {max} bytes (limits.max_object_bytes)",
-                json.len()
-            )));
+            return Err(errors::limit(
+                "limits.max_object_bytes",
+                format!(
+                    "create_object_json is {} bytes; the limit is {max} bytes \
+                     (limits.max_object_bytes)",
+                    json.len()
+                ),
+            ));
         }
         let obj = Resource::from_json(json).map_err(|r| errors::rejection(&r))?;
         state::validate_object(&obj).map_err(|r| errors::rejection(&r))?;
@@ -338,10 +341,14 @@ impl Operations for OperationsService {
         let limit = match req.limit {
             0 => limits.default_list_page,
             n if n > limits.max_list_page => {
-                return Err(Status::invalid_argument(format!(
-                    "limit: {n} is more than limits.max_list_page = {}",
-                    limits.max_list_page
-                )))
+                return Err(errors::limit_with_code(
+                    tonic::Code::InvalidArgument,
+                    "limits.max_list_page",
+                    format!(
+                        "limit: {n} is more than limits.max_list_page = {}",
+                        limits.max_list_page
+                    ),
+                ))
             }
             n => n,
         };

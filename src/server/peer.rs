@@ -13,6 +13,7 @@ use crate::proto::raft_v1::{
 };
 use crate::raft::network::{decode, encode, receive_snapshot};
 use crate::raft::types::*;
+use crate::server::errors;
 use crate::server::forward::{decode_batch, ForwardReply};
 use crate::server::node::{LocalProposeError, Node};
 
@@ -36,21 +37,27 @@ pub fn admit(node: &Node, request: Request<()>) -> Result<Request<()>, Status> {
     }
     let Some(cn) = crate::tls::peer_common_name(&request) else {
         tracing::warn!("peer port: refused a connection without a certificate");
-        return Err(Status::permission_denied(
+        return Err(errors::permission_denied(
+            "",
             "peer port: a node certificate is required",
         ));
     };
     let Some(id) = crate::tls::node_id_of(&cn) else {
         tracing::warn!(common_name = %cn, "peer port: refused a certificate that names no node");
-        return Err(Status::permission_denied(format!(
-            "peer port: certificate {cn:?} is not a node's (its common name must be steward-node-<id>)"
-        )));
+        return Err(errors::permission_denied(
+            "",
+            format!(
+                "peer port: certificate {cn:?} is not a node's (its common name must be \
+                 steward-node-<id>)"
+            ),
+        ));
     };
     if !may_be_member(node, id) {
         tracing::warn!(peer = id, "peer port: refused a node not in the membership");
-        return Err(Status::permission_denied(format!(
-            "peer port: node {id} is not a member of this cluster"
-        )));
+        return Err(errors::permission_denied(
+            "",
+            format!("peer port: node {id} is not a member of this cluster"),
+        ));
     }
     Ok(request)
 }
@@ -66,7 +73,7 @@ pub fn may_be_member(node: &Node, id: u64) -> bool {
 }
 
 fn bad_payload(e: serde_json::Error) -> Status {
-    Status::invalid_argument(format!("undecodable peer message: {e}"))
+    errors::invalid("data", format!("undecodable peer message: {e}"))
 }
 
 fn reply<T: Serialize>(value: &T) -> Result<GrpcResponse<RaftMessage>, Status> {
@@ -220,7 +227,7 @@ impl RaftPeer for PeerService {
             .raft
             .get_read_linearizer(ReadPolicy::ReadIndex)
             .await
-            .map_err(|e| Status::unavailable(format!("cannot serve a read index: {e}")))?;
+            .map_err(|e| errors::unavailable(format!("cannot serve a read index: {e}"), None))?;
         Ok(GrpcResponse::new(ReadIndexReply {
             read_index: linearizer.read_log_id().index(),
         }))

@@ -43,7 +43,7 @@ impl PoolsService {
                 Ok((objects.iter().map(info).collect(), revision))
             }
             Response::Rejected(r) => Err(errors::rejection(&r)),
-            other => Err(Status::internal(format!(
+            other => Err(errors::internal_message(format!(
                 "unexpected response to a pool command: {other:?}"
             ))),
         }
@@ -100,13 +100,18 @@ fn selector(rtype: &str, state: &str, owner: &str) -> Result<Selector, Status> {
     Selector::parse(&parts.join(",")).map_err(|r| errors::rejection(&r))
 }
 
+/// Aborted, POOL_WAIT_EXPIRED: the acquire's wait ended without a lease.
 fn not_granted(claim: &ClaimView, wait: Duration) -> Status {
-    Status::not_found(format!(
-        "no free resource of type {} in state {} within {}",
-        claim.rtype,
-        claim.state,
-        humantime::format_duration(wait)
-    ))
+    errors::pool_wait_expired(
+        &claim.rtype,
+        wait,
+        format!(
+            "no free resource of type {} in state {} within {}",
+            claim.rtype,
+            claim.state,
+            humantime::format_duration(wait)
+        ),
+    )
 }
 
 impl PoolsService {
@@ -151,7 +156,7 @@ impl PoolsService {
                             return self.lease_of(&claim).map_err(|_| not_granted(&claim, wait));
                         }
                     }
-                    Err(RecvError::Closed) => return Err(Status::unavailable("this node is shutting down")),
+                    Err(RecvError::Closed) => return Err(errors::shutting_down()),
                 },
                 _ = tokio::time::sleep_until(deadline) => {
                     guard.disarm();
@@ -221,7 +226,7 @@ impl LeaseService for PoolsService {
             }
             Response::Rejected(r) => return Err(errors::rejection(&r)),
             other => {
-                return Err(Status::internal(format!(
+                return Err(errors::internal_message(format!(
                     "unexpected response to an acquire: {other:?}"
                 )))
             }
@@ -360,7 +365,7 @@ impl LeaseService for PoolsService {
                 revision,
             })),
             Response::Rejected(r) => Err(errors::rejection(&r)),
-            other => Err(Status::internal(format!(
+            other => Err(errors::internal_message(format!(
                 "unexpected response to a virtual config sync: {other:?}"
             ))),
         }

@@ -36,10 +36,13 @@ impl ResourcesService {
     fn parse_object(&self, json: &str) -> Result<Resource, Status> {
         let max = self.node.config.limits.max_object_bytes;
         if json.len() > max {
-            return Err(Status::resource_exhausted(format!(
-                "object is {} bytes; the limit is {max} bytes (limits.max_object_bytes)",
-                json.len()
-            )));
+            return Err(errors::limit(
+                "limits.max_object_bytes",
+                format!(
+                    "object is {} bytes; the limit is {max} bytes (limits.max_object_bytes)",
+                    json.len()
+                ),
+            ));
         }
         let obj = Resource::from_json(json).map_err(|r| errors::rejection(&r))?;
         state::validate_object(&obj).map_err(|r| errors::rejection(&r))?;
@@ -154,8 +157,9 @@ fn encode_continue(token: &ContinueToken) -> String {
 
 fn decode_continue(s: &str, kind: &str) -> Result<ContinueToken, Status> {
     let bad = || {
-        Status::invalid_argument(
-            "continue_token: not a token returned by a previous List of this kind",
+        errors::invalid(
+            "continue_token",
+            "not a token returned by a previous List of this kind",
         )
     };
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
@@ -174,9 +178,13 @@ pub(crate) fn consistency(v: i32) -> Result<Consistency, Status> {
     match Consistency::try_from(v) {
         Ok(Consistency::Unspecified) => Ok(Consistency::Linearizable),
         Ok(c) => Ok(c),
-        Err(_) => Err(Status::invalid_argument(format!(
-            "consistency: unknown value {v}; CONSISTENCY_LINEARIZABLE or CONSISTENCY_SERIALIZABLE"
-        ))),
+        Err(_) => Err(errors::invalid(
+            "consistency",
+            format!(
+                "unknown value {v}; CONSISTENCY_LINEARIZABLE or CONSISTENCY_SERIALIZABLE \
+                 (unset: linearizable)"
+            ),
+        )),
     }
 }
 
@@ -249,16 +257,20 @@ impl Resources for ResourcesService {
         auth::authorize(&self.node, &request, Access::Read(ns))?;
         let req = request.into_inner();
         if req.kind.is_empty() {
-            return Err(Status::invalid_argument("kind: required"));
+            return Err(errors::invalid("kind", "required"));
         }
         let limits = &self.node.config.limits;
         let limit = match req.limit {
             0 => limits.default_list_page,
             n if n > limits.max_list_page => {
-                return Err(Status::invalid_argument(format!(
-                    "limit: {n} is above the largest page, {} (limits.max_list_page)",
-                    limits.max_list_page
-                )))
+                return Err(errors::limit_with_code(
+                    tonic::Code::InvalidArgument,
+                    "limits.max_list_page",
+                    format!(
+                        "limit: {n} is above the largest page, {} (limits.max_list_page)",
+                        limits.max_list_page
+                    ),
+                ))
             }
             n => n,
         };
@@ -351,24 +363,25 @@ impl Resources for ResourcesService {
         let req = request.into_inner();
         let max = self.node.config.limits.max_txn_ops;
         if req.ops.is_empty() {
-            return Err(Status::invalid_argument("ops: a txn needs at least one op"));
+            return Err(errors::invalid("ops", "a txn needs at least one op"));
         }
         if req.ops.len() > max {
-            return Err(Status::invalid_argument(format!(
-                "ops: {} ops is above the txn limit of {max} (limits.max_txn_ops)",
-                req.ops.len()
-            )));
+            return Err(errors::limit_with_code(
+                tonic::Code::InvalidArgument,
+                "limits.max_txn_ops",
+                format!(
+                    "ops: {} ops is above the txn limit of {max} (limits.max_txn_ops)",
+                    req.ops.len()
+                ),
+            ));
         }
         let mut ops = Vec::with_capacity(req.ops.len());
         for (i, op) in req.ops.iter().enumerate() {
             let op = op
                 .op
                 .as_ref()
-                .ok_or_else(|| Status::invalid_argument(format!("ops[{i}]: empty op")))?;
-            ops.push(
-                self.txn_op(op)
-                    .map_err(|s| Status::new(s.code(), format!("ops[{i}]: {}", s.message())))?,
-            );
+                .ok_or_else(|| errors::invalid(&format!("ops[{i}]"), "empty op"))?;
+            ops.push(self.txn_op(op).map_err(|s| errors::txn_op(i, s))?);
         }
         let namespaces: std::collections::BTreeSet<String> = ops
             .iter()
@@ -400,7 +413,7 @@ impl Resources for ResourcesService {
         auth::authorize(&self.node, &request, Access::Read(ns))?;
         let req = request.into_inner();
         if req.kind.is_empty() {
-            return Err(Status::invalid_argument("kind: required"));
+            return Err(errors::invalid("kind", "required"));
         }
         let by = state::count::CountBy::parse(&req.by).map_err(|r| errors::rejection(&r))?;
         let selector = Selector::parse(&req.label_selector).map_err(|r| errors::rejection(&r))?;
@@ -436,7 +449,7 @@ impl Resources for ResourcesService {
         let mut allowed = auth::StreamAuth::open(&self.node, &request, StreamAccess::Read(ns))?;
         let req = request.into_inner();
         if req.kind.is_empty() {
-            return Err(Status::invalid_argument("kind: required"));
+            return Err(errors::invalid("kind", "required"));
         }
         let filter = WatchFilter {
             kind: req.kind,
@@ -476,7 +489,7 @@ impl Resources for ResourcesService {
                     item = reg.rx.recv() => match item {
                         Some(Ok(d)) => send(Ok(watch_event(&d)), &mut allowed).await,
                         Some(Err(status)) => send(Err(status), &mut allowed).await,
-                        None => send(Err(Status::unavailable("watch closed by the server")), &mut allowed).await,
+                        None => send(Err(errors::unavailable("watch closed by the server", None)), &mut allowed).await,
                     },
                     _ = tick.tick() => match allowed.recheck() {
                         Ok(()) => { hub.bookmark(id); true }

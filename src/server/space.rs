@@ -223,7 +223,7 @@ pub struct Compaction {
 #[tracing::instrument(level = "info", skip_all, fields(node = node.id))]
 pub async fn compact(node: &Node) -> Result<Compaction, Status> {
     let _running = node.compaction.try_lock().map_err(|_| {
-        Status::failed_precondition(format!(
+        crate::server::errors::change_in_progress(format!(
             "a compaction is already running on node {}",
             node.id
         ))
@@ -240,7 +240,12 @@ pub async fn compact(node: &Node) -> Result<Compaction, Status> {
     };
     let data_bytes_before = measure("measure the data dir").await?;
     let applied = index(&node.raft.metrics().borrow_watched().last_applied);
-    let fatal = |e| Status::unavailable(format!("node {}'s Raft has stopped: {e}", node.id));
+    let fatal = |e| {
+        crate::server::errors::unavailable(
+            format!("node {}'s Raft has stopped: {e}", node.id),
+            None,
+        )
+    };
     let deadline = Instant::now() + COMPACT_SNAPSHOT_TIMEOUT;
     let snapshot_index = loop {
         node.raft.trigger().snapshot().await.map_err(fatal)?;
@@ -255,11 +260,14 @@ pub async fn compact(node: &Node) -> Result<Compaction, Status> {
             // `applied`: ask again.
             Err(_) if Instant::now() < deadline => continue,
             Err(e) => {
-                return Err(Status::deadline_exceeded(format!(
-                    "node {}: no snapshot up to index {applied} within \
-                     {COMPACT_SNAPSHOT_TIMEOUT:?}: {e}",
-                    node.id
-                )))
+                return Err(crate::server::errors::not_settled(
+                    node.id,
+                    format!(
+                        "node {}: no snapshot up to index {applied} within \
+                         {COMPACT_SNAPSHOT_TIMEOUT:?}: {e}",
+                        node.id
+                    ),
+                ))
             }
         }
     };

@@ -15,6 +15,7 @@ use tonic::Status;
 
 use crate::config::Limits;
 use crate::raft::state_machine::ApplyObserver;
+use crate::server::errors;
 use crate::state::{Effects, Event, LockEvent, OpEvent, Selector};
 
 /// What a watcher wants to see.
@@ -161,9 +162,14 @@ impl WatchHub {
         inner.compacted = revision;
         inner.revision = revision;
         for (_, w) in std::mem::take(&mut inner.watchers) {
-            let _ = w.tx.try_send(Err(Status::out_of_range(format!(
-                "the node's state was replaced by a snapshot at revision {revision}; re-list and watch again"
-            ))));
+            let _ = w.tx.try_send(Err(errors::revision_compacted(
+                revision,
+                revision + 1,
+                format!(
+                    "the node's state was replaced by a snapshot at revision {revision}; \
+                     re-list and watch again"
+                ),
+            )));
         }
     }
 
@@ -172,9 +178,13 @@ impl WatchHub {
         let mut inner = self.lock();
         let revision = inner.revision;
         for (_, w) in std::mem::take(&mut inner.watchers) {
-            let _ = w.tx.try_send(Err(Status::unavailable(format!(
-                "this node is shutting down; resume the watch on another node after revision {revision}"
-            ))));
+            let _ = w.tx.try_send(Err(errors::unavailable(
+                format!(
+                    "this node is shutting down; resume the watch on another node after \
+                     revision {revision}"
+                ),
+                None,
+            )));
         }
     }
 
@@ -186,10 +196,13 @@ impl WatchHub {
     ) -> Result<Registration, Status> {
         let mut inner = self.lock();
         if inner.watchers.len() >= self.watchers_max {
-            return Err(Status::resource_exhausted(format!(
-                "too many watchers on this node (limits.max_watchers = {})",
-                self.watchers_max
-            )));
+            return Err(errors::overloaded(
+                "limits.max_watchers",
+                format!(
+                    "too many watchers on this node (limits.max_watchers = {})",
+                    self.watchers_max
+                ),
+            ));
         }
         let from = if start_revision == 0 {
             inner.revision + 1
@@ -197,11 +210,17 @@ impl WatchHub {
             start_revision
         };
         if from <= inner.compacted {
-            return Err(Status::out_of_range(format!(
-                "start_revision {start_revision} is older than the kept history (limits.watch_history, watch_history_bytes; oldest available {}); current revision is {}: re-list and watch from the list's revision + 1",
+            return Err(errors::revision_compacted(
+                inner.revision,
                 inner.compacted + 1,
-                inner.revision
-            )));
+                format!(
+                    "start_revision {start_revision} is older than the kept history \
+                     (limits.watch_history, watch_history_bytes; oldest available {}); current \
+                     revision is {}: re-list and watch from the list's revision + 1",
+                    inner.compacted + 1,
+                    inner.revision
+                ),
+            ));
         }
         let replay: Vec<Arc<Event>> = inner
             .history
@@ -277,9 +296,13 @@ impl ApplyObserver for WatchHub {
             {
                 if w.tx.capacity() <= 1 {
                     tracing::info!(watcher = id, "cutting off a slow watcher");
-                    let _ = w.tx.try_send(Err(Status::resource_exhausted(format!(
-                        "watcher fell {buffer} events behind (limits.watch_buffer); re-list and watch again"
-                    ))));
+                    let _ = w.tx.try_send(Err(errors::watch_too_slow(
+                        "limits.watch_buffer",
+                        format!(
+                            "watcher fell {buffer} events behind (limits.watch_buffer); re-list \
+                             and watch again"
+                        ),
+                    )));
                     return false;
                 }
                 if w.tx.try_send(Ok(Delivery::Event(e.clone()))).is_err() {
@@ -348,13 +371,14 @@ where
                         }
                     },
                     Err(RecvError::Lagged(n)) => {
-                        let _ = out.send(Err(Status::resource_exhausted(format!(
-                            "{what} watcher fell behind by {n} events; {recover}"
-                        )))).await;
+                        let _ = out.send(Err(errors::watch_too_slow(
+                            "event broadcast buffer",
+                            format!("{what} watcher fell behind by {n} events; {recover}"),
+                        ))).await;
                         return;
                     }
                     Err(RecvError::Closed) => {
-                        let _ = out.send(Err(Status::unavailable("this node is shutting down"))).await;
+                        let _ = out.send(Err(errors::shutting_down())).await;
                         return;
                     }
                 },

@@ -84,13 +84,19 @@ fn report_from_proto(req: &ReportRequest) -> Result<WorkerReport, Status> {
             error: req.error.clone(),
         }),
         Ok(ReportKind::Aborted) => Ok(WorkerReport::Aborted),
-        Ok(ReportKind::Unspecified) => Err(Status::invalid_argument(
-            "kind: required; REPORT_KIND_STARTED, REPORT_KIND_SUCCEEDED, REPORT_KIND_FAILED or REPORT_KIND_ABORTED",
+        Ok(ReportKind::Unspecified) => Err(errors::invalid(
+            "kind",
+            "required; REPORT_KIND_STARTED, REPORT_KIND_SUCCEEDED, REPORT_KIND_FAILED or \
+             REPORT_KIND_ABORTED",
         )),
-        Err(_) => Err(Status::invalid_argument(format!(
-            "kind: unknown value {}; REPORT_KIND_STARTED, REPORT_KIND_SUCCEEDED, REPORT_KIND_FAILED or REPORT_KIND_ABORTED",
-            req.kind
-        ))),
+        Err(_) => Err(errors::invalid(
+            "kind",
+            format!(
+                "unknown value {}; REPORT_KIND_STARTED, REPORT_KIND_SUCCEEDED, \
+                 REPORT_KIND_FAILED or REPORT_KIND_ABORTED",
+                req.kind
+            ),
+        )),
     }
 }
 
@@ -190,7 +196,7 @@ impl Workers for WorkersService {
             .enumerate()
             .map(|(i, h)| {
                 h.parse::<Handle>()
-                    .map_err(|e| Status::invalid_argument(format!("handles[{i}]: {e}")))
+                    .map_err(|e| errors::invalid(&format!("handles[{i}]"), e))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let command = Command::WorkerRegister {
@@ -332,7 +338,7 @@ impl Workers for WorkersService {
                         Ok(e) => sender.offer(&e.operation).await,
                         Err(RecvError::Lagged(_)) => sender.rescan(&node).await,
                         Err(RecvError::Closed) => {
-                            let _ = sender.out.send(Err(Status::unavailable("this node is shutting down"))).await;
+                            let _ = sender.out.send(Err(errors::shutting_down())).await;
                             false
                         }
                         },

@@ -5,7 +5,8 @@
 
 /// Whether something that may wait until `until_ms` has ended at leader time `now_ms`. It ends
 /// *at* its time, not after: a caller that asked to wait `wait_ms` from `t` has been answered
-/// (DeadlineExceeded) by `t + wait_ms`, so a grant at that instant could go to nobody.
+/// (Aborted, LOCK_WAIT_EXPIRED or POOL_WAIT_EXPIRED) by `t + wait_ms`, so a grant at that
+/// instant could go to nobody.
 pub(crate) fn wait_ended(until_ms: u64, now_ms: u64) -> bool {
     until_ms <= now_ms
 }

@@ -17,6 +17,7 @@ mod compose;
 mod count;
 mod deployments;
 mod dev;
+mod errors;
 mod faults;
 mod harness;
 mod locks;

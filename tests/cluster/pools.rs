@@ -415,7 +415,7 @@ async fn waiting_acquires_are_served_as_resources_free_up_and_time_out_cleanly()
     );
     assert_never_held_twice(&held);
 
-    // Both held; a short wait ends with NotFound, and its claim is gone.
+    // Both held; a short wait ends with Aborted POOL_WAIT_EXPIRED, and its claim is gone.
     let long = client(&cluster, nodes[1]);
     for owner in ["x", "y"] {
         long.pool_acquire("wide", "free", "busy", owner, "")
@@ -427,7 +427,12 @@ async fn waiting_acquires_are_served_as_resources_free_up_and_time_out_cleanly()
         .pool_acquire_wait("wide", "free", "busy", "z", "", Duration::from_millis(600))
         .await
         .expect_err("nothing frees up");
-    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    assert_eq!(e.code(), Code::Aborted, "{e:?}");
+    assert_eq!(
+        steward::client::reason(&e),
+        Some(steward::client::ErrorReason::PoolWaitExpired),
+        "{e:?}"
+    );
     assert!(started.elapsed() >= Duration::from_millis(600));
     let claims = long
         .count(

@@ -335,12 +335,12 @@ impl Worker {
                     record(EffectResult::Ok, invoke_ns, String::new());
                     return true;
                 }
-                Err(e) if e.code() == Code::FailedPrecondition => {
+                Err(e) if reason(&e) == Some(ErrorReason::FenceRejected) => {
                     record(EffectResult::FenceRefused, invoke_ns, error_text(&e));
                     return true;
                 }
                 // The log changed since the read (an earlier unknown write of ours): read again.
-                Err(e) if e.code() == Code::Aborted => {}
+                Err(e) if reason(&e) == Some(ErrorReason::RevisionConflict) => {}
                 Err(e) => {
                     record(EffectResult::Unknown, invoke_ns, error_text(&e));
                     tokio::time::sleep(RETRY_PAUSE).await;
@@ -369,7 +369,7 @@ impl Worker {
                 Ok(_) => (Outcome::Ok, String::new()),
                 Err(e) => (classify(e), error_text(e)),
             };
-            let stale = matches!(&r, Err(e) if e.code() == Code::Aborted);
+            let stale = matches!(&r, Err(e) if reason(e) == Some(ErrorReason::StaleAssignment));
             self.sh.record(Record::Report(ReportEvent {
                 worker: self.id.clone(),
                 op: op.id.clone(),

@@ -4,8 +4,9 @@
 //!
 //! A claim whose wait has ended (`wait_ended` at the entry's time) is never granted, even if its
 //! waiter's cancel and the reaper's expiry were never proposed: the waiter was already answered
-//! DeadlineExceeded. Every command drops such claims before it grants (`grant_waiting`) and an
-//! acquire does so before it counts the queue, so they are no queue and no demand either.
+//! Aborted POOL_WAIT_EXPIRED. Every command drops such claims before it grants
+//! (`grant_waiting`) and an acquire does so before it counts the queue, so they are no queue and
+//! no demand either.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -459,7 +460,7 @@ fn remove_claim(
 }
 
 /// Removes every claim whose wait has ended at this entry's time, each with the event the
-/// reaper's `ExpireClaims` sends (its waiter, if still there, answers DeadlineExceeded).
+/// reaper's `ExpireClaims` sends (its waiter, if still there, answers Aborted, POOL_WAIT_EXPIRED).
 fn drop_ended_claims(
     state: &mut State,
     ctx: &ApplyContext,

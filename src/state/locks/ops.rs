@@ -6,7 +6,7 @@
 //!
 //! A waiter whose wait has ended (`wait_ended` at the entry's time) is never granted, even when
 //! its cancel was never proposed (no leader, pending full, auth changed): its caller was already
-//! told DeadlineExceeded, so a grant would go to nobody and, without a ttl, hold the lock for
+//! told LOCK_WAIT_EXPIRED, so a grant would go to nobody and, without a ttl, hold the lock for
 //! ever. Every grant point (`grant_queue`) first drops such waiters with the `WaitExpired` event
 //! the sweep emits, and they are no queue for a new acquire (`blocker`, `enqueue`).
 
@@ -196,7 +196,7 @@ impl LockTable {
         check_ttl(req.ttl_ms)?;
         check_wait(req.wait_ms)?;
         check_details(req.details, &req.limits)?;
-        let locks_max = req.locks.locks_max;
+        let locks_max = req.limits.locks_max;
         let no_room = (!self.locks.contains_key(req.name)
             && self.locks.len() >= usize_of(locks_max))
         .then(|| {
@@ -458,12 +458,7 @@ fn enqueue(
     let waiting = live_waiters(lock, now);
     if waiting >= usize_of(waiters_max) {
         let what = format!("lock {} already has {waiting} waiters", lock.name);
-        return Err(at_limit(
-            "waiters",
-            what,
-            "locks.waiters_max",
-            waiters_max,
-        ));
+        return Err(at_limit("waiters", what, "locks.waiters_max", waiters_max));
     }
     // The ended ones leave first (they hold no place, see `blocker`), with their events.
     drop_ended_waiters(lock, now, events);
@@ -555,7 +550,7 @@ fn live_waiters(lock: &Lock, now: u64) -> usize {
 }
 
 /// Removes every waiter whose wait has ended at `now`, each with the `WaitExpired` event the
-/// sweep emits (the acquire call waiting on it, if still there, answers DeadlineExceeded).
+/// sweep emits (the acquire call waiting on it, if still there, answers Aborted, LOCK_WAIT_EXPIRED).
 /// Returns how many went.
 fn drop_ended_waiters(lock: &mut Lock, now: u64, events: &mut Vec<LockEvent>) -> u32 {
     if live_waiters(lock, now) == lock.waiters.len() {

@@ -115,9 +115,7 @@ pub(super) fn check_details(
         let max = limits.details_bytes_max;
         return Err(too_large(
             "details",
-            format!(
-                "{bytes} bytes as JSON, more than the limit locks.details_bytes_max = {max}"
-            ),
+            format!("{bytes} bytes as JSON, more than the limit locks.details_bytes_max = {max}"),
         ));
     }
     Ok(())

@@ -95,7 +95,7 @@ fn a_waiter_whose_wait_ended_is_never_granted() {
             w3 = log.queued(1_000, acquire("d", "h3", W, None, LONG), 2);
         }
         log.events();
-        // Exactly at the end of h2's wait: its caller has been answered DeadlineExceeded.
+        // Exactly at the end of h2's wait: its caller has been answered LOCK_WAIT_EXPIRED.
         let response = log.run(1_100, (point.command)(w3));
         assert!(
             !matches!(response, Response::Rejected(_)),

@@ -65,7 +65,7 @@ fn a_claim_whose_wait_ended_is_never_granted() {
             queued(&mut log, T0 + 1_000, acquire_wait("d", "", 60_000));
         }
         let before = log.effects.pool_events.len();
-        // Exactly at c's deadline: its waiter has been answered DeadlineExceeded.
+        // Exactly at c's deadline: its waiter has been answered POOL_WAIT_EXPIRED.
         log.ok(T0 + 1_100, (point.action)());
         let (name, owner) = point.freed;
         assert_eq!(log.view(name).expect(name).owner, owner, "{}", point.what);
