@@ -230,10 +230,15 @@ impl ClusterService {
         req.set_timeout(wait);
         // The timeout here, not only in the request: a stopped (SIGSTOP) node's kernel still
         // completes the connection, and then nothing answers.
+        let silent = || format!("no answer within {} ms", wait.as_millis());
         let reply = tokio::time::timeout(wait, client.node_status(req))
             .await
-            .map_err(|_| format!("no answer within {} ms", wait.as_millis()))?
-            .map_err(|s| s.message().to_string())?;
+            .map_err(|_| silent())?
+            .map_err(|s| match s.code() {
+                // tonic's own end of the request's timeout, racing ours.
+                tonic::Code::Cancelled | tonic::Code::DeadlineExceeded => silent(),
+                _ => s.message().to_string(),
+            })?;
         decode(&reply.into_inner().data).map_err(|e| e.to_string())
     }
 
