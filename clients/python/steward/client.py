@@ -8,8 +8,8 @@ to the next endpoint. Within the call's deadline:
 * reads are repeated anywhere: repeating a read cannot change anything, and an attempt gets only
   part of the deadline, so a node that takes the connection but never answers (paused, wedged)
   leaves the rest to the others;
-* writes are repeated only when no node can have acted on them: the reason says ``NOT_APPLIED``
-  or ``AUTH_CHANGED``, or the connection was never made. An ``OUTCOME_UNKNOWN`` write is raised
+* writes are repeated only when no node can have acted on them: the reason says ``NOT_APPLIED``,
+  ``AUTH_CHANGED`` or ``OVERLOADED`` (after its RetryInfo), or the connection was never made. An ``OUTCOME_UNKNOWN`` write is raised
   as :class:`~steward.errors.OutcomeUnknown` (read back before writing again), unless the request
   carries its own idempotency key (pool acquire ``request_id``, operation ``idempotency_key``).
 
@@ -169,10 +169,13 @@ class Client:
         """
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         pause = BACKOFF_FIRST_S
+        last_err: Optional[errors.StewardError] = None
         while True:
             endpoint = self.endpoints[0]
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if last_err is not None and last_err.not_applied:
+                    raise last_err  # the caller may still send it again: nothing acted on it
                 raise errors.DeadlineExceeded(
                     f"{service}.{method}: no node answered within the deadline",
                     code=grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -192,6 +195,7 @@ class Client:
             )
             if not _may_retry(err, write, idempotent, attempt_timed_out):
                 raise err
+            last_err = err
             if self._move_on(endpoint, err.leader):
                 continue
             delay = err.retry_delay if err.retry_delay is not None else pause
@@ -374,6 +378,8 @@ class Client:
         while op.state not in wanted:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if last_err is not None and last_err.not_applied:
+                    raise last_err  # the caller may still send it again: nothing acted on it
                 raise errors.DeadlineExceeded(
                     f"operation {op_id} still {pb.OperationState.Name(op.state)}",
                     code=grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -457,9 +463,10 @@ def _may_retry(err: errors.StewardError, write: bool, idempotent: bool, attempt_
     if err.not_applied:
         return True
     if write:
-        return idempotent and isinstance(err, errors.OutcomeUnknown)
-    # Reads: a node that was unavailable or that never answered within the attempt's share.
-    return (not err.reason and err.code == grpc.StatusCode.UNAVAILABLE) or attempt_timed_out
+        # Unknown outcome: resending cannot act twice only when the request is idempotent.
+        return idempotent and isinstance(err, (errors.OutcomeUnknown, errors.Unavailable))
+    # Reads: a node that could not serve, or that never answered within the attempt's share.
+    return err.code == grpc.StatusCode.UNAVAILABLE or attempt_timed_out
 
 
 def _consistency(serializable: bool) -> int:

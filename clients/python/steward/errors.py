@@ -3,9 +3,10 @@
 Every refusal a steward node sends carries ``grpc-status-details-bin``: a ``google.rpc.Status``
 with one ``google.rpc.ErrorInfo`` (domain ``steward``, a stable ``reason`` such as
 ``"LOCK_BUSY"``, and metadata such as ``current_revision``, ``limit`` or ``leader``) and, when a
-retry may succeed after a delay, a ``google.rpc.RetryInfo``. :func:`from_rpc_error` turns a
-``grpc.RpcError`` into the :class:`StewardError` subclass of its reason; a reason this client does
-not know yet is a plain :class:`StewardError` that still carries it.
+retry may succeed after a delay, a ``google.rpc.RetryInfo`` (proto/errors.proto documents
+every reason). :func:`from_rpc_error` turns a ``grpc.RpcError`` into the :class:`StewardError`
+subclass of its reason; a reason this client has no class for is classed by its gRPC code, and
+still carries it.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from grpc_status import rpc_status
 DOMAIN = "steward"
 #: Trailer naming the leader's client address when a node could not serve a request.
 LEADER_TRAILER = "x-steward-leader"
-#: Trailer of servers older than ErrorInfo reasons: the write was refused before any leader
-#: appended it (same meaning as the NOT_APPLIED reason).
+#: Trailer of servers older than ErrorInfo reasons (still sent): the write was refused before any
+#: leader appended it (NOT_APPLIED, OVERLOADED on a write, AUTH_CHANGED).
 NOT_APPLIED_TRAILER = "x-steward-not-applied"
+#: Reasons of refusals that no leader acted on, which say to send the request again (after
+#: RetryInfo): safe for writes too.
+NOT_APPLIED_REASONS = frozenset({"NOT_APPLIED", "AUTH_CHANGED", "OVERLOADED"})
 #: What grpc-core says when no connection to the endpoint could be made: the call failed when
 #: picking a connection, before any byte of it was sent.
 _NEVER_CONNECTED = "failed to connect to all addresses"
@@ -72,7 +76,7 @@ class StewardError(Exception):
         """True when no leader acted on the request: it may be sent again, even a write."""
         return (
             self.never_sent
-            or self.reason in ("NOT_APPLIED", "AUTH_CHANGED")
+            or self.reason in NOT_APPLIED_REASONS
             or self._legacy_not_applied
         )
 
@@ -89,10 +93,29 @@ class OutcomeUnknown(StewardError):
     REASON = "OUTCOME_UNKNOWN"
 
 
+class Unavailable(StewardError):
+    """The node cannot serve now (reason UNAVAILABLE), or none could be reached (no reason): a
+    read may go to another node; a write's outcome is unknown, as OutcomeUnknown."""
+
+    REASON = "UNAVAILABLE"
+
+
 class NotFound(StewardError):
-    """The object, operation, worker, user or lock is absent (metadata ``kind``)."""
+    """What the request names is absent (metadata ``resource_type``, ``name``)."""
 
     REASON = "NOT_FOUND"
+
+
+class PoolEmpty(NotFound):
+    """No free pool resource of the type is in the state asked for."""
+
+    REASON = "POOL_EMPTY"
+
+
+class PoolWaitExpired(StewardError):
+    """A pool acquire was not granted within its wait; nothing is leased."""
+
+    REASON = "POOL_WAIT_EXPIRED"
 
 
 class AlreadyExists(StewardError):
@@ -117,6 +140,19 @@ class InvalidArgument(StewardError):
     """A field broke a rule (metadata ``field`` and ``rule``)."""
 
     REASON = "INVALID_ARGUMENT"
+
+
+class RevisionCompacted(StewardError):
+    """A watch's start revision is no longer kept: list again, watch from its revision + 1
+    (metadata ``current_revision``, ``oldest_revision``)."""
+
+    REASON = "REVISION_COMPACTED"
+
+
+class Overloaded(StewardError):
+    """Too much in flight on the node; not applied: send again after ``retry_delay``."""
+
+    REASON = "OVERLOADED"
 
 
 class LimitExceeded(StewardError):
@@ -179,12 +215,14 @@ class PermissionDenied(StewardError):
     REASON = "PERMISSION_DENIED"
 
 
+class Internal(StewardError):
+    """steward's own failure; a write's outcome is unknown."""
+
+    REASON = "INTERNAL"
+
+
 class DeadlineExceeded(StewardError):
-    """The caller's deadline passed before any node answered."""
-
-
-class Unavailable(StewardError):
-    """No node could be reached, or one failed without a reason (transport failure)."""
+    """The caller's deadline passed before any node answered (a write's outcome is unknown)."""
 
 
 _BY_REASON: dict[str, type[StewardError]] = {
@@ -192,7 +230,13 @@ _BY_REASON: dict[str, type[StewardError]] = {
     for cls in (
         NotApplied,
         OutcomeUnknown,
+        Unavailable,
         NotFound,
+        PoolEmpty,
+        PoolWaitExpired,
+        RevisionCompacted,
+        Overloaded,
+        Internal,
         AlreadyExists,
         Conflict,
         InvalidArgument,
@@ -209,8 +253,9 @@ _BY_REASON: dict[str, type[StewardError]] = {
     )
 }
 
-# Without a reason (a transport failure, or an older server), only codes that mean one thing
-# pick a class; Aborted and FailedPrecondition cover several reasons and stay StewardError.
+# Without a reason this client knows (a transport failure, an older server, a newer reason), only
+# codes that mean one thing pick a class; Aborted and FailedPrecondition cover several reasons and
+# stay StewardError.
 _BY_CODE: dict[grpc.StatusCode, type[StewardError]] = {
     grpc.StatusCode.NOT_FOUND: NotFound,
     grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
@@ -255,7 +300,9 @@ def from_rpc_error(err: grpc.RpcError) -> StewardError:
         and status is None
         and _NEVER_CONNECTED in message
     )
-    cls = _BY_REASON.get(reason) or (None if reason else _BY_CODE.get(code)) or StewardError
+    cls = _BY_REASON.get(reason) or _BY_CODE.get(code) or StewardError
+    if never_sent:
+        cls = NotApplied
     return cls(
         message,
         reason=reason,

@@ -89,7 +89,11 @@ class Watch:
                 if self._closed.is_set():
                     raise StopIteration from None
                 err = errors.from_rpc_error(rpc_error)
-                resumable = err.not_applied or (not err.reason and err.code == grpc.StatusCode.UNAVAILABLE)
+                resumable = (
+                    err.not_applied
+                    or err.code == grpc.StatusCode.UNAVAILABLE
+                    or err.reason == "WATCH_TOO_SLOW"
+                )
                 if not resumable:
                     raise err from None
             else:

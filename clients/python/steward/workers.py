@@ -72,10 +72,7 @@ class Worker:
 
     def start(self) -> "Worker":
         """Registers and starts the heartbeat and assignment threads."""
-        req = pb.RegisterWorkerRequest(
-            worker=self.id, handles=self.handles, capacity=self.capacity, ttl_ms=int(self.ttl * 1000)
-        )
-        self._client.call("Workers", "Register", req, write=True)
+        self._register()
         self._pool = ThreadPoolExecutor(max_workers=self.capacity, thread_name_prefix=f"steward-{self.id}")
         for target in (self._heartbeat_loop, self._assignment_loop):
             thread = threading.Thread(target=target, name=f"steward-worker-{self.id}", daemon=True)
@@ -127,11 +124,25 @@ class Worker:
                 return current
             return self._client.call("Workers", "Report", req, write=True)
 
+    def _register(self) -> None:
+        req = pb.RegisterWorkerRequest(
+            worker=self.id, handles=self.handles, capacity=self.capacity, ttl_ms=int(self.ttl * 1000)
+        )
+        self._client.call("Workers", "Register", req, write=True)
+
+    def _register_quietly(self) -> None:
+        try:
+            self._register()
+        except errors.StewardError as err:
+            log.warning("worker %s: registering failed: %s", self.id, err)
+
     def _heartbeat_loop(self) -> None:
         interval = self.ttl / HEARTBEATS_PER_TTL
         while not self._stop.wait(interval):
             try:
                 self._client.call("Workers", "Heartbeat", pb.HeartbeatRequest(worker=self.id), write=True)
+            except errors.NotFound:
+                self._register_quietly()
             except errors.StewardError as err:
                 log.warning("worker %s: heartbeat failed: %s", self.id, err)
 
@@ -152,8 +163,14 @@ class Worker:
                 if self._stop.is_set():
                     return
                 err = errors.from_rpc_error(rpc_error)
-                log.info("worker %s: assignment stream broke (%s); opening it again", self.id, err)
-                self._client._move_on(self._client.endpoints[0], None)
+                if isinstance(err, errors.NotFound):
+                    # Declared dead (a heartbeat gap): its assignments went to others. Register
+                    # again; what it still runs is refused as a stale assignment.
+                    log.warning("worker %s: no longer registered; registering again", self.id)
+                    self._register_quietly()
+                else:
+                    log.info("worker %s: assignment stream broke (%s); opening it again", self.id, err)
+                    self._client._move_on(self._client.endpoints[0], None)
             self._stop.wait(STREAM_RETRY_PAUSE_S)
 
     def _dispatch(self, assignment: pb.Assignment) -> None:
