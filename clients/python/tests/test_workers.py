@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -16,18 +17,16 @@ def test_an_operation_is_run_by_a_python_worker(client: Client, unique: str) -> 
 
     def create(op: pb.OperationInfo, aborted: threading.Event) -> dict:
         ran.append((op.id, op.attempt, op.epoch))
-        return {"deployment": op.name, "plan": __import__("json").loads(op.params_json)["plan"]}
+        return {"deployment": op.name, "plan": json.loads(op.params_json)["plan"]}
 
     worker_id = f"{unique}-worker"
-    with client.worker(worker_id, [f"Director:create"], create, ttl=10.0):
-        submitted = client.submit_operation(
-            "Director",
-            unique,
-            "create",
-            params={"plan": "small"},
-            idempotency_key=f"{unique}-create",
-            create_object={"apiVersion": "v1", "kind": "Director", "metadata": {"name": unique}, "spec": {}},
-        )
+    submit = {
+        "params": {"plan": "small"},
+        "idempotency_key": f"{unique}-create",
+        "create_object": {"apiVersion": "v1", "kind": "Director", "metadata": {"name": unique}, "spec": {}},
+    }
+    with client.worker(worker_id, ["Director:create"], create, ttl=10.0):
+        submitted = client.submit_operation("Director", unique, "create", **submit)
         assert submitted.created
         op = client.wait_operation(submitted.operation.id, timeout=30.0)
     assert pb.OperationState.Name(op.state) == "OPERATION_STATE_SUCCEEDED", op
@@ -38,7 +37,7 @@ def test_an_operation_is_run_by_a_python_worker(client: Client, unique: str) -> 
     target = client.get("Director", unique)
     assert target["status"]["response"] == {"deployment": unique, "plan": "small"}
 
-    again = client.submit_operation("Director", unique, "create", idempotency_key=f"{unique}-create")
+    again = client.submit_operation("Director", unique, "create", **submit)
     assert not again.created and again.operation.id == op.id
 
 
