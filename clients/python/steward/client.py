@@ -9,9 +9,10 @@ to the next endpoint. Within the call's deadline:
   part of the deadline, so a node that takes the connection but never answers (paused, wedged)
   leaves the rest to the others;
 * writes are repeated only when no node can have acted on them: the reason says ``NOT_APPLIED``,
-  ``AUTH_CHANGED`` or ``OVERLOADED`` (after its RetryInfo), or the connection was never made. An ``OUTCOME_UNKNOWN`` write is raised
-  as :class:`~steward.errors.OutcomeUnknown` (read back before writing again), unless the request
-  carries its own idempotency key (pool acquire ``request_id``, operation ``idempotency_key``).
+  ``AUTH_CHANGED`` or ``OVERLOADED`` (after its RetryInfo), or the connection was never made.
+  An ``OUTCOME_UNKNOWN`` write is raised as :class:`~steward.errors.OutcomeUnknown` (read back
+  before writing it again), unless the request carries its own idempotency key (pool acquire
+  ``request_id``, operation ``idempotency_key``).
 
 Objects are dicts (the JSON text steward stores); other replies are the generated messages of
 ``steward.v1.steward_pb2``. :meth:`Client.call` reaches any RPC the helpers do not wrap.
@@ -23,13 +24,16 @@ import json
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, Optional, Union
+from typing import Any
 
 import grpc
 
 from steward import errors
+from steward.locks import Lock
 from steward.v1 import steward_pb2 as pb
 from steward.v1 import steward_pb2_grpc as pb_grpc
+from steward.watch import Watch
+from steward.workers import Handler, Worker
 
 #: The deadline of a call when the caller gives none, in seconds.
 DEFAULT_TIMEOUT_S = 10.0
@@ -58,7 +62,7 @@ _STUBS = {
 }
 
 #: A fence: a held lock (anything with ``name`` and ``token``) or ``(lock_name, token)``.
-FenceLike = Union[tuple[str, int], Any]
+FenceLike = tuple[str, int] | Any
 
 
 class Client:
@@ -76,10 +80,10 @@ class Client:
         endpoints: Sequence[str],
         timeout: float = DEFAULT_TIMEOUT_S,
         *,
-        token: Optional[str] = None,
-        root_certificates: Optional[bytes] = None,
-        certificate_chain: Optional[bytes] = None,
-        private_key: Optional[bytes] = None,
+        token: str | None = None,
+        root_certificates: bytes | None = None,
+        certificate_chain: bytes | None = None,
+        private_key: bytes | None = None,
     ) -> None:
         if not endpoints:
             raise ValueError("endpoints: at least one host:port is required")
@@ -104,7 +108,7 @@ class Client:
         for channel in channels:
             channel.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -116,7 +120,7 @@ class Client:
         with self._mutex:
             return self._endpoints[self._preferred :] + self._endpoints[: self._preferred]
 
-    def stub(self, service: str, endpoint: Optional[str] = None) -> Any:
+    def stub(self, service: str, endpoint: str | None = None) -> Any:
         """The generated stub of ``service`` (``"Resources"``, ``"Locks"``...) on ``endpoint``
         (default: the preferred one)."""
         return _STUBS[service](self._channel(endpoint or self.endpoints[0]))
@@ -138,7 +142,7 @@ class Client:
                 self._channels[endpoint] = channel
             return channel
 
-    def _move_on(self, failed: str, leader: Optional[str]) -> bool:
+    def _move_on(self, failed: str, leader: str | None) -> bool:
         """Prefers the named leader, else the endpoint after ``failed``; True when a leader
         other than ``failed`` was named (no pause needed before trying it)."""
         with self._mutex:
@@ -159,7 +163,7 @@ class Client:
         *,
         write: bool,
         idempotent: bool = False,
-        timeout: Optional[float] = None,
+        timeout: float | None = None,
     ) -> Any:
         """Calls a unary RPC under the retry rules and returns its reply.
 
@@ -169,7 +173,7 @@ class Client:
         """
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         pause = BACKOFF_FIRST_S
-        last_err: Optional[errors.StewardError] = None
+        last_err: errors.StewardError | None = None
         while True:
             endpoint = self.endpoints[0]
             remaining = deadline - time.monotonic()
@@ -204,7 +208,7 @@ class Client:
 
     # ---- resources ----
 
-    def create(self, obj: dict, *, fence: Optional[FenceLike] = None, timeout: Optional[float] = None) -> dict:
+    def create(self, obj: dict, *, fence: FenceLike | None = None, timeout: float | None = None) -> dict:
         """Creates an object; returns it as stored (metadata.resourceVersion set).
         Raises AlreadyExists."""
         req = pb.CreateRequest(object_json=json.dumps(obj), fence=_fence(fence))
@@ -217,12 +221,10 @@ class Client:
         namespace: str = "",
         *,
         serializable: bool = False,
-        timeout: Optional[float] = None,
+        timeout: float | None = None,
     ) -> dict:
         """One object (namespace ``""``: ``"default"``). Raises NotFound."""
-        req = pb.GetRequest(
-            kind=kind, namespace=namespace, name=name, consistency=_consistency(serializable)
-        )
+        req = pb.GetRequest(kind=kind, namespace=namespace, name=name, consistency=_consistency(serializable))
         return _obj(self.call("Resources", "Get", req, write=False, timeout=timeout))
 
     def list(
@@ -233,7 +235,7 @@ class Client:
         *,
         serializable: bool = False,
         page_size: int = 0,
-        timeout: Optional[float] = None,
+        timeout: float | None = None,
     ) -> tuple[list[dict], int]:
         """Every object of ``kind`` (namespace ``""``: all namespaces) matching the label
         ``selector``, following continue tokens; returns ``(objects, revision)`` where revision
@@ -255,7 +257,7 @@ class Client:
             if not token:
                 return items, reply.revision
 
-    def revision(self, kind: str, *, timeout: Optional[float] = None) -> int:
+    def revision(self, kind: str, *, timeout: float | None = None) -> int:
         """The store revision now (a linearizable one-object list of ``kind``)."""
         req = pb.ListRequest(kind=kind, limit=1)
         return int(self.call("Resources", "List", req, write=False, timeout=timeout).revision)
@@ -265,8 +267,8 @@ class Client:
         obj: dict,
         *,
         expected_revision: int = 0,
-        fence: Optional[FenceLike] = None,
-        timeout: Optional[float] = None,
+        fence: FenceLike | None = None,
+        timeout: float | None = None,
     ) -> dict:
         """Replaces apiVersion, spec, labels and annotations (status is kept). With
         ``expected_revision`` (or the object's own metadata.resourceVersion) as a precondition:
@@ -281,8 +283,8 @@ class Client:
         obj: dict,
         *,
         expected_revision: int = 0,
-        fence: Optional[FenceLike] = None,
-        timeout: Optional[float] = None,
+        fence: FenceLike | None = None,
+        timeout: float | None = None,
     ) -> dict:
         """Replaces status only."""
         req = pb.UpdateRequest(
@@ -297,8 +299,8 @@ class Client:
         namespace: str = "",
         *,
         expected_revision: int = 0,
-        fence: Optional[FenceLike] = None,
-        timeout: Optional[float] = None,
+        fence: FenceLike | None = None,
+        timeout: float | None = None,
     ) -> dict:
         """Deletes an object; returns it as it was. Raises NotFound, Conflict."""
         req = pb.DeleteRequest(
@@ -318,19 +320,16 @@ class Client:
         *,
         start_revision: int = 0,
         bookmarks: bool = False,
-    ) -> "Watch":
+    ) -> Watch:
         """Events of ``kind`` from ``start_revision`` (inclusive; 0: from now on), resumed on
         another node after a broken stream with no gap and no repeat."""
-        from steward.watch import Watch
-
         return Watch(self, kind, namespace, selector, start_revision, bookmarks)
 
     # ---- locks ----
 
-    def lock(self, name: str, **kwargs: Any) -> Any:
-        """A :class:`~steward.locks.Lock` on ``name`` (not acquired yet; use ``with``)."""
-        from steward.locks import Lock
-
+    def lock(self, name: str, **kwargs: Any) -> Lock:
+        """A :class:`~steward.locks.Lock` on ``name`` (not acquired yet; use ``with``); keyword
+        arguments as Lock's (holder, ttl, mode, wait, details, refresh)."""
         return Lock(self, name, **kwargs)
 
     # ---- operations and workers ----
@@ -342,10 +341,10 @@ class Client:
         verb: str,
         namespace: str = "",
         *,
-        params: Optional[dict] = None,
+        params: dict | None = None,
         idempotency_key: str = "",
-        create_object: Optional[dict] = None,
-        timeout: Optional[float] = None,
+        create_object: dict | None = None,
+        timeout: float | None = None,
     ) -> pb.SubmitOperationReply:
         """Queues ``verb`` on the target. With an ``idempotency_key`` an unknown outcome is
         resent (the key answers the first operation)."""
@@ -362,7 +361,7 @@ class Client:
             "Operations", "Submit", req, write=True, idempotent=bool(idempotency_key), timeout=timeout
         )
 
-    def get_operation(self, op_id: str, *, timeout: Optional[float] = None) -> pb.OperationInfo:
+    def get_operation(self, op_id: str, *, timeout: float | None = None) -> pb.OperationInfo:
         """One operation. Raises NotFound."""
         req = pb.GetOperationRequest(id=op_id)
         return self.call("Operations", "Get", req, write=False, timeout=timeout)
@@ -378,8 +377,6 @@ class Client:
         while op.state not in wanted:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                if last_err is not None and last_err.not_applied:
-                    raise last_err  # the caller may still send it again: nothing acted on it
                 raise errors.DeadlineExceeded(
                     f"operation {op_id} still {pb.OperationState.Name(op.state)}",
                     code=grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -404,17 +401,16 @@ class Client:
                 op = self.get_operation(op_id)
         return op
 
-    def worker(self, worker_id: str, handles: Sequence[str], handler: Any, **kwargs: Any) -> Any:
+    def worker(self, worker_id: str, handles: Sequence[str], handler: Handler, **kwargs: Any) -> Worker:
         """A :class:`~steward.workers.Worker` running ``handler`` for the ``Kind:verb`` pairs in
-        ``handles`` (not started yet; use ``with`` or ``start()``)."""
-        from steward.workers import Worker
-
+        ``handles`` (not started yet; use ``with`` or ``start()``); keyword arguments as
+        Worker's (capacity, ttl, deregister_on_stop)."""
         return Worker(self, worker_id, handles, handler, **kwargs)
 
     # ---- pools ----
 
     def pool_sync(
-        self, resources: Iterable[tuple[str, str, str]], *, timeout: Optional[float] = None
+        self, resources: Iterable[tuple[str, str, str]], *, timeout: float | None = None
     ) -> pb.PoolResourcesReply:
         """Makes the pool hold exactly these ``(name, type, initial_state)`` resources."""
         req = pb.PoolSyncRequest(
@@ -431,7 +427,7 @@ class Client:
         *,
         request_id: str = "",
         wait: float = 0.0,
-        timeout: Optional[float] = None,
+        timeout: float | None = None,
     ) -> pb.PoolResource:
         """Leases the oldest-updated free resource of ``type`` in ``state`` and moves it to
         ``dest``; waits up to ``wait`` seconds for one (NotFound when none). With a
@@ -446,7 +442,7 @@ class Client:
         return reply.resource
 
     def pool_release(
-        self, name: str, owner: str, dest: str, *, timeout: Optional[float] = None
+        self, name: str, owner: str, dest: str, *, timeout: float | None = None
     ) -> pb.PoolResource:
         """Gives a leased resource back, moved to ``dest``."""
         req = pb.PoolReleaseRequest(name=name, owner=owner, dest=dest)
@@ -454,7 +450,7 @@ class Client:
 
     # ---- cluster ----
 
-    def cluster_status(self, *, timeout: Optional[float] = None) -> pb.ClusterStatusReply:
+    def cluster_status(self, *, timeout: float | None = None) -> pb.ClusterStatusReply:
         """Every node's state as the node asked sees it."""
         return self.call("Cluster", "Status", pb.ClusterStatusRequest(), write=False, timeout=timeout)
 
@@ -473,7 +469,7 @@ def _consistency(serializable: bool) -> int:
     return pb.CONSISTENCY_SERIALIZABLE if serializable else pb.CONSISTENCY_UNSPECIFIED
 
 
-def _fence(fence: Optional[FenceLike]) -> Optional[pb.Fence]:
+def _fence(fence: FenceLike | None) -> pb.Fence | None:
     if fence is None:
         return None
     if isinstance(fence, tuple):

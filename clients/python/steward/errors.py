@@ -11,8 +11,6 @@ still carries it.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
@@ -55,9 +53,9 @@ class StewardError(Exception):
         *,
         reason: str = "",
         code: grpc.StatusCode = grpc.StatusCode.UNKNOWN,
-        metadata: Optional[dict[str, str]] = None,
-        retry_delay: Optional[float] = None,
-        leader: Optional[str] = None,
+        metadata: dict[str, str] | None = None,
+        retry_delay: float | None = None,
+        leader: str | None = None,
         never_sent: bool = False,
         legacy_not_applied: bool = False,
     ) -> None:
@@ -74,11 +72,7 @@ class StewardError(Exception):
     @property
     def not_applied(self) -> bool:
         """True when no leader acted on the request: it may be sent again, even a write."""
-        return (
-            self.never_sent
-            or self.reason in NOT_APPLIED_REASONS
-            or self._legacy_not_applied
-        )
+        return self.never_sent or self.reason in NOT_APPLIED_REASONS or self._legacy_not_applied
 
 
 class NotApplied(StewardError):
@@ -130,7 +124,7 @@ class Conflict(StewardError):
     REASON = "REVISION_CONFLICT"
 
     @property
-    def current_revision(self) -> Optional[int]:
+    def current_revision(self) -> int | None:
         """The object's revision when the write was refused (ErrorInfo metadata)."""
         value = self.metadata.get("current_revision")
         return int(value) if value is not None and value.isdigit() else None

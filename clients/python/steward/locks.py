@@ -16,7 +16,7 @@ import os
 import socket
 import threading
 import uuid
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from steward import errors
 from steward.v1 import steward_pb2 as pb
@@ -46,14 +46,14 @@ class Lock:
 
     def __init__(
         self,
-        client: "Client",
+        client: Client,
         name: str,
         *,
-        holder: Optional[str] = None,
+        holder: str | None = None,
         ttl: float = 10.0,
         mode: str = "WRITE",
         wait: float = 0.0,
-        details: Optional[dict] = None,
+        details: dict | None = None,
         refresh: bool = True,
     ) -> None:
         if ttl <= 0:
@@ -71,9 +71,9 @@ class Lock:
         #: Set when a refresh was refused: the grant is gone (expired, or taken over).
         self.lost = threading.Event()
         self._stop = threading.Event()
-        self._refresher: Optional[threading.Thread] = None
+        self._refresher: threading.Thread | None = None
 
-    def acquire(self) -> "Lock":
+    def acquire(self) -> Lock:
         """Takes the lock; raises LockBusy, LockDelayed or LockWaitExpired when not granted."""
         req = pb.AcquireRequest(
             name=self.name,
@@ -130,7 +130,7 @@ class Lock:
             except errors.StewardError:
                 continue  # no node answered in time: try again; the TTL has room for it
 
-    def __enter__(self) -> "Lock":
+    def __enter__(self) -> Lock:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:

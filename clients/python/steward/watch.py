@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -33,7 +33,7 @@ class WatchEvent:
 
     type: str
     revision: int
-    object: Optional[dict]
+    object: dict | None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -48,7 +48,7 @@ class Watch:
 
     def __init__(
         self,
-        client: "Client",
+        client: Client,
         kind: str,
         namespace: str,
         selector: str,
@@ -68,13 +68,13 @@ class Watch:
         self._complete_through = 0  # every event up to here was delivered (bookmark)
         self.resumes = 0
         #: The endpoint the current stream was opened on.
-        self.endpoint: Optional[str] = None
+        self.endpoint: str | None = None
 
-    def __iter__(self) -> "Watch":
+    def __iter__(self) -> Watch:
         return self
 
     def __next__(self) -> WatchEvent:
-        failing_since: Optional[float] = None
+        failing_since: float | None = None
         pause = RESUME_PAUSE_FIRST_S
         while True:
             if self._closed.is_set():
@@ -84,7 +84,7 @@ class Watch:
             try:
                 message = next(self._stream)
             except StopIteration:  # the server ended the stream (shutting down): resume
-                err: Optional[errors.StewardError] = None
+                err: errors.StewardError | None = None
             except grpc.RpcError as rpc_error:
                 if self._closed.is_set():
                     raise StopIteration from None
@@ -121,7 +121,7 @@ class Watch:
         if self._stream is not None:
             self._stream.cancel()
 
-    def __enter__(self) -> "Watch":
+    def __enter__(self) -> Watch:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -38,7 +38,7 @@ HEARTBEATS_PER_TTL = 3
 STREAM_RETRY_PAUSE_S = 0.2
 
 #: handler(operation, aborted) -> response object (or None). Raising fails the operation.
-Handler = Callable[[pb.OperationInfo, threading.Event], Optional[dict]]
+Handler = Callable[[pb.OperationInfo, threading.Event], dict | None]
 
 
 class Worker:
@@ -46,7 +46,7 @@ class Worker:
 
     def __init__(
         self,
-        client: "Client",
+        client: Client,
         worker_id: str,
         handles: Sequence[str],
         handler: Handler,
@@ -64,13 +64,13 @@ class Worker:
         self.deregister_on_stop = deregister_on_stop
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._pool: Optional[ThreadPoolExecutor] = None
+        self._pool: ThreadPoolExecutor | None = None
         self._stream: Any = None
         self._mutex = threading.Lock()
         self._started: set[tuple[str, int]] = set()  # (operation id, epoch) run or running
         self._aborted: dict[str, threading.Event] = {}  # operation id -> abort asked
 
-    def start(self) -> "Worker":
+    def start(self) -> Worker:
         """Registers and starts the heartbeat and assignment threads."""
         self._register()
         self._pool = ThreadPoolExecutor(max_workers=self.capacity, thread_name_prefix=f"steward-{self.id}")
@@ -93,14 +93,14 @@ class Worker:
         if self.deregister_on_stop:
             self._client.call("Workers", "Deregister", pb.DeregisterWorkerRequest(worker=self.id), write=True)
 
-    def __enter__(self) -> "Worker":
+    def __enter__(self) -> Worker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def report(
-        self, op: pb.OperationInfo, kind: str, *, response: Optional[dict] = None, error: str = ""
+        self, op: pb.OperationInfo, kind: str, *, response: dict | None = None, error: str = ""
     ) -> pb.OperationInfo:
         """Reports ``kind`` (STARTED, SUCCEEDED, FAILED, ABORTED) for the assignment ``op``.
         Raises StaleAssignment when the assignment was lost."""

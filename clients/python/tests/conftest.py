@@ -19,7 +19,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
@@ -56,7 +55,7 @@ class Cluster:
     log_path: Path
     clients: list[Client] = field(default_factory=list)
 
-    def client(self, endpoints: Optional[list[str]] = None, timeout: float = 10.0) -> Client:
+    def client(self, endpoints: list[str] | None = None, timeout: float = 10.0) -> Client:
         """A client of the given endpoints (default: all), closed at the end of the session."""
         c = Client(endpoints or self.endpoints, timeout=timeout)
         self.clients.append(c)
@@ -79,7 +78,7 @@ class Cluster:
         assert node.pid > 0, f"node {endpoint} reports no pid"
         return int(node.pid)
 
-    def wait_ready(self, timeout: float = READY_TIMEOUT_S, *, not_pid: Optional[dict[str, int]] = None) -> None:
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S, *, not_pid: dict[str, int] | None = None) -> None:
         """Waits until a leader is elected and every node serves (and, for each endpoint in
         ``not_pid``, runs under another pid: it was restarted)."""
         deadline = time.monotonic() + timeout

@@ -16,7 +16,12 @@ POLL_S = 0.1
 
 
 def director(name: str, replicas: int) -> dict:
-    return {"apiVersion": "v1", "kind": "Director", "metadata": {"name": name}, "spec": {"replicas": replicas}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Director",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas},
+    }
 
 
 def holders(client: Client, name: str) -> list:

@@ -31,7 +31,7 @@ def test_crud(client: Client, unique: str) -> None:
     assert got["metadata"]["resourceVersion"] == str(rev)
     assert got["metadata"]["namespace"] == "default"
 
-    items, list_rev = client.list("Director", selector=f"suite=python,state=in_queue")
+    items, list_rev = client.list("Director", selector="suite=python,state=in_queue")
     assert unique in {o["metadata"]["name"] for o in items}
     assert list_rev >= rev
 
@@ -110,8 +110,13 @@ def test_write_sent_to_a_follower(cluster, unique: str) -> None:  # noqa: ANN001
     created = only_follower.create(director(unique))
     assert created["metadata"]["name"] == unique
     # A linearizable read on the follower sees it at once; a serializable one once applied.
-    assert only_follower.get("Director", unique)["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
-    only_follower.update(director(unique, replicas=4), expected_revision=int(created["metadata"]["resourceVersion"]))
+    assert (
+        only_follower.get("Director", unique)["metadata"]["resourceVersion"]
+        == created["metadata"]["resourceVersion"]
+    )
+    only_follower.update(
+        director(unique, replicas=4), expected_revision=int(created["metadata"]["resourceVersion"])
+    )
     assert cluster.client([cluster.leader()]).get("Director", unique)["spec"] == {"replicas": 4}
 
 

@@ -31,7 +31,9 @@ def test_committed_stubs_match_the_protos(tmp_path: Path) -> None:
 
 def test_every_typed_error_names_a_reason_of_errors_proto() -> None:
     proto_reasons = {
-        name.removeprefix("ERROR_REASON_") for name in errors_pb2.ErrorReason.keys() if name != "ERROR_REASON_UNSPECIFIED"
+        name.removeprefix("ERROR_REASON_")
+        for name in errors_pb2.ErrorReason.keys()
+        if name != "ERROR_REASON_UNSPECIFIED"
     }
     assert errors.known_reasons() <= proto_reasons, errors.known_reasons() - proto_reasons
     assert errors.NOT_APPLIED_REASONS <= proto_reasons

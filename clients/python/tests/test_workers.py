@@ -49,7 +49,9 @@ def test_a_pool_resource_is_acquired_and_released(client: Client, unique: str) -
     assert {first.name, second.name} == {f"{unique}-a", f"{unique}-b"}
     assert (first.owner, first.state) == ("py1", "busy")
     # The same request id answers the lease it took.
-    assert client.pool_acquire(kind, "free", "busy", owner="py1", request_id=f"{unique}-r1").name == first.name
+    assert (
+        client.pool_acquire(kind, "free", "busy", owner="py1", request_id=f"{unique}-r1").name == first.name
+    )
 
     with pytest.raises(steward.PoolEmpty) as empty:
         client.pool_acquire(kind, "free", "busy", owner="py3")
