@@ -1,5 +1,8 @@
 """The resource store through the Python client: CRUD, CAS, typed errors, writes through a
-follower, and a write retried past an endpoint that refuses connections."""
+follower, and a write retried past an endpoint that refuses connections.
+
+The assertions on `.reason` need a server that sends ErrorInfo (issue 22); against an older one
+they fail, by design: the suite checks the contract, not a fallback."""
 
 from __future__ import annotations
 
@@ -81,7 +84,7 @@ def test_typed_errors_carry_reasons(client: Client, unique: str) -> None:
     with pytest.raises(steward.AlreadyExists) as exists:
         client.create(director(unique))
     assert exists.value.reason == "ALREADY_EXISTS"
-    assert exists.value.metadata.get("name") == unique
+    assert unique in exists.value.metadata.get("name", ""), exists.value.metadata
 
     bad = director(unique)
     del bad["metadata"]["name"]
