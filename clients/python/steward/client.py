@@ -92,6 +92,7 @@ class Client:
         self._preferred = 0
         self._mutex = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict[tuple[str, str], Any] = {}
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self._credentials = (
             grpc.ssl_channel_credentials(root_certificates, private_key, certificate_chain)
@@ -104,7 +105,7 @@ class Client:
     def close(self) -> None:
         """Closes every channel."""
         with self._mutex:
-            channels, self._channels = list(self._channels.values()), {}
+            channels, self._channels, self._stubs = list(self._channels.values()), {}, {}
         for channel in channels:
             channel.close()
 
@@ -123,24 +124,30 @@ class Client:
     def stub(self, service: str, endpoint: str | None = None) -> Any:
         """The generated stub of ``service`` (``"Resources"``, ``"Locks"``...) on ``endpoint``
         (default: the preferred one)."""
-        return _STUBS[service](self._channel(endpoint or self.endpoints[0]))
+        endpoint = endpoint or self.endpoints[0]
+        with self._mutex:
+            stub = self._stubs.get((service, endpoint))
+            if stub is None:
+                stub = _STUBS[service](self._channel(endpoint))
+                self._stubs[(service, endpoint)] = stub
+            return stub
 
     def _channel(self, endpoint: str) -> grpc.Channel:
-        with self._mutex:
-            channel = self._channels.get(endpoint)
-            if channel is None:
-                options = [
-                    ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MAX_MS),
-                    ("grpc.initial_reconnect_backoff_ms", 100),
-                    ("grpc.min_reconnect_backoff_ms", 100),
-                ]
-                channel = (
-                    grpc.secure_channel(endpoint, self._credentials, options)
-                    if self._credentials is not None
-                    else grpc.insecure_channel(endpoint, options)
-                )
-                self._channels[endpoint] = channel
-            return channel
+        """The channel to ``endpoint``, made on first use; the caller holds ``_mutex``."""
+        channel = self._channels.get(endpoint)
+        if channel is None:
+            options = [
+                ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MAX_MS),
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.min_reconnect_backoff_ms", 100),
+            ]
+            channel = (
+                grpc.secure_channel(endpoint, self._credentials, options)
+                if self._credentials is not None
+                else grpc.insecure_channel(endpoint, options)
+            )
+            self._channels[endpoint] = channel
+        return channel
 
     def _move_on(self, failed: str, leader: str | None) -> bool:
         """Prefers the named leader, else the endpoint after ``failed``; True when a leader
@@ -174,6 +181,9 @@ class Client:
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         pause = BACKOFF_FIRST_S
         last_err: errors.StewardError | None = None
+        # Moving to a named leader goes at once, but not twice in a row: two nodes that name
+        # each other (leadership moving) are then paused between, as any other retry.
+        jumped = False
         while True:
             endpoint = self.endpoints[0]
             remaining = deadline - time.monotonic()
@@ -200,8 +210,10 @@ class Client:
             if not _may_retry(err, write, idempotent, attempt_timed_out):
                 raise err
             last_err = err
-            if self._move_on(endpoint, err.leader):
+            if self._move_on(endpoint, err.leader) and not jumped:
+                jumped = True
                 continue
+            jumped = False
             delay = err.retry_delay if err.retry_delay is not None else pause
             time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
             pause = min(pause * 2, BACKOFF_MAX_S)
