@@ -115,11 +115,14 @@ class Worker:
         )
         try:
             return self._client.call("Workers", "Report", req, write=True)
-        except errors.OutcomeUnknown:
-            # Read back: the report took effect if the operation moved on under this epoch.
+        except (errors.OutcomeUnknown, errors.Unavailable, errors.DeadlineExceeded):
+            # Outcome unknown. Read back: the report took effect if the operation moved on
+            # under this epoch; else it is sent once more (the epoch keeps a late one harmless).
             current = self._client.get_operation(op.id)
             if current.epoch != op.epoch:
-                raise errors.StaleAssignment(f"operation {op.id} moved to epoch {current.epoch}") from None
+                raise errors.StaleAssignment(
+                    f"operation {op.id} moved to epoch {current.epoch}", reason="STALE_ASSIGNMENT"
+                ) from None
             if current.state != op.state:
                 return current
             return self._client.call("Workers", "Report", req, write=True)
