@@ -13,6 +13,7 @@ import pytest
 
 import steward
 from steward import Client
+from steward.v1 import steward_pb2 as pb
 
 
 def director(name: str, **spec: object) -> dict:
@@ -79,13 +80,15 @@ def test_cas_conflict_carries_the_current_revision(client: Client, unique: str) 
     assert client.get("Director", unique)["spec"] == {"replicas": 2}
 
 
-def test_typed_errors_carry_reasons(client: Client, unique: str) -> None:
+def test_already_exists_names_the_object(client: Client, unique: str) -> None:
     client.create(director(unique))
     with pytest.raises(steward.AlreadyExists) as exists:
         client.create(director(unique))
     assert exists.value.reason == "ALREADY_EXISTS"
     assert unique in exists.value.metadata.get("name", ""), exists.value.metadata
 
+
+def test_invalid_argument_names_the_field(client: Client, unique: str) -> None:
     bad = director(unique)
     del bad["metadata"]["name"]
     with pytest.raises(steward.InvalidArgument) as invalid:
@@ -93,13 +96,16 @@ def test_typed_errors_carry_reasons(client: Client, unique: str) -> None:
     assert invalid.value.reason == "INVALID_ARGUMENT"
     assert invalid.value.metadata.get("field"), invalid.value.metadata
 
-    # A lock request without a mode is refused, not taken as READ (issue 22's first finding).
-    from steward.v1 import steward_pb2 as pb
 
+def test_a_lock_without_a_mode_is_refused(client: Client, unique: str) -> None:
+    # Not taken as READ (issue 22's first finding): LOCK_MODE_UNSPECIFIED is refused.
+    request = pb.AcquireRequest(name=unique, holder="h", ttl_ms=5000)
     with pytest.raises(steward.InvalidArgument) as no_mode:
-        client.call("Locks", "Acquire", pb.AcquireRequest(name=unique, holder="h", ttl_ms=5000), write=True)
+        client.call("Locks", "Acquire", request, write=True)
     assert "mode" in no_mode.value.metadata.get("field", "") + no_mode.value.message
 
+
+def test_a_busy_lock_says_lock_busy(client: Client, unique: str) -> None:
     with client.lock(f"{unique}-lock", ttl=10):
         with pytest.raises(steward.LockBusy) as busy:
             client.lock(f"{unique}-lock", ttl=10).acquire()
