@@ -12,7 +12,8 @@ still carries it.
 from __future__ import annotations
 
 import grpc
-from google.rpc import error_details_pb2
+from google.protobuf.message import DecodeError
+from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 #: ErrorInfo.domain of steward's refusals.
@@ -22,6 +23,8 @@ LEADER_TRAILER = "x-steward-leader"
 #: Trailer of servers older than ErrorInfo reasons (still sent): the write was refused before any
 #: leader appended it (NOT_APPLIED, OVERLOADED on a write, AUTH_CHANGED).
 NOT_APPLIED_TRAILER = "x-steward-not-applied"
+#: The trailer of the google.rpc.Status details.
+_DETAILS_TRAILER = "grpc-status-details-bin"
 #: Reasons of refusals that no leader acted on, which say to send the request again (after
 #: RetryInfo): safe for writes too.
 NOT_APPLIED_REASONS = frozenset({"NOT_APPLIED", "AUTH_CHANGED", "OVERLOADED"})
@@ -274,8 +277,10 @@ def from_rpc_error(err: grpc.RpcError) -> StewardError:
     reason, metadata, retry_delay = "", {}, None
     try:
         status = rpc_status.from_call(err)  # type: ignore[arg-type]
-    except ValueError:  # details whose code or message disagree with the call's: ignore them
-        status = None
+    except ValueError:
+        # The details' code or message differ from the call's (a proxy rewrote the message):
+        # the reason is still the server's.
+        status = _details(_call_attr(err, "trailing_metadata", None) or ())
     if status is not None:
         for detail in status.details:
             if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
@@ -308,6 +313,16 @@ def from_rpc_error(err: grpc.RpcError) -> StewardError:
         legacy_not_applied=NOT_APPLIED_TRAILER in trailers
         and code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED),
     )
+
+
+def _details(trailers: tuple) -> status_pb2.Status | None:
+    for key, value in trailers:
+        if key == _DETAILS_TRAILER and isinstance(value, bytes):
+            try:
+                return status_pb2.Status.FromString(value)
+            except DecodeError:
+                return None
+    return None
 
 
 def _call_attr(err: grpc.RpcError, name: str, default):  # noqa: ANN001, ANN202

@@ -56,6 +56,11 @@ def test_reasons_decode_into_typed_errors() -> None:
     assert err.leader == "127.0.0.1:7002"
     assert err.retry_delay == pytest.approx(0.3)
 
+    # Details whose message differs from the call's (rewritten on the way) still count.
+    rewritten = refusal(grpc.StatusCode.ABORTED, "LOCK_BUSY")
+    rewritten._details = "forwarded: " + rewritten._details
+    assert errors.from_rpc_error(rewritten).reason == "LOCK_BUSY"
+
     # A reason without a class of its own is classed by its code and keeps the reason.
     err = errors.from_rpc_error(refusal(grpc.StatusCode.NOT_FOUND, "SOMETHING_NEWER"))
     assert isinstance(err, steward.NotFound) and err.reason == "SOMETHING_NEWER"
