@@ -9,6 +9,7 @@
 
 use std::time::{Duration, Instant};
 
+use steward::client::{reason, retry_delay, ErrorReason};
 use steward::proto::v1::{ClusterStatusRequest, CreateRequest};
 use tonic::{Code, Request};
 
@@ -104,9 +105,18 @@ async fn a_write_no_leader_can_take_is_answered_not_applied_before_the_callers_d
         .expect_err("no leader can be elected");
     let took = started.elapsed();
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert_eq!(
+        reason(&status),
+        Some(ErrorReason::NotApplied),
+        "the reason says it may be sent again: {status:?}"
+    );
+    assert!(
+        retry_delay(&status).is_some(),
+        "with a RetryInfo: {status:?}"
+    );
     assert!(
         status.metadata().get("x-steward-not-applied").is_some(),
-        "marked not applied: {status:?}"
+        "and the trailer older clients read: {status:?}"
     );
     assert!(
         took < deadline,
