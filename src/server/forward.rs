@@ -154,6 +154,13 @@ pub enum ForwardError {
 
 impl ForwardError {
     /// The status the caller gets when this is the last word.
+    pub fn status(&self) -> &Status {
+        match self {
+            ForwardError::NotSent(s) | ForwardError::Refused(s) | ForwardError::Unknown(s) => s,
+        }
+    }
+
+    /// `status`, owned.
     pub fn into_status(self) -> Status {
         match self {
             ForwardError::NotSent(s) | ForwardError::Refused(s) | ForwardError::Unknown(s) => s,
@@ -350,12 +357,7 @@ impl BatchSender {
                     }
                 }
                 Err(error) => {
-                    let message = match &error {
-                        ForwardError::NotSent(s)
-                        | ForwardError::Refused(s)
-                        | ForwardError::Unknown(s) => s.message(),
-                    };
-                    warn!(leader = %leader.peer_addr, count, error = %message, "forwarding a batch failed");
+                    warn!(leader = %leader.peer_addr, count, error = %error.status().message(), "forwarding a batch failed");
                     for reply in replies {
                         let _ = reply.send(Err(error.clone()));
                     }
