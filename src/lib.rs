@@ -6,9 +6,11 @@
 //!   scheduler and sweeper, reservation decommissions, pool reaper, Mason) and per node (the
 //!   space monitor's NOSPACE alarm).
 //! - `raft`: openraft adapters: type config, redb log store, state machine, tonic peer network.
-//! - `state`: the PURE domain: `apply_effects(&mut State, &ApplyContext, &Command, &mut Effects)`;
-//!   resources, the lock table, lifecycle operations and workers, reservations, leased pools and
-//!   Mason, deployment status, users and roles, alarms; no I/O, no clock, no randomness.
+//! - `state`: the PURE domain, the `steward-core` crate (core/), re-exported under this name:
+//!   `apply_effects(&mut State, &ApplyContext, &Command, &mut Effects)`; resources, the lock
+//!   table, operations and workers, reservations, leased pools and Mason, deployment status,
+//!   users and roles, alarms; no I/O, no clock, no randomness, and no dependency that could
+//!   bring any (the compiler keeps it so: it cannot name tokio, tonic or openraft).
 //! - `client`: the Rust client used by the CLI, workers, tests, jepsen/ and bench/.
 //! - `cli`: the `steward` command line.
 //!
@@ -34,5 +36,5 @@ pub mod proto;
 mod proto_lint;
 pub mod raft;
 pub mod server;
-pub mod state;
+pub use steward_core as state;
 pub mod tls;

@@ -1,0 +1,296 @@
+//! The four object ops (create, update, update-status, delete), shared by single commands and
+//! txns. Each op runs every check before its first mutation, so an `Err` leaves the state as it
+//! was, and each returns the undo record a txn needs to roll it back.
+
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use compact_str::CompactString;
+
+use super::{ApplyContext, State};
+use crate::command::{EventType, Rejection, TxnOp};
+use crate::reservation::{self, Reservation};
+use crate::resource::{ObjectKey, ObjectMeta, Resource};
+use crate::validate::{validate_key, validate_object, validate_object_size};
+
+/// A borrowed object op, shared by `Command` and `TxnOp`.
+#[derive(Clone, Copy)]
+pub(super) enum Op<'a> {
+    Create(&'a Resource),
+    Update(&'a Resource, Option<u64>),
+    UpdateStatus(&'a Resource, Option<u64>),
+    Delete(&'a ObjectKey, Option<u64>),
+}
+
+impl<'a> From<&'a TxnOp> for Op<'a> {
+    fn from(op: &'a TxnOp) -> Op<'a> {
+        match op {
+            TxnOp::Create { object } => Op::Create(object),
+            TxnOp::Update {
+                object,
+                expected_revision,
+            } => Op::Update(object, *expected_revision),
+            TxnOp::UpdateStatus {
+                object,
+                expected_revision,
+            } => Op::UpdateStatus(object, *expected_revision),
+            TxnOp::Delete {
+                key,
+                expected_revision,
+            } => Op::Delete(key, *expected_revision),
+        }
+    }
+}
+
+/// What one successful op did.
+pub(super) struct Change {
+    /// The object as changed: the very `Arc` now in the store (or, for a delete, the removed
+    /// object at its deletion revision), shared with the change's event so no object is held
+    /// twice (the watch history keeps many events).
+    pub(super) object: Arc<Resource>,
+    /// `None` for a no-op update: nothing changed, no revision, no event.
+    pub(super) event_type: Option<EventType>,
+    /// How to put the map back: the key and its previous value (`None`: it was absent).
+    pub(super) undo: Option<(ObjectKey, Option<Arc<Resource>>)>,
+}
+
+/// Applies one op atomically: every check runs before the first mutation, so an `Err` leaves
+/// the state untouched.
+pub(super) fn apply_op(
+    state: &mut State,
+    ctx: &ApplyContext,
+    op: Op<'_>,
+) -> Result<Change, Rejection> {
+    match op {
+        Op::Create(object) => create(state, ctx, object),
+        Op::Update(object, expected) => update(state, object, expected),
+        Op::UpdateStatus(object, expected) => update_status(state, object, expected),
+        Op::Delete(key, expected) => delete(state, key, expected),
+    }
+}
+
+fn create(state: &mut State, ctx: &ApplyContext, object: &Resource) -> Result<Change, Rejection> {
+    validate_object(object)?;
+    let key = object.key();
+    if state.objects.contains_key(&key) {
+        return Err(Rejection::AlreadyExists { key });
+    }
+    let revision = state.next_revision()?;
+    let mut stored = object.clone();
+    if let Some(given) = &object.reservation {
+        let settled = reservation::settle(given, None, state.time_ms)?;
+        stored.reservation = Some(Box::new(settled));
+    }
+    // Client-supplied bookkeeping is ignored, as in Kubernetes.
+    stored.metadata.uid = uid(ctx, revision);
+    stored.metadata.resource_version = revision;
+    stored.metadata.generation = 1;
+    stored.metadata.creation_timestamp = rfc3339_seconds(state.time_ms).into();
+    // DELIBERATE BUG (src/bugs.rs, test-only builds): answer "created" and store nothing. Keyed
+    // on the log index so every replica drops the same creates and the bug stays invisible to
+    // anything but a client that reads its acknowledged write back.
+    if crate::bugs::active(crate::bugs::Bug::LostCreates) && ctx.log_index % 10 == 0 {
+        return Ok(Change {
+            object: Arc::new(stored),
+            event_type: None,
+            undo: None,
+        });
+    }
+    Ok(commit(state, key, stored, EventType::Added))
+}
+
+fn update(
+    state: &mut State,
+    object: &Resource,
+    expected: Option<u64>,
+) -> Result<Change, Rejection> {
+    validate_object(object)?;
+    let key = object.key();
+    let current = current(state, &key, expected)?;
+    // Both specs are canonical text (`RawJson`), so unequal text means an unequal value.
+    let spec_changed = current.spec != object.spec;
+    let reservation = next_reservation(current, object)?;
+    let meta = &object.metadata;
+    if !spec_changed
+        && current.reservation == reservation
+        && current.api_version == object.api_version
+        && current.metadata.labels == meta.labels
+        && current.metadata.annotations == meta.annotations
+    {
+        return Ok(unchanged(current));
+    }
+    let revision = state.next_revision()?;
+    let next = Resource {
+        kind: current.kind.clone(),
+        api_version: object.api_version.clone(),
+        metadata: ObjectMeta {
+            name: current.metadata.name.clone(),
+            namespace: current.metadata.namespace.clone(),
+            uid: current.metadata.uid.clone(),
+            resource_version: revision,
+            generation: current
+                .metadata
+                .generation
+                .saturating_add(u64::from(spec_changed)),
+            creation_timestamp: current.metadata.creation_timestamp.clone(),
+            labels: meta.labels.clone(),
+            annotations: meta.annotations.clone(),
+        },
+        spec: object.spec.clone(),
+        status: current.status.clone(),
+        reservation,
+    };
+    validate_object_size(&next)?;
+    Ok(commit(state, key, next, EventType::Modified))
+}
+
+fn update_status(
+    state: &mut State,
+    object: &Resource,
+    expected: Option<u64>,
+) -> Result<Change, Rejection> {
+    let key = object.key();
+    validate_key(&key)?;
+    let current = current(state, &key, expected)?;
+    if current.status == object.status {
+        return Ok(unchanged(current));
+    }
+    let revision = state.next_revision()?;
+    let mut next = (**current).clone();
+    next.metadata.resource_version = revision;
+    next.status = object.status.clone();
+    // Only status is new, so this checks its shape and the size of the result.
+    validate_object(&next)?;
+    Ok(commit(state, key, next, EventType::Modified))
+}
+
+fn delete(state: &mut State, key: &ObjectKey, expected: Option<u64>) -> Result<Change, Rejection> {
+    validate_key(key)?;
+    current(state, key, expected)?;
+    let revision = state.next_revision()?;
+    let Some(previous) = state.remove_object(key) else {
+        return Err(Rejection::NotFound { key: key.clone() });
+    };
+    state.revision = revision;
+    let mut deleted = (*previous).clone();
+    deleted.metadata.resource_version = revision;
+    Ok(Change {
+        object: Arc::new(deleted),
+        event_type: Some(EventType::Deleted),
+        undo: Some((key.clone(), Some(previous))),
+    })
+}
+
+/// The reservation an update stores: the client's, settled against the current one, or the
+/// current one when the update carries none (an update that does not know about reservations
+/// must not drop one; only deleting the object ends a reservation early, or `toDelete`).
+fn next_reservation(
+    current: &Resource,
+    object: &Resource,
+) -> Result<Option<Box<Reservation>>, Rejection> {
+    let Some(given) = &object.reservation else {
+        return Ok(current.reservation.clone());
+    };
+    let created_ms = created_ms(current)?;
+    let settled = reservation::settle(given, current.reservation.as_deref(), created_ms)?;
+    Ok(Some(Box::new(settled)))
+}
+
+/// The object's creation time as its `creationTimestamp` shows it (whole seconds).
+fn created_ms(object: &Resource) -> Result<u64, Rejection> {
+    let text = &object.metadata.creation_timestamp;
+    let time = humantime::parse_rfc3339(text).map_err(|e| Rejection::Invalid {
+        field: "metadata.creationTimestamp".to_string(),
+        rule: format!("stored value {text:?} is not an RFC 3339 time: {e}"),
+    })?;
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    Ok(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The stored object, if it exists and (when `expected` is given) has that resourceVersion.
+fn current<'s>(
+    state: &'s State,
+    key: &ObjectKey,
+    expected: Option<u64>,
+) -> Result<&'s Arc<Resource>, Rejection> {
+    let current = state
+        .objects
+        .get(key)
+        .ok_or_else(|| Rejection::NotFound { key: key.clone() })?;
+    let actual = current.metadata.resource_version;
+    match expected {
+        Some(expected) if expected != actual => Err(Rejection::Conflict {
+            key: key.clone(),
+            expected,
+            actual,
+        }),
+        _ => Ok(current),
+    }
+}
+
+/// Stores `next` in place of the object under its key, which must exist (for writers that build
+/// the whole object, like pools): one revision, one event; uid and creation time kept,
+/// generation bumped when the spec changed.
+pub(super) fn replace(state: &mut State, mut next: Resource) -> Result<Change, Rejection> {
+    let key = next.key();
+    let current = Arc::clone(current(state, &key, None)?);
+    validate_object(&next)?;
+    let revision = state.next_revision()?;
+    let spec_changed = current.spec != next.spec;
+    next.metadata.uid = current.metadata.uid.clone();
+    next.metadata.creation_timestamp = current.metadata.creation_timestamp.clone();
+    next.metadata.generation = current
+        .metadata
+        .generation
+        .saturating_add(u64::from(spec_changed));
+    next.metadata.resource_version = revision;
+    Ok(commit(state, key, next, EventType::Modified))
+}
+
+fn unchanged(current: &Arc<Resource>) -> Change {
+    Change {
+        object: Arc::clone(current),
+        event_type: None,
+        undo: None,
+    }
+}
+
+/// Stores `object` (whose resourceVersion is the next revision) and advances the revision.
+pub(super) fn commit(
+    state: &mut State,
+    key: ObjectKey,
+    object: Resource,
+    event_type: EventType,
+) -> Change {
+    debug_assert_eq!(object.metadata.resource_version, state.revision + 1);
+    state.revision = object.metadata.resource_version;
+    let object = Arc::new(object);
+    let previous = state.put_object(key.clone(), Arc::clone(&object));
+    Change {
+        object,
+        event_type: Some(event_type),
+        undo: Some((key, previous)),
+    }
+}
+
+/// A UUID-shaped id from the log position and the revision. Unique because the revision (all 64
+/// bits of it, in the last two groups) is unique per change; the log position makes ids from
+/// different stores unlikely to collide.
+pub(super) fn uid(ctx: &ApplyContext, revision: u64) -> CompactString {
+    compact_str::format_compact!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        ctx.log_index & 0xffff_ffff,
+        ctx.term & 0xffff,
+        (ctx.log_index >> 32) & 0xffff,
+        revision >> 48,
+        revision & 0xffff_ffff_ffff
+    )
+}
+
+/// `2018-07-25T11:29:01Z`. Clamped to 9999-12-31T23:59:59Z, the last second humantime can print
+/// (beyond it its formatter errors, which would panic in `to_string`).
+fn rfc3339_seconds(time_ms: u64) -> String {
+    const SECS_MAX: u64 = 253_402_300_799;
+    let secs = (time_ms / 1000).min(SECS_MAX);
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs)).to_string()
+}

@@ -1,0 +1,114 @@
+//! DELIBERATELY BROKEN behaviour, for the "can fail" runs of the fault-injection suite only.
+//!
+//! The list of deliberate bugs lives here, in the core, because three of them break apply itself
+//! (a double WRITE grant, a lost create, a double pool lease). The core never decides to turn one
+//! on: it reads no environment and no file. The node process does, once at start-up (steward's
+//! `bugs::check_env`), and hands the list to [`turn_on`]. Without the `unsafe-bugs` Cargo feature
+//! [`turn_on`] keeps nothing and [`active`] is a constant false, so no production build can be
+//! broken.
+
+/// One deliberate bug and the promise it breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bug {
+    /// "Linearizable" reads are served from local state without ReadIndex: a deposed leader or
+    /// a lagging follower answers stale values (register workload).
+    LocalReads,
+    /// A WRITE acquire is granted beside the one WRITE holder a lock has (no third), instead of
+    /// waiting: two holders at once, breaking mutual exclusion (lock workload: overlapping
+    /// WRITE holders). Fenced writes of both pass, since both tokens are live WRITE holders.
+    DoubleWriteGrant,
+    /// Apply answers every create at a log index that is a multiple of 10 as created, at the
+    /// next revision, without storing it: an acknowledged write is lost (set workload: lost
+    /// acknowledged adds).
+    LostCreates,
+    /// The watch hub does not send live watchers the events at revisions that are multiples of
+    /// 10 (replays from its history still have them): a stream then covers a revision whose
+    /// event it never sent (watch workload: a gap).
+    WatchGap,
+    /// An assignment stream also sends its worker the runs of other workers' operations whose
+    /// id is a multiple of 4: one (operation, epoch) reaches two workers (operations workload:
+    /// delivered twice).
+    OpDoubleDispatch,
+    /// A pool acquire that finds nothing free takes a resource already in its destination state
+    /// from its owner, without waiting for a release or the reaper: one resource leased to two
+    /// owners at once (lease workload: overlapping leases).
+    PoolDoubleLease,
+    /// A background task panics `PANIC_IN_TASK_AFTER` after the node starts. Breaks "a
+    /// panicking task never leaves a half-alive node" (the panic policy, src/main.rs): the
+    /// process must abort, and jepsen's node watcher and log scan (any workload) call the run
+    /// INVALID, naming the node and the panic.
+    PanicInTask,
+}
+
+impl Bug {
+    /// Every bug, in the order `STEWARD_UNSAFE_BUG` documents them.
+    pub const ALL: &'static [Bug] = &[
+        Bug::LocalReads,
+        Bug::DoubleWriteGrant,
+        Bug::LostCreates,
+        Bug::WatchGap,
+        Bug::OpDoubleDispatch,
+        Bug::PoolDoubleLease,
+        Bug::PanicInTask,
+    ];
+
+    /// The name `STEWARD_UNSAFE_BUG` uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bug::LocalReads => "local-reads",
+            Bug::DoubleWriteGrant => "double-write-grant",
+            Bug::LostCreates => "lost-creates",
+            Bug::WatchGap => "watch-gap",
+            Bug::OpDoubleDispatch => "op-double-dispatch",
+            Bug::PoolDoubleLease => "pool-double-lease",
+            Bug::PanicInTask => "panic-in-task",
+        }
+    }
+
+    /// The bug `STEWARD_UNSAFE_BUG` names `name`, if any.
+    pub fn parse(name: &str) -> Option<Bug> {
+        Bug::ALL.iter().copied().find(|b| b.name() == name)
+    }
+}
+
+/// Turns `bugs` on for this process; the first call wins (a node starts once). A no-op without
+/// the `unsafe-bugs` feature.
+pub fn turn_on(bugs: &[Bug]) {
+    #[cfg(feature = "unsafe-bugs")]
+    {
+        let _ = ENABLED.set(bugs.to_vec());
+    }
+    #[cfg(not(feature = "unsafe-bugs"))]
+    {
+        let _ = bugs;
+    }
+}
+
+/// Whether `bug` is on in this process. Always false without the `unsafe-bugs` feature.
+pub fn active(bug: Bug) -> bool {
+    #[cfg(feature = "unsafe-bugs")]
+    {
+        ENABLED.get().is_some_and(|on| on.contains(&bug))
+    }
+    #[cfg(not(feature = "unsafe-bugs"))]
+    {
+        let _ = bug;
+        false
+    }
+}
+
+#[cfg(feature = "unsafe-bugs")]
+static ENABLED: std::sync::OnceLock<Vec<Bug>> = std::sync::OnceLock::new();
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for bug in Bug::ALL {
+            assert_eq!(Bug::parse(bug.name()), Some(*bug));
+        }
+        assert_eq!(Bug::parse("nope"), None);
+    }
+}

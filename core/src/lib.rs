@@ -1,0 +1,81 @@
+//! The pure domain core of steward: what is stored, what may be asked, and how a committed
+//! command changes the store.
+//!
+//! Flow: a server parses and validates a request (`Resource::from_json`, `validate_object`,
+//! `Selector::parse`, each domain's `rules`), builds a `Command`, and the leader proposes it as a
+//! `Proposal` stamped with its clock. Once committed, the Raft state machine calls
+//! [`apply_effects`] on every replica, in log order: the one entry point that changes `State`. It
+//! returns the `Response` to the proposer and fills the `Effects` (object `Event`s, `LockEvent`s,
+//! `OpEvent`s, pool events) for watchers, waiting acquires and worker streams. ([`apply`] is a
+//! resource-only wrapper of it for tests and tools; [`apply_blank`] applies a blank or membership
+//! entry, which only advances time and term.) Reads are `State` queries (`get`, `list`, `lock`, `operation`, `workers`, pools,
+//! deployments, reservations, counts) after the read barrier.
+//!
+//! Nothing in this module does I/O, reads a clock, draws randomness or depends on hash order, so
+//! replicas that apply the same log reach the same `State` (and the same snapshot bytes).
+//!
+//! - `resource`: `Resource`, `ObjectMeta`, `ObjectKey`, their Kubernetes-style JSON.
+//! - `raw_json`: `RawJson`, a spec kept as its canonical JSON text.
+//! - `validate`: structural rules for kinds, names, labels, annotations, sizes.
+//! - `selector`: label selectors.
+//! - `count`: counts of a kind by a label's or a status field's value.
+//! - `command`: `Proposal`, `Command`, `TxnOp`, `Response`, `Rejection`, `Event`.
+//! - `locks`: READ/WRITE locks with TTLs, fair queues, lock-delay and fencing tokens.
+//! - `operations`: lifecycle operations on resources and the workers that run them, assigned
+//!   under the target's lock with the grant's token as epoch.
+//! - `reservation`: resources that reserve units on a node until they expire into a
+//!   decommission operation, and the per-node counters.
+//! - `pool`: Boskos' leased resource pools (fair waiting acquires, request ids, expiry by state),
+//!   dynamic pools, and Mason's virtual resources built from leased ones.
+//! - `deployment`, `readiness`: EMCO's deployment status (AppContext, rsync and cluster status)
+//!   and the k8splugin's readiness of raw Kubernetes objects.
+//! - `auth`: users, roles, and what each role may do.
+//! - `alarm`: alarms nodes raise through the log (NOSPACE) and what they refuse.
+//! - `wait`: when a wait or deadline has ended (`wait_ended`), for every queue and deadline.
+//! - `apply`: `State`, `apply_effects` and the per-capability apply code under `apply/`
+//!   (objects, lifecycle operations, pools with Mason, deployments), snapshots.
+
+pub mod alarm;
+pub mod apply;
+pub mod auth;
+pub mod bugs;
+pub mod command;
+pub mod count;
+pub mod deployment;
+pub mod locks;
+pub mod operations;
+pub mod pool;
+pub mod raw_json;
+pub mod readiness;
+pub mod reservation;
+pub mod resource;
+pub mod selector;
+pub mod validate;
+pub mod wait;
+
+pub use apply::{
+    apply, apply_blank, apply_effects, ApplyContext, Effects, ListPage, State, SNAPSHOT_FORMAT,
+    TXN_OPS_MAX,
+};
+pub use command::{Command, Event, EventType, Proposal, Rejection, Response, TxnOp, WorkerReport};
+pub use locks::{
+    Fence, Lock, LockEvent, LockEventType, LockHolder, LockLimits, LockMode, LockWaiter,
+    LOCK_DELAY_MS_MAX, LOCK_HOLDER_CHARS_MAX, LOCK_NAME_CHARS_MAX, LOCK_SWEEP_NAMES_MAX,
+    LOCK_TTL_MS_MAX, LOCK_WAIT_MS_MAX,
+};
+pub use operations::{
+    Dispatch, Handle, OpEvent, OpFilter, OpLimits, OpLock, OpPolicy, OpResult, OpState, OpTally,
+    Operation, OperationId, OpsDue, Transition, Worker, OP_IDEMPOTENCY_KEY_CHARS_MAX,
+    OP_SWEEP_ITEMS_MAX, OP_VERB_CHARS_MAX, WORKER_ID_CHARS_MAX, WORKER_TTL_MS_MAX,
+};
+pub use raw_json::RawJson;
+pub use reservation::{
+    NodeReservations, Reservation, ReservationIndex, Units, DECOMMISSION_ITEMS_MAX,
+    DECOMMISSION_KEY_PREFIX,
+};
+pub use resource::{ObjectKey, ObjectMeta, Resource, DEFAULT_NAMESPACE};
+pub use selector::{Requirement, Selector};
+pub use validate::{
+    validate_api_version, validate_key, validate_kind, validate_label_key, validate_label_value,
+    validate_object, validate_object_size, ANNOTATIONS_BYTES_MAX, OBJECT_BYTES_MAX,
+};
