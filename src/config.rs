@@ -156,7 +156,7 @@ pub struct StatusConfig {
 
 impl Default for StatusConfig {
     fn default() -> Self {
-        let limits = crate::state::deployment::StatusLimits::default();
+        let limits = crate::state::deployments::StatusLimits::default();
         StatusConfig {
             resources_max: limits.resources_max,
             resource_bytes_max: limits.resource_bytes_max,
@@ -168,8 +168,8 @@ impl Default for StatusConfig {
 
 impl StatusConfig {
     /// The limits the leader puts into each deployment command.
-    pub fn limits(&self) -> crate::state::deployment::StatusLimits {
-        crate::state::deployment::StatusLimits {
+    pub fn limits(&self) -> crate::state::deployments::StatusLimits {
+        crate::state::deployments::StatusLimits {
             resources_max: self.resources_max,
             resource_bytes_max: self.resource_bytes_max,
             items_max: self.items_max,
@@ -632,7 +632,7 @@ impl Config {
         if self.pools.reap_interval_ms == 0 {
             return invalid("pools.reap_interval_ms", "must be >= 1");
         }
-        if crate::state::validate::validate_label_value(
+        if crate::state::objects::validate::validate_label_value(
             "pools.reset_state",
             &self.pools.reset_state,
         )

@@ -260,7 +260,7 @@ pub fn watched(object_json: &str) -> Option<(String, Option<u64>)> {
 mod tests {
     use std::collections::BTreeSet;
 
-    use steward::state::validate::validate_object;
+    use steward::state::objects::validate::validate_object;
     use steward::state::{Resource, Selector};
 
     use super::*;

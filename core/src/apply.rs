@@ -12,19 +12,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::alarm::AlarmTable;
-use super::auth::AuthTable;
-use super::command::{Command, Event, Rejection, Response, TxnOp};
-use super::count::{CountBy, Counts, LabelCounts};
-use super::deployment::{Deployment, DeploymentTable, DEPLOYMENT_KIND};
-use super::locks::{Fence, Lock, LockContext, LockEvent, LockTable};
-use super::operations::{
+use crate::alarms::AlarmTable;
+use crate::auth::AuthTable;
+use crate::command::{Command, Event, Rejection, Response, TxnOp};
+use crate::deployments::{Deployment, DeploymentTable, DEPLOYMENT_KIND};
+use crate::locks::{Fence, Lock, LockContext, LockEvent, LockTable};
+use crate::objects::count::{CountBy, Counts, LabelCounts};
+use crate::objects::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
+use crate::objects::selector::Selector;
+use crate::operations::{
     Dispatch, OpEvent, OpFilter, Operation, OperationId, OperationTable, OpsDue, Worker,
 };
-use super::pool::{PoolIndex, PoolView, POOL_ITEMS_MAX, POOL_KIND};
-use super::reservation::{ReservationIndex, DECOMMISSION_ITEMS_MAX};
-use super::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
-use super::selector::Selector;
+use crate::pools::{PoolIndex, PoolView, POOL_ITEMS_MAX, POOL_KIND};
+use crate::reservations::{ReservationIndex, DECOMMISSION_ITEMS_MAX};
 use ops::{apply_op, Change, Op};
 
 mod deployment;
@@ -110,7 +110,7 @@ pub struct Effects {
     /// One per operation change, in the order they happened.
     pub op_events: Vec<OpEvent>,
     /// One per waiting pool acquire granted or removed.
-    pub pool_events: Vec<super::pool::PoolEvent>,
+    pub pool_events: Vec<crate::pools::PoolEvent>,
 }
 
 impl Effects {
@@ -472,8 +472,8 @@ impl State {
     /// For each virtual resource being constructed, what the leader's Mason task proposes: its
     /// construct operation if none was submitted (or it is forgotten), `Constructed` once it
     /// ended. Nothing while it runs.
-    pub fn mason_due(&self, _now_ms: u64) -> Vec<super::pool::MasonDue> {
-        use super::pool::{MasonDue, CONSTRUCT_KIND};
+    pub fn mason_due(&self, _now_ms: u64) -> Vec<crate::pools::MasonDue> {
+        use crate::pools::{MasonDue, CONSTRUCT_KIND};
         let mut due = Vec::new();
         for name in self.pools.constructing() {
             let key = ObjectKey::new(POOL_KIND, DEFAULT_NAMESPACE, &name);
@@ -516,7 +516,7 @@ impl State {
         let Some(view) = PoolView::of(object) else {
             return Vec::new();
         };
-        super::pool::leased_of(&view.user_data)
+        crate::pools::leased_of(&view.user_data)
             .iter()
             .filter_map(|child| {
                 let key = ObjectKey::new(POOL_KIND, DEFAULT_NAMESPACE, child);
@@ -679,10 +679,10 @@ fn mirror_write(cmd: &Command) -> Option<Rejection> {
                                 (steward deployment ...)"
             }
             POOL_KIND
-            | super::pool::POOL_CLAIM_KIND
-            | super::pool::VIRTUAL_CONFIG_KIND
-            | super::pool::DYNAMIC_KIND
-            | super::pool::CONSTRUCT_KIND => {
+            | crate::pools::POOL_CLAIM_KIND
+            | crate::pools::VIRTUAL_CONFIG_KIND
+            | crate::pools::DYNAMIC_KIND
+            | crate::pools::CONSTRUCT_KIND => {
                 "are leased and synced only through the LeaseService API (steward pool ...)"
             }
             _ => return None,
@@ -701,7 +701,7 @@ fn mirror_write(cmd: &Command) -> Option<Rejection> {
         | Command::UpdateStatus { object, .. } => refuse(&object.key()),
         Command::Delete { key, .. } => refuse(key),
         // The leader's Mason task submits the construct operations on their objects.
-        Command::OpSubmit { target: key, .. } if key.kind == super::pool::CONSTRUCT_KIND => None,
+        Command::OpSubmit { target: key, .. } if key.kind == crate::pools::CONSTRUCT_KIND => None,
         Command::OpSubmit { target: key, .. } => refuse(key),
         Command::Txn { ops, .. } => ops.iter().find_map(|op| refuse(&op.key())),
         _ => None,

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::command::{Rejection, Response};
+use crate::command::{Rejection, Response};
 
 /// Longest user name, in bytes.
 pub const USER_NAME_MAX: usize = 64;
@@ -75,7 +75,7 @@ impl FromStr for Role {
                 Some(ns) if ns == ANY_NAMESPACE => Ok(Role::ReadWrite {
                     namespace: ns.to_string(),
                 }),
-                Some(ns) => super::validate::validate_namespace_name(ns)
+                Some(ns) => crate::objects::validate::validate_namespace_name(ns)
                     .map(|()| Role::ReadWrite {
                         namespace: ns.to_string(),
                     })

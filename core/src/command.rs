@@ -12,15 +12,15 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::alarm::{Alarm, AlarmAction};
-use super::auth::{AuthAction, User};
-use super::deployment::{DeploymentAction, StatusLimits};
-use super::locks::{Fence, LockHolder, LockLimits, LockMode};
-use super::operations::{
+use crate::alarms::{Alarm, AlarmAction};
+use crate::auth::{AuthAction, User};
+use crate::deployments::{DeploymentAction, StatusLimits};
+use crate::locks::{Fence, LockHolder, LockLimits, LockMode};
+use crate::objects::resource::{ObjectKey, Resource};
+use crate::operations::{
     Handle, OpLimits, OpPolicy, OpState, OpTally, Operation, OperationId, Worker,
 };
-use super::pool::PoolAction;
-use super::resource::{ObjectKey, Resource};
+use crate::pools::PoolAction;
 
 /// The payload of one replicated log entry. The leader stamps `time_ms` when it proposes, so every
 /// replica applies the same time (see `State::time_ms`).

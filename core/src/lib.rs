@@ -35,22 +35,17 @@
 //! - `apply`: `State`, `apply_effects` and the per-capability apply code under `apply/`
 //!   (objects, lifecycle operations, pools with Mason, deployments), snapshots.
 
-pub mod alarm;
+pub mod alarms;
 pub mod apply;
 pub mod auth;
 pub mod bugs;
 pub mod command;
-pub mod count;
-pub mod deployment;
+pub mod deployments;
 pub mod locks;
+pub mod objects;
 pub mod operations;
-pub mod pool;
-pub mod raw_json;
-pub mod readiness;
-pub mod reservation;
-pub mod resource;
-pub mod selector;
-pub mod validate;
+pub mod pools;
+pub mod reservations;
 pub mod wait;
 
 pub use apply::{
@@ -63,19 +58,19 @@ pub use locks::{
     LOCK_DELAY_MS_MAX, LOCK_HOLDER_CHARS_MAX, LOCK_NAME_CHARS_MAX, LOCK_SWEEP_NAMES_MAX,
     LOCK_TTL_MS_MAX, LOCK_WAIT_MS_MAX,
 };
+pub use objects::raw_json::RawJson;
+pub use objects::resource::{ObjectKey, ObjectMeta, Resource, DEFAULT_NAMESPACE};
+pub use objects::selector::{Requirement, Selector};
+pub use objects::validate::{
+    validate_api_version, validate_key, validate_kind, validate_label_key, validate_label_value,
+    validate_object, validate_object_size, ANNOTATIONS_BYTES_MAX, OBJECT_BYTES_MAX,
+};
 pub use operations::{
     Dispatch, Handle, OpEvent, OpFilter, OpLimits, OpLock, OpPolicy, OpResult, OpState, OpTally,
     Operation, OperationId, OpsDue, Transition, Worker, OP_IDEMPOTENCY_KEY_CHARS_MAX,
     OP_SWEEP_ITEMS_MAX, OP_VERB_CHARS_MAX, WORKER_ID_CHARS_MAX, WORKER_TTL_MS_MAX,
 };
-pub use raw_json::RawJson;
-pub use reservation::{
+pub use reservations::{
     NodeReservations, Reservation, ReservationIndex, Units, DECOMMISSION_ITEMS_MAX,
     DECOMMISSION_KEY_PREFIX,
-};
-pub use resource::{ObjectKey, ObjectMeta, Resource, DEFAULT_NAMESPACE};
-pub use selector::{Requirement, Selector};
-pub use validate::{
-    validate_api_version, validate_key, validate_kind, validate_label_key, validate_label_value,
-    validate_object, validate_object_size, ANNOTATIONS_BYTES_MAX, OBJECT_BYTES_MAX,
 };

@@ -32,8 +32,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::command::Rejection;
-use super::operations::OperationId;
+use crate::command::Rejection;
+use crate::operations::OperationId;
 
 #[cfg(test)]
 mod expiry_tests;

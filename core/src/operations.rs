@@ -43,8 +43,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::locks::{Fence, LockMode};
-use super::resource::ObjectKey;
+use crate::locks::{Fence, LockMode};
+use crate::objects::resource::ObjectKey;
 
 #[cfg(test)]
 mod assign_tests;

@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::metrics::Metrics;
 use crate::raft::types::{Entry, LogId, TypeConfig, Vote};
-use crate::state::validate::json_len;
+use crate::state::objects::validate::json_len;
 
 /// The database file inside the node's data directory.
 pub const DB_FILE_NAME: &str = "steward.redb";

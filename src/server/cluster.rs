@@ -22,7 +22,7 @@ use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::peer::NodeView;
 use crate::server::space::{self, Compaction};
-use crate::state::alarm::{AlarmAction, AlarmKind};
+use crate::state::alarms::{AlarmAction, AlarmKind};
 use crate::state::{Command, Rejection, Response};
 
 /// A node whose applied index is more than this many entries behind the leader's commit
@@ -37,7 +37,7 @@ pub const STATUS_DISK_WARN_PERCENT: u64 = 90;
 pub const STATUS_QUOTA_WARN_PERCENT: u64 = 80;
 
 /// The alarms as the API shows them.
-fn alarm_messages<'a>(alarms: impl Iterator<Item = &'a crate::state::alarm::Alarm>) -> Vec<Alarm> {
+fn alarm_messages<'a>(alarms: impl Iterator<Item = &'a crate::state::alarms::Alarm>) -> Vec<Alarm> {
     alarms
         .map(|a| Alarm {
             node_id: a.node_id,

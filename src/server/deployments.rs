@@ -14,7 +14,7 @@ use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::resources::{consistency, ResourcesService};
 use crate::state::auth::Access;
-use crate::state::deployment::{
+use crate::state::deployments::{
     self, check_action, status_json, AppResource, Bundle, ContextState, DeploymentAction, Header,
     ResourceKey, RsyncStatus, StatusMode, StatusQuery, DEPLOYMENT_KIND,
 };
@@ -73,11 +73,11 @@ fn json_object(field: &str, text: &str) -> Result<serde_json::Value, Status> {
     Ok(value)
 }
 
-fn gvk(field: &str, g: &Option<Gvk>) -> Result<deployment::Gvk, Status> {
+fn gvk(field: &str, g: &Option<Gvk>) -> Result<deployments::Gvk, Status> {
     let g = g
         .as_ref()
         .ok_or_else(|| invalid(field, "required: Group, Version and Kind"))?;
-    Ok(deployment::Gvk::new(&g.group, &g.version, &g.kind))
+    Ok(deployments::Gvk::new(&g.group, &g.version, &g.kind))
 }
 
 fn rsync_status(field: &str, name: &str) -> Result<RsyncStatus, Status> {
@@ -200,7 +200,7 @@ impl StatusService for DeploymentsService {
                          resource of the app in the cluster)",
                     )),
                 };
-            updates.push(deployment::RsyncUpdate {
+            updates.push(deployments::RsyncUpdate {
                 status: rsync_status(&format!("{f}.status"), &u.status)?,
                 app: u.app,
                 cluster: u.cluster,
@@ -251,7 +251,7 @@ impl StatusService for DeploymentsService {
             let mut resources = Vec::with_capacity(b.resources.len());
             for (j, r) in b.resources.into_iter().enumerate() {
                 let g = format!("{f}.resources[{j}]");
-                resources.push(deployment::ClusterResource {
+                resources.push(deployments::ClusterResource {
                     gvk: gvk(&format!("{g}.gvk"), &r.gvk)?,
                     metadata: json_object(&format!("{g}.metadata_json"), &r.metadata_json)?,
                     spec: json_object(&format!("{g}.spec_json"), &r.spec_json)?,

@@ -71,7 +71,8 @@ fn details_from_json(text: &str) -> Result<serde_json::Value, Status> {
     }
     let value = serde_json::from_str(text)
         .map_err(|e| errors::invalid("details_json", format!("not JSON: {e}")))?;
-    state::validate::check_json_depth("details_json", text).map_err(|r| errors::rejection(&r))?;
+    state::objects::validate::check_json_depth("details_json", text)
+        .map_err(|r| errors::rejection(&r))?;
     Ok(value)
 }
 

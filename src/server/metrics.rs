@@ -19,7 +19,7 @@ use crate::metrics::{
 use crate::proto::v1::Consistency;
 use crate::raft::types::{ServerState, WatchReceiver};
 use crate::server::Node;
-use crate::state::pool::POOL_KIND;
+use crate::state::pools::POOL_KIND;
 
 /// The client API's services, as the health service and reflection name them.
 pub const CLIENT_SERVICES: &[&str] = &[

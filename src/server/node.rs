@@ -275,7 +275,7 @@ impl Node {
             return Err(errors::not_applied(errors::rejection(&rejection)));
         }
         let limits = &self.config.limits;
-        let command_bytes = crate::state::validate::json_len(command);
+        let command_bytes = crate::state::objects::validate::json_len(command);
         if command_bytes > limits.command_bytes_max {
             return Err(errors::not_applied(errors::limit_with_code(
                 tonic::Code::InvalidArgument,

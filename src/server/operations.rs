@@ -92,7 +92,7 @@ fn lock_on(req: &SubmitOperationRequest, target: &ObjectKey) -> Result<Option<Ob
         (true, true) => Ok(None),
         (false, false) => {
             let key = ObjectKey::new(&req.lock_kind, &target.namespace, &req.lock_name);
-            state::validate::validate_key(&key)
+            state::objects::validate::validate_key(&key)
                 .map_err(|r| errors::invalid("lock_kind/lock_name", r))?;
             Ok(Some(key))
         }
@@ -114,7 +114,7 @@ pub fn json_or_null(field: &str, text: &str) -> Result<serde_json::Value, Status
     }
     let value =
         serde_json::from_str(text).map_err(|e| errors::invalid(field, format!("not JSON: {e}")))?;
-    state::validate::check_json_depth(field, text).map_err(|r| errors::rejection(&r))?;
+    state::objects::validate::check_json_depth(field, text).map_err(|r| errors::rejection(&r))?;
     Ok(value)
 }
 

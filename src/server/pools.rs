@@ -15,8 +15,8 @@ use crate::proto::v1::*;
 use crate::server::errors;
 use crate::server::node::{CancelOnDrop, Node};
 use crate::server::resources::consistency;
-use crate::state::count::CountBy;
-use crate::state::pool::{
+use crate::state::objects::count::CountBy;
+use crate::state::pools::{
     check_pool_action, ClaimView, DynamicPool, MasonDue, PoolAction, PoolEntry, PoolEvent,
     PoolView, VirtualConfig, CONSTRUCT_KIND, POOL_KIND,
 };
@@ -119,7 +119,7 @@ impl PoolsService {
     /// granted at the last moment, is answered rather than lost).
     async fn wait_for_grant(
         &self,
-        mut events: tokio::sync::broadcast::Receiver<state::pool::PoolEvent>,
+        mut events: tokio::sync::broadcast::Receiver<state::pools::PoolEvent>,
         name: String,
         claim: ClaimView,
         wait: Duration,

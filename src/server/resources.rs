@@ -415,7 +415,8 @@ impl Resources for ResourcesService {
         if req.kind.is_empty() {
             return Err(errors::invalid("kind", "required"));
         }
-        let by = state::count::CountBy::parse(&req.by).map_err(|r| errors::rejection(&r))?;
+        let by =
+            state::objects::count::CountBy::parse(&req.by).map_err(|r| errors::rejection(&r))?;
         let selector = Selector::parse(&req.label_selector).map_err(|r| errors::rejection(&r))?;
         let namespace = (!req.namespace.is_empty()).then_some(req.namespace.as_str());
         self.node

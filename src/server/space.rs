@@ -2,7 +2,7 @@
 //! through the log when it is over `limits.quota_bytes` or under `limits.disk_reserve_bytes`
 //! free, and compacts its storage on an operator's request.
 //!
-//! The alarm is replicated state (`state::alarm`), so every node refuses the same writes at the
+//! The alarm is replicated state (`state::alarms`), so every node refuses the same writes at the
 //! same point of the log, and a node that restarts still knows. The node never clears its own
 //! alarm: an operator frees space (deletes, `steward compact`) and disarms it, and a node still
 //! over its quota raises it again at its next check (etcd's model).
@@ -17,7 +17,7 @@ use tonic::Status;
 use crate::config::Limits;
 use crate::raft::types::{LogId, NodeId, WatchReceiver};
 use crate::server::node::Node;
-use crate::state::alarm::{AlarmAction, AlarmKind};
+use crate::state::alarms::{AlarmAction, AlarmKind};
 use crate::state::Command;
 
 /// How long a compaction waits for its snapshot to be built.

@@ -78,7 +78,7 @@ pub struct WatchHub {
     /// Operation changes, live only: worker assignment streams, op watchers and the leader's
     /// scheduler subscribe here.
     ops: tokio::sync::broadcast::Sender<OpEvent>,
-    pools: tokio::sync::broadcast::Sender<crate::state::pool::PoolEvent>,
+    pools: tokio::sync::broadcast::Sender<crate::state::pools::PoolEvent>,
     history_max: usize,
     history_bytes_max: usize,
     buffer: usize,
@@ -134,7 +134,7 @@ impl WatchHub {
     /// A receiver of what becomes of waiting pool acquires applied on this node from now on.
     pub fn subscribe_pools(
         &self,
-    ) -> tokio::sync::broadcast::Receiver<crate::state::pool::PoolEvent> {
+    ) -> tokio::sync::broadcast::Receiver<crate::state::pools::PoolEvent> {
         self.pools.subscribe()
     }
 

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use super::ops::{apply_op, Op};
 use super::{emit, ApplyContext, State};
 use crate::command::{Event, Rejection, Response};
-use crate::deployment::{
+use crate::deployments::{
     apply_action, check_action, check_delete, Deployment, DeploymentAction, StatusLimits,
     DEPLOYMENT_API_VERSION, DEPLOYMENT_KIND,
 };
-use crate::raw_json::RawJson;
-use crate::resource::{ObjectKey, Resource};
+use crate::objects::raw_json::RawJson;
+use crate::objects::resource::{ObjectKey, Resource};
 
 pub(super) fn apply_deployment(
     state: &mut State,

@@ -19,13 +19,13 @@ use super::ops::{apply_op, Op};
 use super::{emit, ApplyContext, Effects, State};
 use crate::command::{Command, Rejection, Response, WorkerReport};
 use crate::locks::{LockContext, LockLimits, OperationGrant};
+use crate::objects::resource::{ObjectKey, Resource};
 use crate::operations::{
     at_limit, check_handles, check_idempotency_key, check_operation, check_params, check_policy,
     check_report, check_target, check_verb, check_worker, check_worker_terms, under, usize_of,
     Handle, OpEvent, OpLimits, OpPolicy, OpResult, OpState, Operation, OperationId, Worker,
 };
-use crate::reservation::{format_time_ms, DECOMMISSION_KEY_PREFIX};
-use crate::resource::{ObjectKey, Resource};
+use crate::reservations::{format_time_ms, DECOMMISSION_KEY_PREFIX};
 use crate::wait::wait_ended;
 use sweep::{apply_sweep, deregister, Sweep};
 

@@ -9,9 +9,9 @@ use compact_str::CompactString;
 
 use super::{ApplyContext, State};
 use crate::command::{EventType, Rejection, TxnOp};
-use crate::reservation::{self, Reservation};
-use crate::resource::{ObjectKey, ObjectMeta, Resource};
-use crate::validate::{validate_key, validate_object, validate_object_size};
+use crate::objects::resource::{ObjectKey, ObjectMeta, Resource};
+use crate::objects::validate::{validate_key, validate_object, validate_object_size};
+use crate::reservations::{self, Reservation};
 
 /// A borrowed object op, shared by `Command` and `TxnOp`.
 #[derive(Clone, Copy)]
@@ -78,7 +78,7 @@ fn create(state: &mut State, ctx: &ApplyContext, object: &Resource) -> Result<Ch
     let revision = state.next_revision()?;
     let mut stored = object.clone();
     if let Some(given) = &object.reservation {
-        let settled = reservation::settle(given, None, state.time_ms)?;
+        let settled = reservations::settle(given, None, state.time_ms)?;
         stored.reservation = Some(Box::new(settled));
     }
     // Client-supplied bookkeeping is ignored, as in Kubernetes.
@@ -192,7 +192,7 @@ fn next_reservation(
         return Ok(current.reservation.clone());
     };
     let created_ms = created_ms(current)?;
-    let settled = reservation::settle(given, current.reservation.as_deref(), created_ms)?;
+    let settled = reservations::settle(given, current.reservation.as_deref(), created_ms)?;
     Ok(Some(Box::new(settled)))
 }
 

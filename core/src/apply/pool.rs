@@ -14,11 +14,11 @@ use std::sync::Arc;
 use super::ops::{apply_op, replace, Change, Op};
 use super::{emit, ApplyContext, State};
 use crate::command::{Event, Rejection, Response};
-use crate::pool::{
+use crate::objects::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
+use crate::pools::{
     check_pool_action, claim_name, leased_of, ClaimView, PoolAction, PoolEntry, PoolEvent,
     PoolView, POOL_API_VERSION, POOL_CLAIM_KIND, POOL_KIND, POOL_WAITERS_MAX,
 };
-use crate::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
 use crate::wait::wait_ended;
 
 mod dynamic;
@@ -640,13 +640,13 @@ fn update(
             view.user_data.insert(k.clone(), v.clone());
         }
     }
-    if view.user_data.len() > crate::pool::POOL_USER_DATA_MAX {
+    if view.user_data.len() > crate::pools::POOL_USER_DATA_MAX {
         return Err(Rejection::TooLarge {
             field: "user_data".to_string(),
             rule: format!(
                 "the resource would hold {} entries, more than POOL_USER_DATA_MAX = {}",
                 view.user_data.len(),
-                crate::pool::POOL_USER_DATA_MAX
+                crate::pools::POOL_USER_DATA_MAX
             ),
         });
     }
@@ -721,7 +721,7 @@ fn sync(
     ctx: &ApplyContext,
     entries: &[PoolEntry],
     expiry_ms: &BTreeMap<String, BTreeMap<String, u64>>,
-    dynamic_pools: &[crate::pool::DynamicPool],
+    dynamic_pools: &[crate::pools::DynamicPool],
     events: &mut Writes<'_>,
 ) -> Result<Response, Rejection> {
     dynamic::sync_configs(state, ctx, dynamic_pools, expiry_ms, events)?;

@@ -7,8 +7,8 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::raw_json::RawJson;
-use crate::selector::Requirement;
+use crate::objects::raw_json::RawJson;
+use crate::objects::selector::Requirement;
 
 const KINDS: [&str; 2] = ["Director", "DeploymentLock"];
 const NAMESPACES: [&str; 2] = ["default", "x"];
@@ -351,9 +351,9 @@ fn check_label_counts(state: &State) {
     let everything = Selector::everything();
     for kind in KINDS {
         for key in ["l1", "l2", "l3"] {
-            let by = crate::count::CountBy::Label(key.to_string());
+            let by = crate::objects::count::CountBy::Label(key.to_string());
             let kept = state.count(kind, None, &everything, &by).expect("kept");
-            let mut scanned = crate::count::Counts::default();
+            let mut scanned = crate::objects::count::Counts::default();
             for ns in NAMESPACES {
                 let part = state.count(kind, Some(ns), &everything, &by).expect("scan");
                 scanned.total += part.total;

@@ -15,15 +15,15 @@ use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::State;
-use crate::alarm::{Alarm, AlarmTable};
+use crate::alarms::{Alarm, AlarmTable};
 use crate::auth::AuthTable;
-use crate::count::LabelCounts;
-use crate::deployment::{DeploymentRecord, DeploymentTable};
+use crate::deployments::{DeploymentRecord, DeploymentTable};
 use crate::locks::{Lock, LockTable};
+use crate::objects::count::LabelCounts;
+use crate::objects::resource::{ObjectKey, Resource};
 use crate::operations::{Operation, OperationTable, Worker};
-use crate::pool::PoolIndex;
-use crate::reservation::ReservationIndex;
-use crate::resource::{ObjectKey, Resource};
+use crate::pools::PoolIndex;
+use crate::reservations::ReservationIndex;
 
 /// Version of the `write_snapshot` body; bump on any incompatible change.
 /// 2: locks, `last_lock_token`, `term`, `term_started_ms`.

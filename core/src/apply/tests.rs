@@ -4,8 +4,8 @@ use serde_json::json;
 
 use super::*;
 use crate::command::EventType;
-use crate::raw_json::RawJson;
-use crate::validate::{ANNOTATIONS_BYTES_MAX, OBJECT_BYTES_MAX};
+use crate::objects::raw_json::RawJson;
+use crate::objects::validate::{ANNOTATIONS_BYTES_MAX, OBJECT_BYTES_MAX};
 
 /// Runs commands as consecutive log entries of term 2.
 pub(super) struct Log {
@@ -652,7 +652,7 @@ fn a_guarded_command_applies_only_at_the_auth_revision_it_was_authorized_at() {
     assert_eq!(restored.auth().revision, 1);
 }
 
-fn alarm(action: crate::alarm::AlarmAction) -> Command {
+fn alarm(action: crate::alarms::AlarmAction) -> Command {
     Command::Alarm { action }
 }
 
@@ -661,7 +661,7 @@ fn alarm(action: crate::alarm::AlarmAction) -> Command {
 /// survives a snapshot; once disarmed, writes pass again.
 #[test]
 fn no_space_refuses_growth_until_disarmed() {
-    use crate::alarm::{AlarmAction, AlarmKind};
+    use crate::alarms::{AlarmAction, AlarmKind};
     let mut log = Log::new();
     log.ok(10, create(director("a")));
     log.ok(11, create(director("b")));

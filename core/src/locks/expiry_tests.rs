@@ -7,8 +7,8 @@ use super::tests::*;
 use super::*;
 use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects, State};
 use crate::command::{Command, Response, TxnOp};
-use crate::raw_json::RawJson;
-use crate::resource::ObjectKey;
+use crate::objects::raw_json::RawJson;
+use crate::objects::resource::ObjectKey;
 use LockEventType::{Expired, Granted, WaitExpired};
 
 #[test]

@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects, State};
 use crate::command::{Command, Response};
-use crate::resource::Resource;
+use crate::objects::resource::Resource;
 
 const NAMES: [&str; 3] = ["a", "b", "c"];
 const HOLDERS: [&str; 3] = ["h1", "h2", "h3"];

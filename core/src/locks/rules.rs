@@ -7,7 +7,7 @@ use super::{
     LOCK_SWEEP_NAMES_MAX, LOCK_TTL_MS_MAX, LOCK_WAIT_MS_MAX,
 };
 use crate::command::Rejection;
-use crate::validate::json_len;
+use crate::objects::validate::json_len;
 
 fn invalid(field: &str, rule: String) -> Rejection {
     Rejection::Invalid {

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::*;
 use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects, State};
 use crate::command::{Command, Response};
-use crate::resource::Resource;
+use crate::objects::resource::Resource;
 
 pub(super) const R: LockMode = LockMode::Read;
 pub(super) const W: LockMode = LockMode::Write;

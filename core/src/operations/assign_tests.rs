@@ -8,8 +8,8 @@ use super::tests::*;
 use super::*;
 use crate::command::{Command, Rejection, Response, WorkerReport};
 use crate::locks::LockMode;
-use crate::raw_json::RawJson;
-use crate::validate::{json_len, OBJECT_BYTES_MAX};
+use crate::objects::raw_json::RawJson;
+use crate::objects::validate::{json_len, OBJECT_BYTES_MAX};
 use OpState::{Aborted, Aborting, Dispatched, Failed, Succeeded};
 
 #[test]

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::tests::{assign, key, register, report, succeeded, Log, LIMITS};
 use crate::command::{Command, Rejection, Response, TxnOp};
-use crate::reservation::{Reservation, Units};
-use crate::resource::Resource;
+use crate::objects::resource::Resource;
+use crate::reservations::{Reservation, Units};
 use crate::State;
 
 /// 2026-11-22T10:00:00Z
@@ -258,9 +258,9 @@ mod model {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::objects::resource::ObjectKey;
     use crate::operations::{OpFilter, OpState};
-    use crate::reservation::NodeReservations;
-    use crate::resource::ObjectKey;
+    use crate::reservations::NodeReservations;
 
     const NAMES: [&str; 4] = ["d1", "d2", "d3", "d4"];
     const NODES: [&str; 2] = ["n1", "n2"];

@@ -9,8 +9,8 @@ use super::{
 };
 use crate::command::{Rejection, WorkerReport};
 use crate::locks::check_name;
-use crate::resource::ObjectKey;
-use crate::validate::{json_len, validate_key, validate_kind};
+use crate::objects::resource::ObjectKey;
+use crate::objects::validate::{json_len, validate_key, validate_kind};
 
 fn invalid(field: &str, rule: String) -> Rejection {
     Rejection::Invalid {

@@ -9,7 +9,7 @@ use super::{
     Dispatch, OpFilter, OpState, Operation, OperationId, OpsDue, Worker, OP_SWEEP_ITEMS_MAX,
 };
 use crate::locks::LockTable;
-use crate::resource::ObjectKey;
+use crate::objects::resource::ObjectKey;
 use crate::wait::wait_ended;
 
 /// All operations and workers, with indexes derived from them. Owned by `State`; changed only by

@@ -8,8 +8,8 @@ use super::*;
 use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects, State};
 use crate::command::{Command, EventType, Rejection, Response, WorkerReport};
 use crate::locks::{LockLimits, LockMode};
-use crate::raw_json::RawJson;
-use crate::resource::Resource;
+use crate::objects::raw_json::RawJson;
+use crate::objects::resource::Resource;
 
 pub(super) const LIMITS: OpLimits = OpLimits {
     active_max: 8,

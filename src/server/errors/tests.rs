@@ -8,7 +8,7 @@ use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
 use super::*;
-use crate::state::alarm::{Alarm, AlarmKind};
+use crate::state::alarms::{Alarm, AlarmKind};
 use crate::state::{LockMode, ObjectKey, OpState, OperationId};
 
 /// The reason, domain and metadata a client decodes from `status`.

@@ -14,9 +14,9 @@ use serde_json::Value;
 use super::super::ops::{apply_op, commit, Op};
 use super::super::{emit, ApplyContext, State};
 use crate::command::{Event, EventType, Rejection};
+use crate::objects::resource::{ObjectKey, Resource};
+use crate::objects::validate::validate_object_size;
 use crate::operations::{OpResult, OpState, Operation, OperationId};
-use crate::resource::{ObjectKey, Resource};
-use crate::validate::validate_object_size;
 
 /// The label that carries the lifecycle state, as in Service Fabrik's resources.
 pub(crate) const STATE_LABEL: &str = "state";

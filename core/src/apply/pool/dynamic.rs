@@ -9,11 +9,11 @@ use super::super::ops::{apply_op, replace, Op};
 use super::super::{ApplyContext, State};
 use super::{current, Writes};
 use crate::command::Rejection;
-use crate::pool::{
+use crate::objects::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
+use crate::pools::{
     dynamic_name, DynamicPool, PoolView, CONSTRUCTING, DYNAMIC_KIND, FULFILLING, MASON_OWNER,
     POOL_API_VERSION, POOL_KIND,
 };
-use crate::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
 
 /// Every dynamic type's config.
 pub(super) fn configs(state: &State) -> BTreeMap<String, DynamicPool> {

@@ -12,13 +12,13 @@ use super::super::ops::{apply_op, replace, Op};
 use super::super::{ApplyContext, State};
 use super::{current, many, Writes};
 use crate::command::{Rejection, Response};
+use crate::objects::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
 use crate::operations::{OpResult, OpState};
-use crate::pool::{
+use crate::pools::{
     PoolEvent, PoolView, VirtualConfig, CONSTRUCTING, CONSTRUCT_KIND, FULFILLING, LEASED_RESOURCES,
     MASON_OWNER, POOL_API_VERSION, POOL_USER_DATA_BYTES_MAX, POOL_USER_DATA_MAX,
     VIRTUAL_CONFIG_KIND,
 };
-use crate::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
 
 /// The state a virtual resource is recycled from, and its needs go back to (Boskos' janitor
 /// cleans them from there).
@@ -152,7 +152,7 @@ fn fulfil(
         "config": {"type": config.config_type, "content": config.content},
         "leasedResources": by_type,
     });
-    work.spec = crate::raw_json::RawJson::from_value(&spec);
+    work.spec = crate::objects::raw_json::RawJson::from_value(&spec);
     let change = match state.objects.contains_key(&construct_key(&name)) {
         true => replace(state, work)?,
         false => apply_op(state, ctx, Op::Create(&work))?,

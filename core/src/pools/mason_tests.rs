@@ -13,8 +13,8 @@ use serde_json::json;
 use super::*;
 use crate::command::{Command, Rejection, Response, WorkerReport};
 use crate::locks::LockLimits;
+use crate::objects::resource::{ObjectKey, DEFAULT_NAMESPACE};
 use crate::operations::{OpLimits, OpLock, OpPolicy, OperationId};
-use crate::resource::{ObjectKey, DEFAULT_NAMESPACE};
 use crate::{apply_effects, ApplyContext, Effects, LockMode, State};
 
 const T0: u64 = 1_795_341_600_000;

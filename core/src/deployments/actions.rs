@@ -12,10 +12,10 @@ use super::{
     StatusResource, UserState, DEPLOYMENT_NAME_CHARS_MAX,
 };
 use crate::command::Rejection;
-use crate::raw_json::RawJson;
-use crate::readiness::Readiness;
-use crate::resource::ObjectKey;
-use crate::validate::validate_kind;
+use crate::deployments::readiness::Readiness;
+use crate::objects::raw_json::RawJson;
+use crate::objects::resource::ObjectKey;
+use crate::objects::validate::validate_kind;
 
 fn invalid(field: impl Into<String>, rule: impl Into<String>) -> Rejection {
     Rejection::Invalid {
@@ -159,8 +159,11 @@ pub fn check_action(action: &DeploymentAction, limits: &StatusLimits) -> Result<
         DeploymentAction::Create { header, labels } => {
             check_header(header)?;
             for (k, v) in labels {
-                crate::validate::validate_label_key("metadata.labels", k)?;
-                crate::validate::validate_label_value(&format!("metadata.labels[{k}]"), v)?;
+                crate::objects::validate::validate_label_key("metadata.labels", k)?;
+                crate::objects::validate::validate_label_value(
+                    &format!("metadata.labels[{k}]"),
+                    v,
+                )?;
             }
         }
         DeploymentAction::AddResources { resources } => {

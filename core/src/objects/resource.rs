@@ -12,9 +12,9 @@ use std::fmt;
 use compact_str::CompactString;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::command::Rejection;
-use super::raw_json::RawJson;
-use super::reservation::Reservation;
+use crate::command::Rejection;
+use crate::objects::raw_json::RawJson;
+use crate::reservations::Reservation;
 
 /// The namespace an object lands in when its JSON names none (or names `""`).
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -144,7 +144,7 @@ impl Resource {
             return Err(invalid("must be a JSON object".to_string()));
         }
         let mut obj: Resource = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
-        super::validate::check_json_depth("body", text)?;
+        crate::objects::validate::check_json_depth("body", text)?;
         obj.spec = obj.spec.canonicalize().map_err(|e| Rejection::Invalid {
             field: "spec".to_string(),
             rule: e.to_string(),
@@ -170,7 +170,7 @@ impl Resource {
         let status = if self.status.is_null() {
             0
         } else {
-            super::validate::json_len(&self.status)
+            crate::objects::validate::json_len(&self.status)
         };
         let reservation = match &self.reservation {
             Some(r) => 120 + r.node_id.len(),

@@ -14,7 +14,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::command::{Rejection, Response};
+use crate::command::{Rejection, Response};
 
 /// Most alarms held at once (one per node and kind; a cluster has a handful of nodes).
 pub const ALARMS_MAX: usize = 64;

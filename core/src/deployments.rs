@@ -25,12 +25,13 @@ use std::sync::Arc;
 use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
-use super::raw_json::RawJson;
-use super::readiness::{readiness, Readiness};
-use super::resource::ObjectKey;
+use crate::deployments::readiness::{readiness, Readiness};
+use crate::objects::raw_json::RawJson;
+use crate::objects::resource::ObjectKey;
 
 mod actions;
 mod query;
+pub mod readiness;
 #[cfg(test)]
 mod tests;
 

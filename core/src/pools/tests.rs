@@ -10,9 +10,9 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::command::{Command, Rejection, Response};
-use crate::count::CountBy;
-use crate::resource::{ObjectKey, DEFAULT_NAMESPACE};
-use crate::selector::Selector;
+use crate::objects::count::CountBy;
+use crate::objects::resource::{ObjectKey, DEFAULT_NAMESPACE};
+use crate::objects::selector::Selector;
 use crate::{apply_blank, apply_effects, ApplyContext, Effects, State};
 
 pub(super) const T0: u64 = 1_795_341_600_000;

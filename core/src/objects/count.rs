@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use compact_str::CompactString;
 
-use super::command::Rejection;
-use super::resource::Resource;
+use crate::command::Rejection;
+use crate::objects::resource::Resource;
 
 /// Most distinct values one count answers.
 pub const COUNT_BUCKETS_MAX: usize = 10_000;
@@ -39,7 +39,7 @@ impl CountBy {
         };
         match text.split_once(':') {
             Some(("label", key)) => {
-                super::validate::validate_label_key("by", key)?;
+                crate::objects::validate::validate_label_key("by", key)?;
                 Ok(CountBy::Label(key.to_string()))
             }
             Some(("status", path)) => {

@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 
 use super::{check_word, invalid, POOL_API_VERSION};
 use crate::command::Rejection;
-use crate::resource::Resource;
+use crate::objects::resource::Resource;
 
 /// The kind of the objects that hold virtual resource configs, named after their virtual type.
 pub const VIRTUAL_CONFIG_KIND: &str = "MasonConfig";
@@ -104,7 +104,7 @@ impl VirtualConfig {
             crate::DEFAULT_NAMESPACE,
             &self.name,
         );
-        o.spec = crate::raw_json::RawJson::from_value(&self.spec());
+        o.spec = crate::objects::raw_json::RawJson::from_value(&self.spec());
         o
     }
 }

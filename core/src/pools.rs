@@ -21,8 +21,8 @@ use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::command::Rejection;
-use super::resource::Resource;
+use crate::command::Rejection;
+use crate::objects::resource::Resource;
 
 mod dynamic;
 #[cfg(test)]
@@ -155,7 +155,7 @@ impl PoolView {
         if !self.expiry_ms.is_empty() {
             spec["expiryMs"] = json!(self.expiry_ms);
         }
-        object.spec = super::raw_json::RawJson::from_value(&spec);
+        object.spec = crate::objects::raw_json::RawJson::from_value(&spec);
         let mut status = json!({
             "state": self.state,
             "owner": self.owner,
@@ -234,7 +234,7 @@ impl ClaimView {
         let mut o = Resource::new(
             POOL_API_VERSION,
             POOL_CLAIM_KIND,
-            super::DEFAULT_NAMESPACE,
+            crate::DEFAULT_NAMESPACE,
             &claim_name(self.seq),
         );
         let labels = &mut o.metadata.labels;
@@ -701,7 +701,7 @@ pub(crate) fn check_word(field: &str, value: &str) -> Result<(), Rejection> {
     if value.is_empty() {
         return Err(invalid(field, "required"));
     }
-    super::validate::validate_label_value(field, value)
+    crate::objects::validate::validate_label_value(field, value)
 }
 
 pub(crate) fn check_names(field: &str, names: &[String]) -> Result<(), Rejection> {
@@ -718,8 +718,9 @@ pub(crate) fn check_names(field: &str, names: &[String]) -> Result<(), Rejection
         });
     }
     for (i, name) in names.iter().enumerate() {
-        let key = super::resource::ObjectKey::new(POOL_KIND, super::DEFAULT_NAMESPACE, name);
-        super::validate::validate_key(&key).map_err(|e| match e {
+        let key =
+            crate::objects::resource::ObjectKey::new(POOL_KIND, crate::DEFAULT_NAMESPACE, name);
+        crate::objects::validate::validate_key(&key).map_err(|e| match e {
             Rejection::Invalid { rule, .. } => invalid(&format!("{field}[{i}]"), rule),
             other => other,
         })?;

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::{check_word, invalid, POOL_API_VERSION, POOL_KIND};
 use crate::command::Rejection;
-use crate::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
+use crate::objects::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
 
 /// The kind of the objects that hold dynamic pool configs.
 pub const DYNAMIC_KIND: &str = "DynamicPool";
@@ -82,7 +82,7 @@ impl DynamicPool {
             "lifespanMs": self.lifespan_ms,
             "expiryMs": self.expiry_ms,
         });
-        o.spec = crate::raw_json::RawJson::from_value(&spec);
+        o.spec = crate::objects::raw_json::RawJson::from_value(&spec);
         o
     }
 }
@@ -115,7 +115,7 @@ pub(super) fn check_dynamic(
             ));
         }
         let sample = ObjectKey::new(POOL_KIND, DEFAULT_NAMESPACE, &dynamic_name(&p.rtype, 1, 0));
-        if crate::validate::validate_key(&sample).is_err() {
+        if crate::objects::validate::validate_key(&sample).is_err() {
             return Err(invalid(
                 &format!("{f}.type"),
                 format!(

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::command::{Command, Rejection, Response};
-use crate::resource::{ObjectKey, Resource};
+use crate::objects::resource::{ObjectKey, Resource};
 use crate::{apply_effects, ApplyContext, Effects, State};
 
 const T0: u64 = 1_795_341_600_000;
@@ -447,7 +447,10 @@ fn cluster_reports_mark_present_not_present_and_unknown_and_track_cluster_only_r
     let dep = c1.get(&rk(deploy_gvk(), "collectd")).expect("dep");
     assert_eq!(
         (dep.cluster, dep.readiness),
-        (ClusterStatus::Present, crate::readiness::Readiness::Ready)
+        (
+            ClusterStatus::Present,
+            crate::deployments::readiness::Readiness::Ready
+        )
     );
     let cm = c1.get(&rk(cm_gvk(), "collectd-cm")).expect("cm");
     assert_eq!(cm.cluster, ClusterStatus::Unknown);

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::io;
 
-use super::command::Rejection;
-use super::resource::{ObjectKey, Resource};
+use crate::command::Rejection;
+use crate::objects::resource::{ObjectKey, Resource};
 
 /// Deepest nesting of arrays and objects in client JSON (spec, status, lock details, operation
 /// params and results). serde_json refuses to read a value nested deeper than 128 levels, and a
@@ -322,7 +322,7 @@ mod tests {
             invalid("body", "is nested deeper than JSON_DEPTH_MAX = 64 levels")
         );
     }
-    use crate::raw_json::RawJson;
+    use crate::objects::raw_json::RawJson;
     use serde_json::json;
 
     fn obj() -> Resource {

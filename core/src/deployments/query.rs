@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use super::{ClusterEntry, Deployment, Gvk, ResourceKey, StatusResource, Tally};
 use crate::command::Rejection;
-use crate::raw_json::RawJson;
-use crate::resource::ObjectKey;
+use crate::objects::raw_json::RawJson;
+use crate::objects::resource::ObjectKey;
 
 /// The `output` of the seed's status query.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

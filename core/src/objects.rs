@@ -1,0 +1,13 @@
+//! Objects: the typed, Kubernetes-style resources users store, and everything that reads them.
+//!
+//! - `resource`: `Resource`, `ObjectMeta`, `ObjectKey`, their Kubernetes-style JSON.
+//! - `raw_json`: `RawJson`, a spec kept as its canonical JSON text.
+//! - `validate`: structural rules for kinds, names, labels, annotations, sizes.
+//! - `selector`: label selectors.
+//! - `count`: counts of a kind by a label's or a status field's value.
+
+pub mod count;
+pub mod raw_json;
+pub mod resource;
+pub mod selector;
+pub mod validate;
