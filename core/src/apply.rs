@@ -17,6 +17,7 @@ use crate::auth::AuthTable;
 use crate::command::{Command, Event, Rejection, Response, TxnOp};
 use crate::deployments::{Deployment, DeploymentTable, DEPLOYMENT_KIND};
 use crate::locks::{Fence, Lock, LockContext, LockEvent, LockTable};
+use crate::objects::apply::{apply_object_op, Change, ObjectOp};
 use crate::objects::count::{CountBy, Counts, LabelCounts};
 use crate::objects::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
 use crate::objects::selector::Selector;
@@ -25,21 +26,15 @@ use crate::operations::{
 };
 use crate::pools::{PoolIndex, PoolView, POOL_ITEMS_MAX, POOL_KIND};
 use crate::reservations::{ReservationIndex, DECOMMISSION_ITEMS_MAX};
-use ops::{apply_op, Change, Op};
 
-mod deployment;
-mod lifecycle;
-mod ops;
-mod pool;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod read_tests;
-mod snapshot;
 #[cfg(test)]
 mod tests;
 
-pub use snapshot::SNAPSHOT_FORMAT;
+pub use crate::snapshot::SNAPSHOT_FORMAT;
 
 /// Most ops in one `Command::Txn` (etcd's default `--max-txn-ops`).
 pub const TXN_OPS_MAX: usize = 128;
@@ -60,42 +55,42 @@ pub struct ApplyContext {
 pub struct State {
     /// Store revision: +1 per object change, never decreases. Every stored object's
     /// resourceVersion is <= this.
-    revision: u64,
+    pub(crate) revision: u64,
     /// Largest leader time applied so far; persisted in snapshots so time never runs backwards,
     /// not even across a leader change to a node with a slower clock.
-    time_ms: u64,
+    pub(crate) time_ms: u64,
     /// All objects, ordered by key so lists and pages are deterministic and cheap to range over.
     /// A persistent map of shared objects: cloning the state for a snapshot is O(1) and the
     /// clone shares every object, so snapshots never stall apply.
-    objects: imbl::OrdMap<ObjectKey, Arc<Resource>>,
+    pub(crate) objects: imbl::OrdMap<ObjectKey, Arc<Resource>>,
     /// Node ids removed from the cluster; an id may never rejoin, or it could vote twice.
-    retired: BTreeSet<u64>,
+    pub(crate) retired: BTreeSet<u64>,
     /// Locks and the store-wide fencing token counter.
-    locks: LockTable,
+    pub(crate) locks: LockTable,
     /// Lifecycle operations and the workers that run them.
-    ops: OperationTable,
+    pub(crate) ops: OperationTable,
     /// Reservations waiting for their decommission, and per-node counters; derived from
     /// `objects` (every change goes through `put_object`/`remove_object`), never snapshotted.
-    reservations: ReservationIndex,
+    pub(crate) reservations: ReservationIndex,
     /// Objects per kind, and per label value; derived from `objects` like `reservations`.
-    label_counts: LabelCounts,
+    pub(crate) label_counts: LabelCounts,
     /// Pool resources by (type, state), request id and expiry; derived like `reservations`.
-    pools: PoolIndex,
+    pub(crate) pools: PoolIndex,
     /// Deployments' status (apps -> clusters -> resources, with counts), each mirrored by the
     /// object of kind `DeploymentIntentGroup` under the same key.
-    deployments: DeploymentTable,
+    pub(crate) deployments: DeploymentTable,
     /// The highest Raft term applied so far (blank and membership entries included).
-    term: u64,
+    pub(crate) term: u64,
     /// State time when the first time-stamped (normal) entry of `term` was applied; `None` until
     /// the new leader's first one. Lock sweeps wait a grace after it, so no lock expires early
     /// because leadership moved.
-    term_started_ms: Option<u64>,
+    pub(crate) term_started_ms: Option<u64>,
     /// Users, roles, and whether authentication is on; shared with the client API's
     /// authentication layer, which clones the `Arc` (copied on change).
-    auth: Arc<AuthTable>,
+    pub(crate) auth: Arc<AuthTable>,
     /// Alarms raised by nodes (NOSPACE): while one is, commands that may grow the state are
     /// refused.
-    alarms: AlarmTable,
+    pub(crate) alarms: AlarmTable,
 }
 
 /// What one or more applied entries did besides their `Response`: object changes for resource
@@ -401,7 +396,7 @@ impl State {
     }
 
     /// `FenceRejected` unless `fence` is absent or names a live WRITE holder.
-    fn check_fence(&self, fence: Option<&Fence>) -> Result<(), Rejection> {
+    pub(crate) fn check_fence(&self, fence: Option<&Fence>) -> Result<(), Rejection> {
         fence.map_or(Ok(()), |fence| self.locks.check_fence(fence))
     }
 
@@ -426,7 +421,11 @@ impl State {
 
     /// Stores `object` under `key`, keeping the derived indexes in step; returns the object it
     /// replaced. The one way (with `remove_object`) objects change.
-    fn put_object(&mut self, key: ObjectKey, object: Arc<Resource>) -> Option<Arc<Resource>> {
+    pub(crate) fn put_object(
+        &mut self,
+        key: ObjectKey,
+        object: Arc<Resource>,
+    ) -> Option<Arc<Resource>> {
         let previous = self.objects.insert(key, Arc::clone(&object));
         self.reservations
             .replace(previous.as_deref(), Some(&*object));
@@ -437,7 +436,7 @@ impl State {
     }
 
     /// Removes the object under `key`, keeping the derived indexes in step.
-    fn remove_object(&mut self, key: &ObjectKey) -> Option<Arc<Resource>> {
+    pub(crate) fn remove_object(&mut self, key: &ObjectKey) -> Option<Arc<Resource>> {
         let previous = self.objects.remove(key);
         self.reservations.replace(previous.as_deref(), None);
         self.label_counts.replace(previous.as_deref(), None);
@@ -541,7 +540,7 @@ impl State {
         self.deployments.len()
     }
 
-    fn next_revision(&self) -> Result<u64, Rejection> {
+    pub(crate) fn next_revision(&self) -> Result<u64, Rejection> {
         self.revision
             .checked_add(1)
             .ok_or_else(|| Rejection::TooLarge {
@@ -588,14 +587,14 @@ pub fn apply_effects(
     let events = &mut out.events;
     let response = match cmd {
         Command::Create { object, fence } => {
-            apply_single(state, ctx, fence, Op::Create(object), events)
+            apply_single(state, ctx, fence, ObjectOp::Create(object), events)
         }
         Command::Update {
             object,
             expected_revision,
             fence,
         } => {
-            let op = Op::Update(object, *expected_revision);
+            let op = ObjectOp::Update(object, *expected_revision);
             apply_single(state, ctx, fence, op, events)
         }
         Command::UpdateStatus {
@@ -603,7 +602,7 @@ pub fn apply_effects(
             expected_revision,
             fence,
         } => {
-            let op = Op::UpdateStatus(object, *expected_revision);
+            let op = ObjectOp::UpdateStatus(object, *expected_revision);
             apply_single(state, ctx, fence, op, events)
         }
         Command::Delete {
@@ -611,7 +610,7 @@ pub fn apply_effects(
             expected_revision,
             fence,
         } => {
-            let op = Op::Delete(key, *expected_revision);
+            let op = ObjectOp::Delete(key, *expected_revision);
             apply_single(state, ctx, fence, op, events)
         }
         Command::Txn { ops, fence } => apply_txn(state, ctx, ops, fence, events),
@@ -644,15 +643,22 @@ pub fn apply_effects(
         | Command::OpReport { .. }
         | Command::OpAbort { .. }
         | Command::OpSweep { .. }
-        | Command::Decommission { .. } => lifecycle::apply_op_command(state, ctx, cmd, out),
+        | Command::Decommission { .. } => {
+            crate::operations::apply::apply_operations_command(state, ctx, cmd, out)
+        }
         Command::Deployment {
             key,
             action,
             limits,
-        } => deployment::apply_deployment(state, ctx, key, action, limits, events),
-        Command::Pool { action, grace_ms } => {
-            pool::apply_pool(state, ctx, action, *grace_ms, events, &mut out.pool_events)
-        }
+        } => crate::deployments::apply::apply_deployment(state, ctx, key, action, limits, events),
+        Command::Pool { action, grace_ms } => crate::pools::apply::apply_pool(
+            state,
+            ctx,
+            action,
+            *grace_ms,
+            events,
+            &mut out.pool_events,
+        ),
         Command::Auth { action } => Arc::make_mut(&mut state.auth).apply(action, state.time_ms),
         Command::Alarm { action } => state.alarms.apply(action, state.time_ms),
         Command::Guarded { .. } => unreachable!("unwrapped above"),
@@ -761,13 +767,13 @@ fn apply_single(
     state: &mut State,
     ctx: &ApplyContext,
     fence: &Option<Fence>,
-    op: Op<'_>,
+    op: ObjectOp<'_>,
     events: &mut Vec<Event>,
 ) -> Response {
     if let Err(rejection) = state.check_fence(fence.as_ref()) {
         return Response::Rejected(rejection);
     }
-    match apply_op(state, ctx, op) {
+    match apply_object_op(state, ctx, op) {
         Ok(change) => {
             emit(events, &change);
             Response::Object {
@@ -813,7 +819,7 @@ fn apply_txn(
     let mut undo = Vec::with_capacity(ops.len());
     let mut objects = Vec::with_capacity(ops.len());
     for (index, op) in ops.iter().enumerate() {
-        match apply_op(state, ctx, op.into()) {
+        match apply_object_op(state, ctx, op.into()) {
             Ok(change) => {
                 emit(events, &change);
                 undo.extend(change.undo);
@@ -841,7 +847,7 @@ fn apply_txn(
     }
 }
 
-fn emit(events: &mut Vec<Event>, change: &Change) {
+pub(crate) fn emit(events: &mut Vec<Event>, change: &Change) {
     if let Some(event_type) = change.event_type {
         events.push(Event {
             event_type,

@@ -30,6 +30,7 @@ use crate::objects::raw_json::RawJson;
 use crate::objects::resource::ObjectKey;
 
 mod actions;
+pub(crate) mod apply;
 mod query;
 pub mod readiness;
 #[cfg(test)]

@@ -46,6 +46,7 @@ pub mod objects;
 pub mod operations;
 pub mod pools;
 pub mod reservations;
+mod snapshot;
 pub mod wait;
 
 pub use apply::{

@@ -35,9 +35,9 @@ use serde::{Deserialize, Serialize};
 use crate::command::Rejection;
 use crate::operations::OperationId;
 
+mod apply;
 #[cfg(test)]
 mod expiry_tests;
-mod ops;
 #[cfg(test)]
 mod proptests;
 mod rules;
@@ -46,7 +46,7 @@ mod tests;
 #[cfg(test)]
 mod wait_tests;
 
-pub(crate) use ops::{LockContext, OperationGrant};
+pub(crate) use apply::{LockContext, OperationGrant};
 pub(crate) use rules::check_name;
 
 /// Longest lock name (a deployment id fits with room to spare).

@@ -6,6 +6,7 @@
 //! - `selector`: label selectors.
 //! - `count`: counts of a kind by a label's or a status field's value.
 
+pub(crate) mod apply;
 pub mod count;
 pub mod raw_json;
 pub mod resource;

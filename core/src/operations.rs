@@ -46,9 +46,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::locks::{Fence, LockMode};
 use crate::objects::resource::ObjectKey;
 
+pub(crate) mod apply;
 #[cfg(test)]
 mod assign_tests;
-mod ops;
+mod changes;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

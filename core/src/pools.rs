@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 use crate::command::Rejection;
 use crate::objects::resource::Resource;
 
+pub(crate) mod apply;
 mod dynamic;
 #[cfg(test)]
 mod dynamic_tests;

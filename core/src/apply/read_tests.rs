@@ -2,9 +2,9 @@
 
 use serde_json::json;
 
-use super::ops::uid;
 use super::tests::{create, delete, director, Log};
 use super::*;
+use crate::objects::apply::uid;
 
 fn lock(namespace: &str, name: &str, tier: &str) -> Resource {
     let mut r = Resource::new(

@@ -5,10 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::super::ops::{apply_op, replace, Op};
-use super::super::{ApplyContext, State};
 use super::{current, Writes};
+use crate::apply::{ApplyContext, State};
 use crate::command::Rejection;
+use crate::objects::apply::{apply_object_op, replace, ObjectOp};
 use crate::objects::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
 use crate::pools::{
     dynamic_name, DynamicPool, PoolView, CONSTRUCTING, DYNAMIC_KIND, FULFILLING, MASON_OWNER,
@@ -40,7 +40,7 @@ pub(super) fn sync_configs(
     for rtype in existing.keys() {
         if !wanted.contains_key(rtype) {
             let k = ObjectKey::new(DYNAMIC_KIND, DEFAULT_NAMESPACE, rtype);
-            let change = apply_op(state, ctx, Op::Delete(&k, None))?;
+            let change = apply_object_op(state, ctx, ObjectOp::Delete(&k, None))?;
             events.record(change);
         }
     }
@@ -52,7 +52,7 @@ pub(super) fn sync_configs(
                 events.record(change);
             }
             None => {
-                let change = apply_op(state, ctx, Op::Create(&pool.object()))?;
+                let change = apply_object_op(state, ctx, ObjectOp::Create(&pool.object()))?;
                 events.record(change);
             }
         }
@@ -164,7 +164,7 @@ fn create(
         };
         let mut object = Resource::new(POOL_API_VERSION, POOL_KIND, DEFAULT_NAMESPACE, &name);
         view.write(&mut object);
-        let change = apply_op(state, ctx, Op::Create(&object))?;
+        let change = apply_object_op(state, ctx, ObjectOp::Create(&object))?;
         events.record(change);
         made += 1;
     }

@@ -11,9 +11,9 @@
 
 use serde_json::Value;
 
-use super::super::ops::{apply_op, commit, Op};
-use super::super::{emit, ApplyContext, State};
+use crate::apply::{emit, ApplyContext, State};
 use crate::command::{Event, EventType, Rejection};
+use crate::objects::apply::{apply_object_op, commit, ObjectOp};
 use crate::objects::resource::{ObjectKey, Resource};
 use crate::objects::validate::validate_object_size;
 use crate::operations::{OpResult, OpState, Operation, OperationId};
@@ -23,7 +23,7 @@ pub(crate) const STATE_LABEL: &str = "state";
 
 /// What one step of an operation does to its target.
 #[derive(Debug)]
-pub(in crate::apply) enum TargetWrite {
+pub(super) enum TargetWrite {
     /// Gone, another object now, or already showing it.
     Nothing,
     /// The next version; its resourceVersion is the next revision.
@@ -74,7 +74,7 @@ pub(super) fn show(object: &mut Resource, op: &Operation) {
 /// only to its own limit: steward's bookkeeping is a few short strings and an error is at most
 /// `operations.result_bytes_max`, so an object may pass `OBJECT_BYTES_MAX` by that much rather
 /// than an operation be unable to end (a worker could not fail it, a sweep could not take it back).
-pub(in crate::apply) fn prepare(
+pub(super) fn prepare(
     state: &State,
     op: &Operation,
     checked: bool,
@@ -103,7 +103,7 @@ pub(in crate::apply) fn prepare(
 
 /// Writes what `prepare` returned, with its `Event`. Cannot fail: `prepare` checked it and
 /// nothing that changes objects or the revision ran in between.
-pub(in crate::apply) fn write(
+pub(super) fn write(
     state: &mut State,
     ctx: &ApplyContext,
     write: TargetWrite,
@@ -112,7 +112,8 @@ pub(in crate::apply) fn write(
     let change = match write {
         TargetWrite::Nothing => return,
         TargetWrite::Put(object) => commit(state, object.key(), object, EventType::Modified),
-        TargetWrite::Delete(key) => match apply_op(state, ctx, Op::Delete(&key, None)) {
+        TargetWrite::Delete(key) => match apply_object_op(state, ctx, ObjectOp::Delete(&key, None))
+        {
             Ok(change) => change,
             Err(rejection) => {
                 debug_assert!(false, "a prepared delete of {key} failed: {rejection}");

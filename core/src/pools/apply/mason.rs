@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::super::ops::{apply_op, replace, Op};
-use super::super::{ApplyContext, State};
 use super::{current, many, Writes};
+use crate::apply::{ApplyContext, State};
 use crate::command::{Rejection, Response};
+use crate::objects::apply::{apply_object_op, replace, ObjectOp};
 use crate::objects::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
 use crate::operations::{OpResult, OpState};
 use crate::pools::{
@@ -155,7 +155,7 @@ fn fulfil(
     work.spec = crate::objects::raw_json::RawJson::from_value(&spec);
     let change = match state.objects.contains_key(&construct_key(&name)) {
         true => replace(state, work)?,
-        false => apply_op(state, ctx, Op::Create(&work))?,
+        false => apply_object_op(state, ctx, ObjectOp::Create(&work))?,
     };
     events.record(change);
     events.pool_events.push(PoolEvent::Fulfilled { name });
@@ -228,7 +228,7 @@ pub(super) fn constructed(
         _ => None,
     };
     if state.objects.contains_key(&construct_key(name)) {
-        let change = apply_op(state, ctx, Op::Delete(&construct_key(name), None))?;
+        let change = apply_object_op(state, ctx, ObjectOp::Delete(&construct_key(name), None))?;
         events.record(change);
     }
     view.construct_key.clear();
@@ -280,7 +280,7 @@ pub(super) fn sync_virtual(
             continue;
         }
         let k = ObjectKey::new(VIRTUAL_CONFIG_KIND, DEFAULT_NAMESPACE, name);
-        let change = apply_op(state, ctx, Op::Delete(&k, None))?;
+        let change = apply_object_op(state, ctx, ObjectOp::Delete(&k, None))?;
         changed.push(events.record(change));
     }
     for config in configs {
@@ -291,7 +291,7 @@ pub(super) fn sync_virtual(
                 changed.push(events.record(change));
             }
             None => {
-                let change = apply_op(state, ctx, Op::Create(&config.object()))?;
+                let change = apply_object_op(state, ctx, ObjectOp::Create(&config.object()))?;
                 changed.push(events.record(change));
             }
         }

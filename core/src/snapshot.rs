@@ -14,8 +14,8 @@ use std::sync::Arc;
 use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::State;
 use crate::alarms::{Alarm, AlarmTable};
+use crate::apply::State;
 use crate::auth::AuthTable;
 use crate::deployments::{DeploymentRecord, DeploymentTable};
 use crate::locks::{Lock, LockTable};

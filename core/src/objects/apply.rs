@@ -7,7 +7,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use compact_str::CompactString;
 
-use super::{ApplyContext, State};
+use crate::apply::{ApplyContext, State};
 use crate::command::{EventType, Rejection, TxnOp};
 use crate::objects::resource::{ObjectKey, ObjectMeta, Resource};
 use crate::objects::validate::{validate_key, validate_object, validate_object_size};
@@ -15,57 +15,57 @@ use crate::reservations::{self, Reservation};
 
 /// A borrowed object op, shared by `Command` and `TxnOp`.
 #[derive(Clone, Copy)]
-pub(super) enum Op<'a> {
+pub(crate) enum ObjectOp<'a> {
     Create(&'a Resource),
     Update(&'a Resource, Option<u64>),
     UpdateStatus(&'a Resource, Option<u64>),
     Delete(&'a ObjectKey, Option<u64>),
 }
 
-impl<'a> From<&'a TxnOp> for Op<'a> {
-    fn from(op: &'a TxnOp) -> Op<'a> {
+impl<'a> From<&'a TxnOp> for ObjectOp<'a> {
+    fn from(op: &'a TxnOp) -> ObjectOp<'a> {
         match op {
-            TxnOp::Create { object } => Op::Create(object),
+            TxnOp::Create { object } => ObjectOp::Create(object),
             TxnOp::Update {
                 object,
                 expected_revision,
-            } => Op::Update(object, *expected_revision),
+            } => ObjectOp::Update(object, *expected_revision),
             TxnOp::UpdateStatus {
                 object,
                 expected_revision,
-            } => Op::UpdateStatus(object, *expected_revision),
+            } => ObjectOp::UpdateStatus(object, *expected_revision),
             TxnOp::Delete {
                 key,
                 expected_revision,
-            } => Op::Delete(key, *expected_revision),
+            } => ObjectOp::Delete(key, *expected_revision),
         }
     }
 }
 
 /// What one successful op did.
-pub(super) struct Change {
+pub(crate) struct Change {
     /// The object as changed: the very `Arc` now in the store (or, for a delete, the removed
     /// object at its deletion revision), shared with the change's event so no object is held
     /// twice (the watch history keeps many events).
-    pub(super) object: Arc<Resource>,
+    pub(crate) object: Arc<Resource>,
     /// `None` for a no-op update: nothing changed, no revision, no event.
-    pub(super) event_type: Option<EventType>,
+    pub(crate) event_type: Option<EventType>,
     /// How to put the map back: the key and its previous value (`None`: it was absent).
-    pub(super) undo: Option<(ObjectKey, Option<Arc<Resource>>)>,
+    pub(crate) undo: Option<(ObjectKey, Option<Arc<Resource>>)>,
 }
 
 /// Applies one op atomically: every check runs before the first mutation, so an `Err` leaves
 /// the state untouched.
-pub(super) fn apply_op(
+pub(crate) fn apply_object_op(
     state: &mut State,
     ctx: &ApplyContext,
-    op: Op<'_>,
+    op: ObjectOp<'_>,
 ) -> Result<Change, Rejection> {
     match op {
-        Op::Create(object) => create(state, ctx, object),
-        Op::Update(object, expected) => update(state, object, expected),
-        Op::UpdateStatus(object, expected) => update_status(state, object, expected),
-        Op::Delete(key, expected) => delete(state, key, expected),
+        ObjectOp::Create(object) => create(state, ctx, object),
+        ObjectOp::Update(object, expected) => update(state, object, expected),
+        ObjectOp::UpdateStatus(object, expected) => update_status(state, object, expected),
+        ObjectOp::Delete(key, expected) => delete(state, key, expected),
     }
 }
 
@@ -231,7 +231,7 @@ fn current<'s>(
 /// Stores `next` in place of the object under its key, which must exist (for writers that build
 /// the whole object, like pools): one revision, one event; uid and creation time kept,
 /// generation bumped when the spec changed.
-pub(super) fn replace(state: &mut State, mut next: Resource) -> Result<Change, Rejection> {
+pub(crate) fn replace(state: &mut State, mut next: Resource) -> Result<Change, Rejection> {
     let key = next.key();
     let current = Arc::clone(current(state, &key, None)?);
     validate_object(&next)?;
@@ -256,7 +256,7 @@ fn unchanged(current: &Arc<Resource>) -> Change {
 }
 
 /// Stores `object` (whose resourceVersion is the next revision) and advances the revision.
-pub(super) fn commit(
+pub(crate) fn commit(
     state: &mut State,
     key: ObjectKey,
     object: Resource,
@@ -276,7 +276,7 @@ pub(super) fn commit(
 /// A UUID-shaped id from the log position and the revision. Unique because the revision (all 64
 /// bits of it, in the last two groups) is unique per change; the log position makes ids from
 /// different stores unlikely to collide.
-pub(super) fn uid(ctx: &ApplyContext, revision: u64) -> CompactString {
+pub(crate) fn uid(ctx: &ApplyContext, revision: u64) -> CompactString {
     compact_str::format_compact!(
         "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
         ctx.log_index & 0xffff_ffff,

@@ -15,10 +15,10 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use super::ops::{apply_op, Op};
-use super::{emit, ApplyContext, Effects, State};
+use crate::apply::{emit, ApplyContext, Effects, State};
 use crate::command::{Command, Rejection, Response, WorkerReport};
 use crate::locks::{LockContext, LockLimits, OperationGrant};
+use crate::objects::apply::{apply_object_op, ObjectOp};
 use crate::objects::resource::{ObjectKey, Resource};
 use crate::operations::{
     at_limit, check_handles, check_idempotency_key, check_operation, check_params, check_policy,
@@ -35,7 +35,7 @@ mod target;
 /// Applies one op command (any other command is a no-op here: `apply_effects` routes only op
 /// commands to this). Pushes an `OpEvent` per operation change, an `Event` per target change and
 /// a `LockEvent` per grant or release.
-pub(super) fn apply_op_command(
+pub(crate) fn apply_operations_command(
     state: &mut State,
     ctx: &ApplyContext,
     cmd: &Command,
@@ -261,8 +261,8 @@ fn submit(
             let mut object = object.clone();
             target::show(&mut object, &op);
             // The step's first change, all or nothing; nothing after it can fail.
-            let created =
-                apply_op(state, ctx, Op::Create(&object)).map_err(|r| under("create", r))?;
+            let created = apply_object_op(state, ctx, ObjectOp::Create(&object))
+                .map_err(|r| under("create", r))?;
             op.target_uid = created.object.metadata.uid.to_string();
             emit(&mut out.events, &created);
         }

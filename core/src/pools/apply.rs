@@ -11,9 +11,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::ops::{apply_op, replace, Change, Op};
-use super::{emit, ApplyContext, State};
+use crate::apply::{emit, ApplyContext, State};
 use crate::command::{Event, Rejection, Response};
+use crate::objects::apply::{apply_object_op, replace, Change, ObjectOp};
 use crate::objects::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
 use crate::pools::{
     check_pool_action, claim_name, leased_of, ClaimView, PoolAction, PoolEntry, PoolEvent,
@@ -143,7 +143,7 @@ impl Writes<'_> {
                 continue;
             }
             if view.to_be_deleted {
-                let change = apply_op(state, ctx, Op::Delete(&key(&child), None))?;
+                let change = apply_object_op(state, ctx, ObjectOp::Delete(&key(&child), None))?;
                 self.record(change);
                 continue;
             }
@@ -166,7 +166,7 @@ impl Writes<'_> {
         view: &PoolView,
     ) -> Result<Arc<Resource>, Rejection> {
         self.unbind(state, ctx, name, view, mason::DIRTY)?;
-        let change = apply_op(state, ctx, Op::Delete(&key(name), None))?;
+        let change = apply_object_op(state, ctx, ObjectOp::Delete(&key(name), None))?;
         Ok(self.record(change))
     }
 }
@@ -223,7 +223,7 @@ fn many(state: &State, objects: Vec<Arc<Resource>>) -> Response {
     }
 }
 
-pub(super) fn apply_pool(
+pub(crate) fn apply_pool(
     state: &mut State,
     ctx: &ApplyContext,
     action: &PoolAction,
@@ -415,7 +415,7 @@ fn acquire(
             seq,
             deadline_ms: state.time_ms.saturating_add(ask.wait_ms),
         };
-        let change = apply_op(state, ctx, Op::Create(&claim.object()))?;
+        let change = apply_object_op(state, ctx, ObjectOp::Create(&claim.object()))?;
         let stored = events.record(change);
         return Ok(one(state, stored));
     };
@@ -451,7 +451,7 @@ fn remove_claim(
     events: &mut Writes<'_>,
 ) -> Result<Arc<Resource>, Rejection> {
     let k = ObjectKey::new(POOL_CLAIM_KIND, DEFAULT_NAMESPACE, name);
-    let change = apply_op(state, ctx, Op::Delete(&k, None))?;
+    let change = apply_object_op(state, ctx, ObjectOp::Delete(&k, None))?;
     events.pool_events.push(PoolEvent::Claim {
         claim: name.to_string(),
         resource,
@@ -789,7 +789,7 @@ fn sync(
         };
         let mut object = Resource::new(POOL_API_VERSION, POOL_KIND, DEFAULT_NAMESPACE, &entry.name);
         view.write(&mut object);
-        let change = apply_op(state, ctx, Op::Create(&object))?;
+        let change = apply_object_op(state, ctx, ObjectOp::Create(&object))?;
         stored.push(events.record(change));
     }
     Ok(many(state, stored))

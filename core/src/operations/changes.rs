@@ -2,7 +2,7 @@
 //! states, evict ended ones; add, refresh and remove workers. Each keeps the derived indexes and
 //! every worker's `assigned` set in step with the records.
 //!
-//! These check nothing: `apply/lifecycle.rs` runs every rule (and takes or releases the lock)
+//! These check nothing: `operations/apply.rs` runs every rule (and takes or releases the lock)
 //! first, and calls these only once the step can no longer fail.
 
 use std::sync::Arc;

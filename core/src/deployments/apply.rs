@@ -6,17 +6,17 @@
 
 use std::sync::Arc;
 
-use super::ops::{apply_op, Op};
-use super::{emit, ApplyContext, State};
+use crate::apply::{emit, ApplyContext, State};
 use crate::command::{Event, Rejection, Response};
 use crate::deployments::{
     apply_action, check_action, check_delete, Deployment, DeploymentAction, StatusLimits,
     DEPLOYMENT_API_VERSION, DEPLOYMENT_KIND,
 };
+use crate::objects::apply::{apply_object_op, ObjectOp};
 use crate::objects::raw_json::RawJson;
 use crate::objects::resource::{ObjectKey, Resource};
 
-pub(super) fn apply_deployment(
+pub(crate) fn apply_deployment(
     state: &mut State,
     ctx: &ApplyContext,
     key: &ObjectKey,
@@ -56,7 +56,7 @@ fn try_apply(
         mirror.spec = RawJson::from_value(&serde_json::to_value(header).unwrap_or_default());
         let deployment = Deployment::new(header.clone());
         mirror.status = deployment.mirror_status();
-        let change = apply_op(state, ctx, Op::Create(&mirror))?;
+        let change = apply_object_op(state, ctx, ObjectOp::Create(&mirror))?;
         emit(events, &change);
         state.deployments.insert(key.clone(), deployment);
         return Ok(object_response(state, change.object));
@@ -67,7 +67,7 @@ fn try_apply(
         .ok_or_else(|| Rejection::NotFound { key: key.clone() })?;
     if let DeploymentAction::Delete = action {
         check_delete(key, current)?;
-        let change = apply_op(state, ctx, Op::Delete(key, None))?;
+        let change = apply_object_op(state, ctx, ObjectOp::Delete(key, None))?;
         emit(events, &change);
         state.deployments.remove(key);
         return Ok(object_response(state, change.object));
@@ -84,7 +84,11 @@ fn try_apply(
     } else {
         let mut updated = (**mirror).clone();
         updated.status = status;
-        Some(apply_op(state, ctx, Op::UpdateStatus(&updated, None))?)
+        Some(apply_object_op(
+            state,
+            ctx,
+            ObjectOp::UpdateStatus(&updated, None),
+        )?)
     };
     state.deployments.insert(key.clone(), next);
     let object = match change {
