@@ -191,14 +191,14 @@ pub enum Command {
         policy: OpPolicy,
         limits: OpLimits,
     },
-    /// A deployment's life cycle step or status report (`deployment`), applied to its status
+    /// A deployment's life cycle step or status report (`deployments`), applied to its status
     /// table and its mirror object (`key`, of kind `DeploymentIntentGroup`) together.
     Deployment {
         key: ObjectKey,
         action: DeploymentAction,
         limits: StatusLimits,
     },
-    /// A lease, heartbeat, release, reset or sync of pool resources (`pool`). `grace_ms` is the
+    /// A lease, heartbeat, release, reset or sync of pool resources (`pools`). `grace_ms` is the
     /// grace after a leader change during which a reset resets nothing (as for lock sweeps).
     Pool {
         action: PoolAction,

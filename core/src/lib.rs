@@ -8,32 +8,37 @@
 //! returns the `Response` to the proposer and fills the `Effects` (object `Event`s, `LockEvent`s,
 //! `OpEvent`s, pool events) for watchers, waiting acquires and worker streams. ([`apply`] is a
 //! resource-only wrapper of it for tests and tools; [`apply_blank`] applies a blank or membership
-//! entry, which only advances time and term.) Reads are `State` queries (`get`, `list`, `lock`, `operation`, `workers`, pools,
-//! deployments, reservations, counts) after the read barrier.
+//! entry, which only advances time and term.) Reads are `State` queries (`get`, `list`, `lock`,
+//! `operation`, `workers`, pools, deployments, reservations, counts) after the read barrier.
 //!
-//! Nothing in this module does I/O, reads a clock, draws randomness or depends on hash order, so
+//! Nothing in this crate does I/O, reads a clock, draws randomness or depends on hash order, so
 //! replicas that apply the same log reach the same `State` (and the same snapshot bytes).
 //!
-//! - `resource`: `Resource`, `ObjectMeta`, `ObjectKey`, their Kubernetes-style JSON.
-//! - `raw_json`: `RawJson`, a spec kept as its canonical JSON text.
-//! - `validate`: structural rules for kinds, names, labels, annotations, sizes.
-//! - `selector`: label selectors.
-//! - `count`: counts of a kind by a label's or a status field's value.
-//! - `command`: `Proposal`, `Command`, `TxnOp`, `Response`, `Rejection`, `Event`.
-//! - `locks`: READ/WRITE locks with TTLs, fair queues, lock-delay and fencing tokens.
+//! One module per capability, each owning its types, rules, indexes, queries and its apply:
+//! - `objects`: the typed, Kubernetes-style resources (`Resource`, `ObjectKey`, `RawJson`),
+//!   their validation, label selectors, counts, and the object ops (create, update,
+//!   update-status, delete, txn) in `objects/apply.rs`.
+//! - `locks`: READ/WRITE locks with TTLs, fair queues, lock-delay and fencing tokens; the lock
+//!   commands in `locks/apply.rs`.
 //! - `operations`: lifecycle operations on resources and the workers that run them, assigned
-//!   under the target's lock with the grant's token as epoch.
-//! - `reservation`: resources that reserve units on a node until they expire into a
+//!   under the target's lock with the grant's token as epoch; applied in `operations/apply/`.
+//! - `reservations`: resources that reserve units on a node until they expire into a
 //!   decommission operation, and the per-node counters.
-//! - `pool`: Boskos' leased resource pools (fair waiting acquires, request ids, expiry by state),
-//!   dynamic pools, and Mason's virtual resources built from leased ones.
-//! - `deployment`, `readiness`: EMCO's deployment status (AppContext, rsync and cluster status)
-//!   and the k8splugin's readiness of raw Kubernetes objects.
+//! - `pools`: Boskos' leased resource pools (fair waiting acquires, request ids, expiry by
+//!   state), dynamic pools, and Mason's virtual resources built from leased ones; applied in
+//!   `pools/apply/`.
+//! - `deployments`: EMCO's deployment status (AppContext, rsync and cluster status), the
+//!   k8splugin's readiness of raw Kubernetes objects; applied in `deployments/apply.rs`.
 //! - `auth`: users, roles, and what each role may do.
-//! - `alarm`: alarms nodes raise through the log (NOSPACE) and what they refuse.
+//! - `alarms`: alarms nodes raise through the log (NOSPACE) and what they refuse.
+//!
+//! And what they share:
+//! - `command`: `Proposal`, `Command`, `TxnOp`, `Response`, `Rejection`, `Event`.
+//! - `apply`: `State`, and `apply_effects`, the cross-cutting guard (time, term, auth revision,
+//!   space, mirrors) in front of each capability's apply.
+//! - `snapshot`: the snapshot body and its format versions.
 //! - `wait`: when a wait or deadline has ended (`wait_ended`), for every queue and deadline.
-//! - `apply`: `State`, `apply_effects` and the per-capability apply code under `apply/`
-//!   (objects, lifecycle operations, pools with Mason, deployments), snapshots.
+//! - `bugs`: deliberate bugs for the fault-injection suite's "can fail" runs (test builds only).
 
 pub mod alarms;
 pub mod apply;

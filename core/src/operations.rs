@@ -4,7 +4,7 @@
 //!
 //! An `Operation` asks for a verb on a target resource; a `Worker` registers the (kind, verb)
 //! pairs it handles, how many operations it runs at once, and a heartbeat TTL. Only `apply`
-//! changes them: the op commands are applied in `apply/lifecycle.rs`, which binds each step of an
+//! changes them: the op commands are applied in `operations/apply.rs`, which binds each step of an
 //! operation to the target's lock and to the target resource in one atomic step, through the
 //! table-only transitions of `OperationTable` in `ops`. As everywhere in `state`, there is no
 //! clock (time is the leader-stamped `State::time_ms`), no I/O, no randomness, and every decision

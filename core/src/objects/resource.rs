@@ -71,7 +71,7 @@ pub struct Resource {
     /// Observed state: a JSON object, or null when absent.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub status: serde_json::Value,
-    /// Capacity this object holds on a node until it is decommissioned (see `reservation`).
+    /// Capacity this object holds on a node until it is decommissioned (see `reservations`).
     /// Boxed: most objects have none, and then it costs one pointer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation: Option<Box<Reservation>>,

@@ -13,7 +13,7 @@ use crate::objects::resource::ObjectKey;
 use crate::wait::wait_ended;
 
 /// All operations and workers, with indexes derived from them. Owned by `State`; changed only by
-/// the methods in `ops` (called from `apply/lifecycle.rs`).
+/// the methods in `changes` (called from `operations/apply.rs`).
 ///
 /// Operations and their indexes are persistent maps, like the state's objects, so cloning the
 /// state for a snapshot stays cheap; workers (at most `operations.workers_max`) are a plain map.

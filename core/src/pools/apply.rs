@@ -1,4 +1,4 @@
-//! `Command::Pool`: leases of pool resources (`state::pool`). Every check runs before the first
+//! `Command::Pool`: leases of pool resources (`pools`). Every check runs before the first
 //! change, so a refused command changes nothing; an accepted one changes each resource it names
 //! once (one revision and one event each). Time is the entry's (`State::time_ms`).
 //!

@@ -1,4 +1,4 @@
-//! Dynamic pools (`state::pool::dynamic`) inside `Command::Pool`: `Sync` sets their configs;
+//! Dynamic pools (`pools::dynamic`) inside `Command::Pool`: `Sync` sets their configs;
 //! after every pool command each dynamic type deletes the unowned resources past their lifespan,
 //! deletes unowned ones over its max, creates up to its min, and creates one more (up to the max)
 //! for each acquire waiting on it that no resource in preparation will serve.

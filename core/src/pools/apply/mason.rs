@@ -1,4 +1,4 @@
-//! Mason's steps on virtual resources (`state::pool::mason`), run inside `Command::Pool`: after
+//! Mason's steps on virtual resources (`pools::mason`), run inside `Command::Pool`: after
 //! every pool command, dirty virtual resources are recycled and waiting ones fulfilled when all
 //! they need is free; `SyncVirtual` sets the configs; `Constructed` frees (or recycles) one
 //! whose construct operation ended.
