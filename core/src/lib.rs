@@ -34,7 +34,8 @@
 //!
 //! And what they share:
 //! - `command`: `Proposal`, `Command`, `TxnOp`, `Response`, `Rejection`, `Event`.
-//! - `apply`: `State`, and `apply_effects`, the cross-cutting guard (time, term, auth revision,
+//! - `state`: `State`, what every capability keeps in it, and the accessors of no one capability.
+//! - `apply`: `apply_effects`, the cross-cutting guard (time, term, auth revision,
 //!   space, mirrors) in front of each capability's apply.
 //! - `snapshot`: the snapshot body and its format versions.
 //! - `wait`: when a wait or deadline has ended (`wait_ended`), for every queue and deadline.
@@ -52,11 +53,11 @@ pub mod operations;
 pub mod pools;
 pub mod reservations;
 mod snapshot;
+pub mod state;
 pub mod wait;
 
 pub use apply::{
-    apply, apply_blank, apply_effects, ApplyContext, Effects, ListPage, State, SNAPSHOT_FORMAT,
-    TXN_OPS_MAX,
+    apply, apply_blank, apply_effects, ApplyContext, Effects, SNAPSHOT_FORMAT, TXN_OPS_MAX,
 };
 pub use command::{Command, Event, EventType, Proposal, Rejection, Response, TxnOp, WorkerReport};
 pub use locks::{
@@ -64,6 +65,7 @@ pub use locks::{
     LOCK_DELAY_MS_MAX, LOCK_HOLDER_CHARS_MAX, LOCK_NAME_CHARS_MAX, LOCK_SWEEP_NAMES_MAX,
     LOCK_TTL_MS_MAX, LOCK_WAIT_MS_MAX,
 };
+pub use objects::queries::ListPage;
 pub use objects::raw_json::RawJson;
 pub use objects::resource::{ObjectKey, ObjectMeta, Resource, DEFAULT_NAMESPACE};
 pub use objects::selector::{Requirement, Selector};
@@ -80,3 +82,4 @@ pub use reservations::{
     NodeReservations, Reservation, ReservationIndex, Units, DECOMMISSION_ITEMS_MAX,
     DECOMMISSION_KEY_PREFIX,
 };
+pub use state::State;

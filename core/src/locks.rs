@@ -40,6 +40,7 @@ mod apply;
 mod expiry_tests;
 #[cfg(test)]
 mod proptests;
+mod queries;
 mod rules;
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@
 
 pub(crate) mod apply;
 pub mod count;
+pub mod queries;
 pub mod raw_json;
 pub mod resource;
 pub mod selector;

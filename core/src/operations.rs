@@ -52,6 +52,7 @@ mod assign_tests;
 mod changes;
 #[cfg(test)]
 mod proptests;
+mod queries;
 #[cfg(test)]
 mod reservation_tests;
 mod rules;

@@ -31,6 +31,7 @@ mod dynamic_tests;
 mod mason;
 #[cfg(test)]
 mod mason_tests;
+mod queries;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -337,5 +337,6 @@ mod rfc3339_ms {
 
 pub use rfc3339_ms::format as format_time_ms;
 
+mod queries;
 #[cfg(test)]
 mod tests;

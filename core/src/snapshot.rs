@@ -15,7 +15,6 @@ use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::alarms::{Alarm, AlarmTable};
-use crate::apply::State;
 use crate::auth::AuthTable;
 use crate::deployments::{DeploymentRecord, DeploymentTable};
 use crate::locks::{Lock, LockTable};
@@ -24,6 +23,7 @@ use crate::objects::resource::{ObjectKey, Resource};
 use crate::operations::{Operation, OperationTable, Worker};
 use crate::pools::PoolIndex;
 use crate::reservations::ReservationIndex;
+use crate::state::State;
 
 /// Version of the `write_snapshot` body; bump on any incompatible change.
 /// 2: locks, `last_lock_token`, `term`, `term_started_ms`.

@@ -6,9 +6,15 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
+use std::collections::BTreeSet;
+
 use super::*;
+use crate::command::{Command, Rejection, Response, TxnOp};
 use crate::objects::raw_json::RawJson;
+use crate::objects::resource::{ObjectKey, Resource};
 use crate::objects::selector::Requirement;
+use crate::objects::selector::Selector;
+use crate::state::State;
 
 const KINDS: [&str; 2] = ["Director", "DeploymentLock"];
 const NAMESPACES: [&str; 2] = ["default", "x"];

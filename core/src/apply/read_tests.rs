@@ -3,8 +3,14 @@
 use serde_json::json;
 
 use super::tests::{create, delete, director, Log};
+
 use super::*;
+use crate::command::Command;
 use crate::objects::apply::uid;
+use crate::objects::queries::ListPage;
+use crate::objects::resource::{ObjectKey, Resource};
+use crate::objects::selector::Selector;
+use crate::state::State;
 
 fn lock(namespace: &str, name: &str, tier: &str) -> Resource {
     let mut r = Resource::new(

@@ -4,8 +4,11 @@ use serde_json::json;
 
 use super::*;
 use crate::command::EventType;
+use crate::command::{Command, Event, Rejection, Response, TxnOp};
 use crate::objects::raw_json::RawJson;
+use crate::objects::resource::{ObjectKey, Resource};
 use crate::objects::validate::{ANNOTATIONS_BYTES_MAX, OBJECT_BYTES_MAX};
+use crate::state::State;
 
 /// Runs commands as consecutive log entries of term 2.
 pub(super) struct Log {

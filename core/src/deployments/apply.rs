@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::apply::{emit, ApplyContext, State};
+use crate::apply::{emit, ApplyContext};
 use crate::command::{Event, Rejection, Response};
 use crate::deployments::{
     apply_action, check_action, check_delete, Deployment, DeploymentAction, StatusLimits,
@@ -15,6 +15,7 @@ use crate::deployments::{
 use crate::objects::apply::{apply_object_op, ObjectOp};
 use crate::objects::raw_json::RawJson;
 use crate::objects::resource::{ObjectKey, Resource};
+use crate::state::State;
 
 pub(crate) fn apply_deployment(
     state: &mut State,

@@ -306,3 +306,15 @@ pub fn status_json(
         rule: format!("cannot encode the status: {e}"),
     })
 }
+
+impl crate::state::State {
+    /// One deployment's status by the key of its mirror object.
+    pub fn deployment(&self, key: &ObjectKey) -> Option<&super::Deployment> {
+        self.deployments.get(key)
+    }
+
+    /// Number of deployments.
+    pub fn deployment_count(&self) -> usize {
+        self.deployments.len()
+    }
+}

@@ -5,10 +5,11 @@ use serde_json::json;
 
 use super::tests::*;
 use super::*;
-use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects, State};
+use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects};
 use crate::command::{Command, Response, TxnOp};
 use crate::objects::raw_json::RawJson;
 use crate::objects::resource::ObjectKey;
+use crate::state::State;
 use LockEventType::{Expired, Granted, WaitExpired};
 
 #[test]

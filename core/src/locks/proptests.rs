@@ -14,9 +14,10 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::*;
-use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects, State};
+use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects};
 use crate::command::{Command, Response};
 use crate::objects::resource::Resource;
+use crate::state::State;
 
 const NAMES: [&str; 3] = ["a", "b", "c"];
 const HOLDERS: [&str; 3] = ["h1", "h2", "h3"];

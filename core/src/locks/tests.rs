@@ -5,9 +5,10 @@
 use serde_json::json;
 
 use super::*;
-use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects, State};
+use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects};
 use crate::command::{Command, Response};
 use crate::objects::resource::Resource;
+use crate::state::State;
 
 pub(super) const R: LockMode = LockMode::Read;
 pub(super) const W: LockMode = LockMode::Write;

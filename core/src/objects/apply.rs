@@ -7,11 +7,12 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use compact_str::CompactString;
 
-use crate::apply::{ApplyContext, State};
+use crate::apply::ApplyContext;
 use crate::command::{EventType, Rejection, TxnOp};
 use crate::objects::resource::{ObjectKey, ObjectMeta, Resource};
 use crate::objects::validate::{validate_key, validate_object, validate_object_size};
 use crate::reservations::{self, Reservation};
+use crate::state::State;
 
 /// A borrowed object op, shared by `Command` and `TxnOp`.
 #[derive(Clone, Copy)]

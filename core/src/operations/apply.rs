@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use crate::apply::{emit, ApplyContext, Effects, State};
+use crate::apply::{emit, ApplyContext, Effects};
 use crate::command::{Command, Rejection, Response, WorkerReport};
 use crate::locks::{LockContext, LockLimits, OperationGrant};
 use crate::objects::apply::{apply_object_op, ObjectOp};
@@ -26,6 +26,7 @@ use crate::operations::{
     Handle, OpEvent, OpLimits, OpPolicy, OpResult, OpState, Operation, OperationId, Worker,
 };
 use crate::reservations::{format_time_ms, DECOMMISSION_KEY_PREFIX};
+use crate::state::State;
 use crate::wait::wait_ended;
 use sweep::{apply_sweep, deregister, Sweep};
 

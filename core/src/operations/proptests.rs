@@ -14,9 +14,10 @@ use proptest::prelude::*;
 
 use super::tests::{director, key, DIRECTOR_VERBS, LOCK_LIMITS};
 use super::*;
-use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects, State};
+use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects};
 use crate::command::{Command, Response, WorkerReport};
 use crate::locks::LockMode;
+use crate::state::State;
 
 const TARGETS: [&str; 3] = ["d1", "d2", "d3"];
 const WORKERS: [&str; 3] = ["w1", "w2", "w3"];

@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::tests::*;
 use super::*;
-use crate::apply::State;
 use crate::command::{Command, Rejection, Response, WorkerReport};
+use crate::state::State;
 use OpState::{Aborted, Aborting, Dispatched, Failed, InProgress, Queued, Succeeded};
 
 fn swept(tally: OpTally) -> Response {

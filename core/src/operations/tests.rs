@@ -5,11 +5,12 @@
 use serde_json::json;
 
 use super::*;
-use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects, State};
+use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects};
 use crate::command::{Command, EventType, Rejection, Response, WorkerReport};
 use crate::locks::{LockLimits, LockMode};
 use crate::objects::raw_json::RawJson;
 use crate::objects::resource::Resource;
+use crate::state::State;
 
 pub(super) const LIMITS: OpLimits = OpLimits {
     active_max: 8,

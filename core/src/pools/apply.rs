@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::apply::{emit, ApplyContext, State};
+use crate::apply::{emit, ApplyContext};
 use crate::command::{Event, Rejection, Response};
 use crate::objects::apply::{apply_object_op, replace, Change, ObjectOp};
 use crate::objects::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
@@ -19,6 +19,7 @@ use crate::pools::{
     check_pool_action, claim_name, leased_of, ClaimView, PoolAction, PoolEntry, PoolEvent,
     PoolView, POOL_API_VERSION, POOL_CLAIM_KIND, POOL_KIND, POOL_WAITERS_MAX,
 };
+use crate::state::State;
 use crate::wait::wait_ended;
 
 mod dynamic;

@@ -5,11 +5,12 @@
 
 use super::target::{self, TargetWrite};
 use super::{evict, not_registered, op_grant, publish, release};
-use crate::apply::{ApplyContext, Effects, State};
+use crate::apply::{ApplyContext, Effects};
 use crate::command::{Rejection, Response};
 use crate::operations::{
     check_sweep, check_worker, OpLimits, OpResult, OpState, OpTally, Operation, OperationId,
 };
+use crate::state::State;
 use crate::wait::wait_ended;
 
 /// The worker leaves: its work is taken back (as if it had died, without waiting for a grace)
