@@ -11,6 +11,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
+use steward::state::ObjectCommand;
 
 use steward::state::{apply_effects, ApplyContext, Command, Effects, Resource, State};
 
@@ -58,9 +59,11 @@ const BYTES_PER_OBJECT_MAX: isize = 800;
 fn heap_bytes_per_stored_object_stay_bounded() {
     // Parsed before counting: the commands are the log's, not the store's.
     let commands: Vec<Command> = (0..OBJECTS)
-        .map(|i| Command::Create {
-            object: Resource::from_json(&bench_object(i)).expect("a valid object"),
-            fence: None,
+        .map(|i| {
+            Command::Objects(ObjectCommand::Create {
+                object: Resource::from_json(&bench_object(i)).expect("a valid object"),
+                fence: None,
+            })
         })
         .collect();
     let mut state = State::new();

@@ -11,6 +11,7 @@
 
 use std::io;
 use std::sync::{Arc, Mutex};
+use steward::state::{LockCommand, ObjectCommand};
 
 use openraft::entry::RaftEntry;
 use openraft::storage::{RaftLogStorage, RaftSnapshotBuilder, RaftStateMachine};
@@ -56,10 +57,10 @@ fn create(term: u64, index: u64, time_ms: u64, name: &str) -> Entry {
         log_id(term, index),
         Proposal {
             time_ms,
-            command: Command::Create {
+            command: Command::Objects(ObjectCommand::Create {
                 object,
                 fence: None,
-            },
+            }),
         },
     )
 }
@@ -157,7 +158,7 @@ fn acquire(term: u64, index: u64, time_ms: u64, name: &str) -> Entry {
         locks_max: 8,
         details_bytes_max: 1024,
     };
-    let command = Command::LockAcquire {
+    let command = Command::Locks(LockCommand::Acquire {
         name: name.to_string(),
         holder: "backup-manager@10.0.2.2".to_string(),
         mode: LockMode::Write,
@@ -165,7 +166,7 @@ fn acquire(term: u64, index: u64, time_ms: u64, name: &str) -> Entry {
         details: serde_json::Value::Null,
         wait_ms: 0,
         limits,
-    };
+    });
     Entry::new_normal(log_id(term, index), Proposal { time_ms, command })
 }
 

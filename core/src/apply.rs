@@ -9,12 +9,13 @@
 //! exactly as they were (the state's time and term tracking may still advance to the entry's,
 //! which is harmless and keeps time monotone across every entry).
 
+use crate::command::{MemberCommand, ObjectCommand, OperationCommand};
 use std::sync::Arc;
 
-use crate::command::{Command, Event, Rejection, Response, TxnOp};
+use crate::command::{Command, Event, Rejection, Response};
 use crate::deployments::DEPLOYMENT_KIND;
-use crate::locks::{Fence, LockContext, LockEvent};
-use crate::objects::apply::{apply_object_op, Change, ObjectOp};
+use crate::locks::{LockContext, LockEvent};
+use crate::objects::apply::Change;
 use crate::objects::resource::ObjectKey;
 use crate::operations::OpEvent;
 use crate::pools::POOL_KIND;
@@ -28,9 +29,6 @@ mod read_tests;
 mod tests;
 
 pub use crate::snapshot::SNAPSHOT_FORMAT;
-
-/// Most ops in one `Command::Txn` (etcd's default `--max-txn-ops`).
-pub const TXN_OPS_MAX: usize = 128;
 
 /// Where the entry being applied sits in the log, and the time its leader stamped on it.
 #[derive(Clone, Copy, Debug)]
@@ -104,45 +102,14 @@ pub fn apply_effects(
     }
     let events = &mut out.events;
     let response = match cmd {
-        Command::Create { object, fence } => {
-            apply_single(state, ctx, fence, ObjectOp::Create(object), events)
-        }
-        Command::Update {
-            object,
-            expected_revision,
-            fence,
-        } => {
-            let op = ObjectOp::Update(object, *expected_revision);
-            apply_single(state, ctx, fence, op, events)
-        }
-        Command::UpdateStatus {
-            object,
-            expected_revision,
-            fence,
-        } => {
-            let op = ObjectOp::UpdateStatus(object, *expected_revision);
-            apply_single(state, ctx, fence, op, events)
-        }
-        Command::Delete {
-            key,
-            expected_revision,
-            fence,
-        } => {
-            let op = ObjectOp::Delete(key, *expected_revision);
-            apply_single(state, ctx, fence, op, events)
-        }
-        Command::Txn { ops, fence } => apply_txn(state, ctx, ops, fence, events),
-        Command::RetireNode { node_id } => {
+        Command::Objects(command) => crate::objects::apply::apply(state, ctx, command, events),
+        Command::Members(MemberCommand::Retire { node_id }) => {
             state.retired.insert(*node_id);
             Response::Done {
                 revision: state.revision,
             }
         }
-        Command::LockAcquire { .. }
-        | Command::LockRefresh { .. }
-        | Command::LockRelease { .. }
-        | Command::LockCancelWait { .. }
-        | Command::LockSweep { .. } => {
+        Command::Locks(command) => {
             let lock_ctx = LockContext {
                 now_ms: state.time_ms,
                 log_index: ctx.log_index,
@@ -151,34 +118,20 @@ pub fn apply_effects(
             };
             state
                 .locks
-                .apply_command(&lock_ctx, cmd, &mut out.lock_events)
+                .apply_command(&lock_ctx, command, &mut out.lock_events)
         }
-        Command::WorkerRegister { .. }
-        | Command::WorkerHeartbeat { .. }
-        | Command::WorkerDeregister { .. }
-        | Command::OpSubmit { .. }
-        | Command::OpAssign { .. }
-        | Command::OpReport { .. }
-        | Command::OpAbort { .. }
-        | Command::OpSweep { .. }
-        | Command::Decommission { .. } => {
-            crate::operations::apply::apply_operations_command(state, ctx, cmd, out)
+        Command::Operations(command) => crate::operations::apply::apply(state, ctx, command, out),
+        Command::Reservations(command) => {
+            crate::operations::apply::apply_reservation(state, ctx, command, out)
         }
-        Command::Deployment {
-            key,
-            action,
-            limits,
-        } => crate::deployments::apply::apply_deployment(state, ctx, key, action, limits, events),
-        Command::Pool { action, grace_ms } => crate::pools::apply::apply_pool(
-            state,
-            ctx,
-            action,
-            *grace_ms,
-            events,
-            &mut out.pool_events,
-        ),
-        Command::Auth { action } => Arc::make_mut(&mut state.auth).apply(action, state.time_ms),
-        Command::Alarm { action } => state.alarms.apply(action, state.time_ms),
+        Command::Deployments(command) => {
+            crate::deployments::apply::apply(state, ctx, command, events)
+        }
+        Command::Pools(command) => {
+            crate::pools::apply::apply(state, ctx, command, events, &mut out.pool_events)
+        }
+        Command::Auth(action) => Arc::make_mut(&mut state.auth).apply(action, state.time_ms),
+        Command::Alarms(action) => state.alarms.apply(action, state.time_ms),
         Command::Guarded { .. } => unreachable!("unwrapped above"),
     };
     // After the command: a sweep that is itself the term's first stamped entry sees no start,
@@ -194,7 +147,7 @@ pub fn apply_effects(
 }
 
 /// The refusal of a resource write (or an operation) aimed at a deployment's mirror object: those
-/// change only with their deployment (`Command::Deployment`), or mirror and table would part.
+/// change only with their deployment (`Command::Deployments`), or mirror and table would part.
 fn mirror_write(cmd: &Command) -> Option<Rejection> {
     let refuse = |key: &ObjectKey| {
         let api = match key.kind.as_str() {
@@ -220,15 +173,37 @@ fn mirror_write(cmd: &Command) -> Option<Rejection> {
         })
     };
     match cmd {
-        Command::Create { object, .. }
-        | Command::Update { object, .. }
-        | Command::UpdateStatus { object, .. } => refuse(&object.key()),
-        Command::Delete { key, .. } => refuse(key),
+        Command::Objects(ObjectCommand::Create { object, .. })
+        | Command::Objects(ObjectCommand::Update { object, .. })
+        | Command::Objects(ObjectCommand::UpdateStatus { object, .. }) => refuse(&object.key()),
+        Command::Objects(ObjectCommand::Delete { key, .. }) => refuse(key),
         // The leader's Mason task submits the construct operations on their objects.
-        Command::OpSubmit { target: key, .. } if key.kind == crate::pools::CONSTRUCT_KIND => None,
-        Command::OpSubmit { target: key, .. } => refuse(key),
-        Command::Txn { ops, .. } => ops.iter().find_map(|op| refuse(&op.key())),
-        _ => None,
+        Command::Operations(OperationCommand::Submit { target: key, .. })
+            if key.kind == crate::pools::CONSTRUCT_KIND =>
+        {
+            None
+        }
+        Command::Operations(OperationCommand::Submit { target: key, .. }) => refuse(key),
+        Command::Objects(ObjectCommand::Txn { ops, .. }) => {
+            ops.iter().find_map(|op| refuse(&op.key()))
+        }
+        Command::Operations(
+            OperationCommand::RegisterWorker { .. }
+            | OperationCommand::Heartbeat { .. }
+            | OperationCommand::DeregisterWorker { .. }
+            | OperationCommand::Assign { .. }
+            | OperationCommand::Report { .. }
+            | OperationCommand::Abort { .. }
+            | OperationCommand::Sweep { .. },
+        )
+        | Command::Locks(_)
+        | Command::Reservations(_)
+        | Command::Deployments(_)
+        | Command::Pools(_)
+        | Command::Auth(_)
+        | Command::Alarms(_)
+        | Command::Members(_)
+        | Command::Guarded { .. } => None,
     }
 }
 
@@ -277,91 +252,6 @@ fn observe_term(state: &mut State, ctx: &ApplyContext) {
 fn start_term_clock(state: &mut State, ctx: &ApplyContext) {
     if ctx.term == state.term && state.term_started_ms.is_none() {
         state.term_started_ms = Some(state.time_ms);
-    }
-}
-
-/// One object op, after its fence (if any) holds.
-fn apply_single(
-    state: &mut State,
-    ctx: &ApplyContext,
-    fence: &Option<Fence>,
-    op: ObjectOp<'_>,
-    events: &mut Vec<Event>,
-) -> Response {
-    if let Err(rejection) = state.check_fence(fence.as_ref()) {
-        return Response::Rejected(rejection);
-    }
-    match apply_object_op(state, ctx, op) {
-        Ok(change) => {
-            emit(events, &change);
-            Response::Object {
-                // The store and the event share the object; the reply takes its own copy.
-                object: Arc::unwrap_or_clone(change.object),
-                revision: state.revision,
-            }
-        }
-        Err(rejection) => Response::Rejected(rejection),
-    }
-}
-
-/// All ops or none, under one fence checked first. Ops change the live map and record undo
-/// entries (previous values moved out of the map, so no copy of the store is made); a failure
-/// replays them backwards.
-fn apply_txn(
-    state: &mut State,
-    ctx: &ApplyContext,
-    ops: &[TxnOp],
-    fence: &Option<Fence>,
-    events: &mut Vec<Event>,
-) -> Response {
-    if ops.is_empty() {
-        return Response::Rejected(Rejection::Invalid {
-            field: "ops".to_string(),
-            rule: "at least one op".to_string(),
-        });
-    }
-    if ops.len() > TXN_OPS_MAX {
-        return Response::Rejected(Rejection::TooLarge {
-            field: "ops".to_string(),
-            rule: format!(
-                "{} ops, more than the limit TXN_OPS_MAX = {TXN_OPS_MAX}",
-                ops.len()
-            ),
-        });
-    }
-    if let Err(rejection) = state.check_fence(fence.as_ref()) {
-        return Response::Rejected(rejection);
-    }
-    let revision_before = state.revision;
-    let events_before = events.len();
-    let mut undo = Vec::with_capacity(ops.len());
-    let mut objects = Vec::with_capacity(ops.len());
-    for (index, op) in ops.iter().enumerate() {
-        match apply_object_op(state, ctx, op.into()) {
-            Ok(change) => {
-                emit(events, &change);
-                undo.extend(change.undo);
-                objects.push(Arc::unwrap_or_clone(change.object));
-            }
-            Err(cause) => {
-                for (key, previous) in undo.into_iter().rev() {
-                    match previous {
-                        Some(object) => state.put_object(key, object),
-                        None => state.remove_object(&key),
-                    };
-                }
-                state.revision = revision_before;
-                events.truncate(events_before);
-                return Response::Rejected(Rejection::TxnOpFailed {
-                    index,
-                    cause: Box::new(cause),
-                });
-            }
-        }
-    }
-    Response::Txn {
-        objects,
-        revision: state.revision,
     }
 }
 

@@ -14,13 +14,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::alarms::{Alarm, AlarmAction};
 use crate::auth::{AuthAction, User};
-use crate::deployments::{DeploymentAction, StatusLimits};
-use crate::locks::{Fence, LockHolder, LockLimits, LockMode};
+use crate::deployments::DeploymentAction;
+use crate::locks::{Fence, LockHolder, LockMode};
 use crate::objects::resource::{ObjectKey, Resource};
-use crate::operations::{
-    Handle, OpLimits, OpPolicy, OpState, OpTally, Operation, OperationId, Worker,
-};
+use crate::operations::{OpState, OpTally, Operation, OperationId, Worker};
 use crate::pools::PoolAction;
+
+pub use crate::deployments::command::DeploymentCommand;
+pub use crate::locks::command::LockCommand;
+pub use crate::objects::command::{ObjectCommand, TxnOp};
+pub use crate::operations::command::{OperationCommand, WorkerReport};
+pub use crate::pools::command::PoolCommand;
+pub use crate::reservations::command::ReservationCommand;
 
 /// The payload of one replicated log entry. The leader stamps `time_ms` when it proposes, so every
 /// replica applies the same time (see `State::time_ms`).
@@ -38,177 +43,31 @@ impl fmt::Display for Proposal {
     }
 }
 
-/// A state change a client asked for. Applied by `apply`, which re-checks everything.
-///
-/// Every resource write may carry a `fence`: it is applied only if that lock token is, at that
-/// point of the log, a live WRITE holder of that lock (see `locks`), else it is refused with
-/// `Rejection::FenceRejected` and changes nothing.
-// The large variants are the common ones; boxing would change the shape other layers build.
-#[allow(clippy::large_enum_variant)]
+/// A state change, by capability: each family is applied by its capability's own apply, behind
+/// the cross-cutting guard of `apply_effects`. Written in log format 2 (`format.rs`): the family
+/// tags are snake_case (`{"locks":{"Acquire":{..}}}`); format-1 entries (one flat enum of
+/// PascalCase commands) are still read and become the same commands.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", from = "crate::format::AnyCommand")]
 pub enum Command {
-    /// Store a new object; rejected if its key exists.
-    Create {
-        object: Resource,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        fence: Option<Fence>,
-    },
-    /// Replace apiVersion, spec, labels and annotations; status and server-set metadata are kept.
-    /// `generation` grows only if spec changed; an update that changes nothing is a no-op.
-    Update {
-        object: Resource,
-        expected_revision: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        fence: Option<Fence>,
-    },
-    /// Replace status only; generation unchanged.
-    UpdateStatus {
-        object: Resource,
-        expected_revision: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        fence: Option<Fence>,
-    },
-    /// Remove an object.
-    Delete {
-        key: ObjectKey,
-        expected_revision: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        fence: Option<Fence>,
-    },
-    /// All-or-nothing sequence of object ops, each seeing the effects of the earlier ones. One
-    /// fence covers the whole txn.
-    Txn {
-        ops: Vec<TxnOp>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        fence: Option<Fence>,
-    },
-    /// Record that a node id left the cluster, so it is never admitted again.
-    RetireNode { node_id: u64 },
-    /// Take lock `name` in `mode` for `holder`: granted at once, or (when `wait_ms` > 0) queued
-    /// until granted, cancelled, or past `wait_ms`. `limits` are the leader's configured limits,
-    /// carried in the entry so every replica judges with the same ones.
-    LockAcquire {
-        name: String,
-        holder: String,
-        mode: LockMode,
-        /// `None`: held until released.
-        ttl_ms: Option<u64>,
-        /// `lockedResourceDetails` or any JSON object; null for none.
-        details: serde_json::Value,
-        wait_ms: u64,
-        limits: LockLimits,
-    },
-    /// Extend a grant: new expiry = now + ttl. `ttl_ms: None` keeps the grant's ttl.
-    LockRefresh {
-        name: String,
-        holder: String,
-        token: u64,
-        ttl_ms: Option<u64>,
-    },
-    /// Give a grant back.
-    LockRelease {
-        name: String,
-        holder: String,
-        token: u64,
-    },
-    /// The waiter of `wait_id` gave up (its deadline passed or its caller went away): remove it,
-    /// or, if it was granted meanwhile, release that grant. Unknown waits are a no-op.
-    LockCancelWait {
-        name: String,
-        holder: String,
-        wait_id: u64,
-    },
-    /// Proposed by the leader's expiry task for the names `State::locks_due` gave it: expire
-    /// holders and waiters past their time, apply lock-delay, grant the queue. Apply re-checks
-    /// everything, including the grace after a leader change.
-    LockSweep {
-        names: Vec<String>,
-        grace_ms: u64,
-        lock_delay_ms: u64,
-    },
-    /// Register `worker`, or re-register it: handles, capacity and ttl are replaced, its
-    /// assignments kept. Counts as a heartbeat.
-    WorkerRegister {
-        worker: String,
-        handles: Vec<Handle>,
-        capacity: u32,
-        ttl_ms: u64,
-        limits: OpLimits,
-    },
-    /// `worker` is alive: it expires `ttl_ms` from now.
-    WorkerHeartbeat { worker: String },
-    /// `worker` leaves: its assignments are taken back as if it had died, and it is removed.
-    WorkerDeregister { worker: String, limits: OpLimits },
-    /// Queue `verb` on `target` (which must exist, unless `create` carries it: then it is
-    /// created in the same step and must not exist). `policy` is the server's decision for this
-    /// (kind, verb). With an `idempotency_key` already used, answers the first operation and
-    /// changes nothing.
-    OpSubmit {
-        target: ObjectKey,
-        verb: String,
-        /// A JSON object or null, for the worker.
-        params: serde_json::Value,
-        idempotency_key: Option<String>,
-        create: Option<Resource>,
-        policy: OpPolicy,
-        limits: OpLimits,
-    },
-    /// Proposed by the leader's scheduler for a pair `State::ops_dispatchable` gave it: assign
-    /// queued operation `id` to `worker` and take its lock. Apply re-checks everything.
-    OpAssign {
-        id: OperationId,
-        worker: String,
-        lock_limits: LockLimits,
-    },
-    /// A worker's progress or result, for the assignment (attempt, epoch) it was given.
-    OpReport {
-        id: OperationId,
-        worker: String,
-        attempt: u32,
-        epoch: u64,
-        report: WorkerReport,
-        limits: OpLimits,
-    },
-    /// Abort `id`: a queued operation ends `Aborted`, an assigned one becomes `Aborting` until
-    /// its worker confirms.
-    OpAbort { id: OperationId, limits: OpLimits },
-    /// Proposed by the leader's expiry task for what `State::ops_due` gave it: take back the
-    /// work of dead workers and remove them, and act on passed deadlines. Apply re-checks
-    /// everything, including the grace after a leader change.
-    OpSweep {
-        workers: Vec<String>,
-        operations: Vec<OperationId>,
-        grace_ms: u64,
-        limits: OpLimits,
-    },
-    /// Proposed by the leader for a key `State::reservations_due` gave it: submit the
-    /// decommission (`verb` under `policy`, idempotency key `decommission/<uid>`) of the
-    /// reservation on `target` and mark the reservation with it, in one step. Apply re-checks
-    /// that it is due at this entry's time and not yet decommissioned.
-    Decommission {
-        target: ObjectKey,
-        verb: String,
-        policy: OpPolicy,
-        limits: OpLimits,
-    },
-    /// A deployment's life cycle step or status report (`deployments`), applied to its status
-    /// table and its mirror object (`key`, of kind `DeploymentIntentGroup`) together.
-    Deployment {
-        key: ObjectKey,
-        action: DeploymentAction,
-        limits: StatusLimits,
-    },
-    /// A lease, heartbeat, release, reset or sync of pool resources (`pools`). `grace_ms` is the
-    /// grace after a leader change during which a reset resets nothing (as for lock sweeps).
-    Pool {
-        action: PoolAction,
-        #[serde(default)]
-        grace_ms: u64,
-    },
-    /// A change to users, roles, or whether authentication is on (`auth`).
-    Auth { action: AuthAction },
-    /// A node raises an alarm, or an operator disarms alarms (`alarm`).
-    Alarm { action: AlarmAction },
+    /// Create, update, update-status, delete and txns of objects.
+    Objects(ObjectCommand),
+    /// Lock acquires, refreshes, releases, cancelled waits and sweeps.
+    Locks(LockCommand),
+    /// Workers and the operations they run.
+    Operations(OperationCommand),
+    /// The decommission of a reservation that is due.
+    Reservations(ReservationCommand),
+    /// Deployment status (EMCO).
+    Deployments(DeploymentCommand),
+    /// Leased pool resources (Boskos, Mason).
+    Pools(PoolCommand),
+    /// A change to users, roles, or whether authentication is on.
+    Auth(AuthAction),
+    /// A node raises an alarm, or an operator disarms alarms.
+    Alarms(AlarmAction),
+    /// Cluster membership as the state machine keeps it.
+    Members(MemberCommand),
     /// A client's command, authorized against users and roles at `auth_revision`: applied only
     /// if they have not changed since, else refused with `Rejection::AuthChanged`.
     Guarded {
@@ -217,118 +76,49 @@ pub enum Command {
     },
 }
 
-/// What a worker says about its assignment (`Command::OpReport`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum WorkerReport {
-    /// It began: Dispatched -> InProgress.
-    Started,
-    /// It is done; `response` (any JSON) becomes the target's `status.response`.
-    Succeeded { response: serde_json::Value },
-    /// It failed for good; `error` becomes the target's `status.error`.
-    Failed { error: String },
-    /// It stopped as asked (the operation is `Aborting`).
-    Aborted,
-}
-
-impl WorkerReport {
-    /// The state this report ends in (Started: InProgress).
-    pub fn state(&self) -> OpState {
-        match self {
-            WorkerReport::Started => OpState::InProgress,
-            WorkerReport::Succeeded { .. } => OpState::Succeeded,
-            WorkerReport::Failed { .. } => OpState::Failed,
-            WorkerReport::Aborted => OpState::Aborted,
-        }
-    }
-}
-
-/// One step of a `Command::Txn`; same meaning as the `Command` of the same name.
-#[allow(clippy::large_enum_variant)]
+/// What the state machine keeps of cluster membership (`Command::Members`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum TxnOp {
-    Create {
-        object: Resource,
-    },
-    Update {
-        object: Resource,
-        expected_revision: Option<u64>,
-    },
-    UpdateStatus {
-        object: Resource,
-        expected_revision: Option<u64>,
-    },
-    Delete {
-        key: ObjectKey,
-        expected_revision: Option<u64>,
-    },
+pub enum MemberCommand {
+    /// Record that a node id left the cluster, so it is never admitted again.
+    Retire { node_id: u64 },
 }
 
-impl TxnOp {
-    /// The key this op touches.
-    pub fn key(&self) -> ObjectKey {
-        match self {
-            TxnOp::Create { object }
-            | TxnOp::Update { object, .. }
-            | TxnOp::UpdateStatus { object, .. } => object.key(),
-            TxnOp::Delete { key, .. } => key.clone(),
-        }
-    }
-
-    /// The same op as a single command, under `fence`.
-    pub fn into_command(self, fence: Option<Fence>) -> Command {
-        match self {
-            TxnOp::Create { object } => Command::Create { object, fence },
-            TxnOp::Update {
-                object,
-                expected_revision,
-            } => Command::Update {
-                object,
-                expected_revision,
-                fence,
-            },
-            TxnOp::UpdateStatus {
-                object,
-                expected_revision,
-            } => Command::UpdateStatus {
-                object,
-                expected_revision,
-                fence,
-            },
-            TxnOp::Delete {
-                key,
-                expected_revision,
-            } => Command::Delete {
-                key,
-                expected_revision,
-                fence,
-            },
-        }
-    }
-
-    fn verb(&self) -> &'static str {
-        match self {
-            TxnOp::Create { .. } => "create",
-            TxnOp::Update { .. } => "update",
-            TxnOp::UpdateStatus { .. } => "update-status",
-            TxnOp::Delete { .. } => "delete",
-        }
-    }
+macro_rules! family {
+    ($($family:ty => $variant:ident),* $(,)?) => {
+        $(impl From<$family> for Command {
+            fn from(command: $family) -> Command {
+                Command::$variant(command)
+            }
+        })*
+    };
 }
 
-impl fmt::Display for TxnOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.verb(), self.key())
-    }
+family! {
+    ObjectCommand => Objects,
+    LockCommand => Locks,
+    OperationCommand => Operations,
+    ReservationCommand => Reservations,
+    DeploymentCommand => Deployments,
+    PoolCommand => Pools,
+    AuthAction => Auth,
+    AlarmAction => Alarms,
+    MemberCommand => Members,
 }
 
 impl fmt::Display for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Command::Create { object, .. } => write!(f, "create {}", object.key()),
-            Command::Update { object, .. } => write!(f, "update {}", object.key()),
-            Command::UpdateStatus { object, .. } => write!(f, "update-status {}", object.key()),
-            Command::Delete { key, .. } => write!(f, "delete {key}"),
-            Command::Txn { ops, .. } => {
+            Command::Objects(ObjectCommand::Create { object, .. }) => {
+                write!(f, "create {}", object.key())
+            }
+            Command::Objects(ObjectCommand::Update { object, .. }) => {
+                write!(f, "update {}", object.key())
+            }
+            Command::Objects(ObjectCommand::UpdateStatus { object, .. }) => {
+                write!(f, "update-status {}", object.key())
+            }
+            Command::Objects(ObjectCommand::Delete { key, .. }) => write!(f, "delete {key}"),
+            Command::Objects(ObjectCommand::Txn { ops, .. }) => {
                 write!(f, "txn [")?;
                 for (i, op) in ops.iter().enumerate() {
                     let sep = if i == 0 { "" } else { ", " };
@@ -336,69 +126,81 @@ impl fmt::Display for Command {
                 }
                 write!(f, "]")
             }
-            Command::RetireNode { node_id } => write!(f, "retire-node {node_id}"),
-            Command::Auth { action } => write!(f, "{action}"),
-            Command::Alarm { action } => write!(f, "{action}"),
+            Command::Members(MemberCommand::Retire { node_id }) => {
+                write!(f, "retire-node {node_id}")
+            }
+            Command::Auth(action) => write!(f, "{action}"),
+            Command::Alarms(action) => write!(f, "{action}"),
             Command::Guarded {
                 auth_revision,
                 command,
             } => write!(f, "{command} (auth revision {auth_revision})"),
-            Command::LockAcquire {
+            Command::Locks(LockCommand::Acquire {
                 name, holder, mode, ..
-            } => write!(f, "lock-acquire {name} {mode} by {holder}"),
-            Command::LockRefresh {
+            }) => write!(f, "lock-acquire {name} {mode} by {holder}"),
+            Command::Locks(LockCommand::Refresh {
                 name,
                 holder,
                 token,
                 ..
-            } => write!(f, "lock-refresh {name} by {holder} token {token}"),
-            Command::LockRelease {
+            }) => write!(f, "lock-refresh {name} by {holder} token {token}"),
+            Command::Locks(LockCommand::Release {
                 name,
                 holder,
                 token,
-            } => write!(f, "lock-release {name} by {holder} token {token}"),
-            Command::LockCancelWait {
+            }) => write!(f, "lock-release {name} by {holder} token {token}"),
+            Command::Locks(LockCommand::CancelWait {
                 name,
                 holder,
                 wait_id,
-            } => write!(f, "lock-cancel-wait {name} by {holder} wait {wait_id}"),
-            Command::LockSweep { names, .. } => write!(f, "lock-sweep {} locks", names.len()),
-            Command::WorkerRegister {
+            }) => write!(f, "lock-cancel-wait {name} by {holder} wait {wait_id}"),
+            Command::Locks(LockCommand::Sweep { names, .. }) => {
+                write!(f, "lock-sweep {} locks", names.len())
+            }
+            Command::Operations(OperationCommand::RegisterWorker {
                 worker, handles, ..
-            } => write!(f, "worker-register {worker} ({} handles)", handles.len()),
-            Command::WorkerHeartbeat { worker } => write!(f, "worker-heartbeat {worker}"),
-            Command::WorkerDeregister { worker, .. } => write!(f, "worker-deregister {worker}"),
-            Command::OpSubmit { target, verb, .. } => write!(f, "op-submit {verb} {target}"),
-            Command::OpAssign { id, worker, .. } => write!(f, "op-assign {id} to {worker}"),
-            Command::OpReport {
+            }) => write!(f, "worker-register {worker} ({} handles)", handles.len()),
+            Command::Operations(OperationCommand::Heartbeat { worker }) => {
+                write!(f, "worker-heartbeat {worker}")
+            }
+            Command::Operations(OperationCommand::DeregisterWorker { worker, .. }) => {
+                write!(f, "worker-deregister {worker}")
+            }
+            Command::Operations(OperationCommand::Submit { target, verb, .. }) => {
+                write!(f, "op-submit {verb} {target}")
+            }
+            Command::Operations(OperationCommand::Assign { id, worker, .. }) => {
+                write!(f, "op-assign {id} to {worker}")
+            }
+            Command::Operations(OperationCommand::Report {
                 id,
                 worker,
                 epoch,
                 report,
                 ..
-            } => write!(
+            }) => write!(
                 f,
                 "op-report {id} {} by {worker} epoch {epoch}",
                 report.state()
             ),
-            Command::OpAbort { id, .. } => write!(f, "op-abort {id}"),
-            Command::OpSweep {
+            Command::Operations(OperationCommand::Abort { id, .. }) => write!(f, "op-abort {id}"),
+            Command::Operations(OperationCommand::Sweep {
                 workers,
                 operations,
                 ..
-            } => write!(
+            }) => write!(
                 f,
                 "op-sweep {} workers {} operations",
                 workers.len(),
                 operations.len()
             ),
-            Command::Decommission { target, verb, .. } => {
+            Command::Reservations(ReservationCommand::Decommission { target, verb, .. }) => {
                 write!(f, "decommission {target} by {verb}")
             }
-            Command::Deployment { key, action, .. } => {
+            Command::Deployments(DeploymentCommand { key, action, .. }) => {
                 write!(f, "deployment-{} {key}", action.verb())
             }
-            Command::Pool { action, .. } => write!(f, "pool-{}", action.verb()),
+            Command::Pools(PoolCommand { action, .. }) => write!(f, "pool-{}", action.verb()),
         }?;
         match self.fence() {
             Some(fence) => write!(f, " fenced by {fence}"),
@@ -415,16 +217,20 @@ impl Command {
     /// already under way can finish. Exhaustive on purpose: a new command must choose.
     pub fn may_grow(&self) -> bool {
         match self {
-            Command::Create { .. } | Command::Update { .. } | Command::UpdateStatus { .. } => true,
-            Command::Txn { ops, .. } => ops.iter().any(|op| !matches!(op, TxnOp::Delete { .. })),
-            Command::LockAcquire { .. }
-            | Command::WorkerRegister { .. }
-            | Command::OpSubmit { .. } => true,
-            Command::Deployment { action, .. } => matches!(
+            Command::Objects(ObjectCommand::Create { .. })
+            | Command::Objects(ObjectCommand::Update { .. })
+            | Command::Objects(ObjectCommand::UpdateStatus { .. }) => true,
+            Command::Objects(ObjectCommand::Txn { ops, .. }) => {
+                ops.iter().any(|op| !matches!(op, TxnOp::Delete { .. }))
+            }
+            Command::Locks(LockCommand::Acquire { .. })
+            | Command::Operations(OperationCommand::RegisterWorker { .. })
+            | Command::Operations(OperationCommand::Submit { .. }) => true,
+            Command::Deployments(DeploymentCommand { action, .. }) => matches!(
                 action,
                 DeploymentAction::Create { .. } | DeploymentAction::AddResources { .. }
             ),
-            Command::Pool { action, .. } => matches!(
+            Command::Pools(PoolCommand { action, .. }) => matches!(
                 action,
                 PoolAction::Acquire { .. }
                     | PoolAction::AcquireByState { .. }
@@ -432,33 +238,37 @@ impl Command {
                     | PoolAction::SyncVirtual { .. }
             ),
             Command::Guarded { command, .. } => command.may_grow(),
-            Command::Delete { .. }
-            | Command::RetireNode { .. }
-            | Command::LockRefresh { .. }
-            | Command::LockRelease { .. }
-            | Command::LockCancelWait { .. }
-            | Command::LockSweep { .. }
-            | Command::WorkerHeartbeat { .. }
-            | Command::WorkerDeregister { .. }
-            | Command::OpAssign { .. }
-            | Command::OpReport { .. }
-            | Command::OpAbort { .. }
-            | Command::OpSweep { .. }
-            | Command::Decommission { .. }
-            | Command::Auth { .. }
-            | Command::Alarm { .. } => false,
+            Command::Objects(ObjectCommand::Delete { .. })
+            | Command::Members(MemberCommand::Retire { .. })
+            | Command::Locks(LockCommand::Refresh { .. })
+            | Command::Locks(LockCommand::Release { .. })
+            | Command::Locks(LockCommand::CancelWait { .. })
+            | Command::Locks(LockCommand::Sweep { .. })
+            | Command::Operations(OperationCommand::Heartbeat { .. })
+            | Command::Operations(OperationCommand::DeregisterWorker { .. })
+            | Command::Operations(OperationCommand::Assign { .. })
+            | Command::Operations(OperationCommand::Report { .. })
+            | Command::Operations(OperationCommand::Abort { .. })
+            | Command::Operations(OperationCommand::Sweep { .. })
+            | Command::Reservations(ReservationCommand::Decommission { .. })
+            | Command::Auth(_)
+            | Command::Alarms(_) => false,
         }
     }
 
     /// The fence of a resource write, if it carries one.
     pub fn fence(&self) -> Option<&Fence> {
         match self {
-            Command::Create { fence, .. }
-            | Command::Update { fence, .. }
-            | Command::UpdateStatus { fence, .. }
-            | Command::Delete { fence, .. }
-            | Command::Txn { fence, .. } => fence.as_ref(),
-            _ => None,
+            Command::Objects(command) => command.fence(),
+            Command::Locks(_)
+            | Command::Operations(_)
+            | Command::Reservations(_)
+            | Command::Deployments(_)
+            | Command::Pools(_)
+            | Command::Auth(_)
+            | Command::Alarms(_)
+            | Command::Members(_)
+            | Command::Guarded { .. } => None,
         }
     }
 }
@@ -714,13 +524,13 @@ mod tests {
         let obj = Resource::new("v1", "Director", "default", "x");
         let p = Proposal {
             time_ms: 1234,
-            command: Command::Create {
+            command: Command::Objects(ObjectCommand::Create {
                 object: obj.clone(),
                 fence: None,
-            },
+            }),
         };
         assert_eq!(p.to_string(), "create Director/default/x @1234");
-        let txn = Command::Txn {
+        let txn = Command::Objects(ObjectCommand::Txn {
             ops: vec![
                 TxnOp::UpdateStatus {
                     object: obj,
@@ -735,13 +545,13 @@ mod tests {
                 lock: "deploy/x".into(),
                 token: 7,
             }),
-        };
+        });
         assert_eq!(
             txn.to_string(),
             "txn [update-status Director/default/x, delete Lock/ns/l] fenced by deploy/x:7"
         );
         assert_eq!(
-            Command::RetireNode { node_id: 7 }.to_string(),
+            Command::Members(MemberCommand::Retire { node_id: 7 }).to_string(),
             "retire-node 7"
         );
     }
@@ -773,20 +583,20 @@ mod tests {
         obj.metadata.resource_version = 5;
         let p = Proposal {
             time_ms: 9,
-            command: Command::Update {
+            command: Command::Objects(ObjectCommand::Update {
                 object: obj.clone(),
                 expected_revision: Some(5),
                 fence: None,
-            },
+            }),
         };
         let back: Proposal =
             serde_json::from_str(&serde_json::to_string(&p).expect("ser")).expect("de");
         match back.command {
-            Command::Update {
+            Command::Objects(ObjectCommand::Update {
                 object,
                 expected_revision,
                 fence: None,
-            } => assert_eq!((object, expected_revision), (obj.clone(), Some(5))),
+            }) => assert_eq!((object, expected_revision), (obj.clone(), Some(5))),
             other => panic!("{other:?}"),
         }
         for r in [

@@ -31,6 +31,7 @@ use crate::objects::resource::ObjectKey;
 
 mod actions;
 pub(crate) mod apply;
+pub mod command;
 mod query;
 pub mod readiness;
 #[cfg(test)]

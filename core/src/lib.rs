@@ -47,6 +47,7 @@ pub mod auth;
 pub mod bugs;
 pub mod command;
 pub mod deployments;
+pub mod format;
 pub mod locks;
 pub mod objects;
 pub mod operations;
@@ -56,15 +57,16 @@ mod snapshot;
 pub mod state;
 pub mod wait;
 
-pub use apply::{
-    apply, apply_blank, apply_effects, ApplyContext, Effects, SNAPSHOT_FORMAT, TXN_OPS_MAX,
-};
-pub use command::{Command, Event, EventType, Proposal, Rejection, Response, TxnOp, WorkerReport};
+pub use apply::{apply, apply_blank, apply_effects, ApplyContext, Effects, SNAPSHOT_FORMAT};
+pub use command::{Command, Event, EventType, MemberCommand, Proposal, Rejection, Response};
+pub use deployments::command::DeploymentCommand;
+pub use locks::command::LockCommand;
 pub use locks::{
     Fence, Lock, LockEvent, LockEventType, LockHolder, LockLimits, LockMode, LockWaiter,
     LOCK_DELAY_MS_MAX, LOCK_HOLDER_CHARS_MAX, LOCK_NAME_CHARS_MAX, LOCK_SWEEP_NAMES_MAX,
     LOCK_TTL_MS_MAX, LOCK_WAIT_MS_MAX,
 };
+pub use objects::command::{ObjectCommand, TxnOp, TXN_OPS_MAX};
 pub use objects::queries::ListPage;
 pub use objects::raw_json::RawJson;
 pub use objects::resource::{ObjectKey, ObjectMeta, Resource, DEFAULT_NAMESPACE};
@@ -73,11 +75,14 @@ pub use objects::validate::{
     validate_api_version, validate_key, validate_kind, validate_label_key, validate_label_value,
     validate_object, validate_object_size, ANNOTATIONS_BYTES_MAX, OBJECT_BYTES_MAX,
 };
+pub use operations::command::{OperationCommand, WorkerReport};
 pub use operations::{
     Dispatch, Handle, OpEvent, OpFilter, OpLimits, OpLock, OpPolicy, OpResult, OpState, OpTally,
     Operation, OperationId, OpsDue, Transition, Worker, OP_IDEMPOTENCY_KEY_CHARS_MAX,
     OP_SWEEP_ITEMS_MAX, OP_VERB_CHARS_MAX, WORKER_ID_CHARS_MAX, WORKER_TTL_MS_MAX,
 };
+pub use pools::command::PoolCommand;
+pub use reservations::command::ReservationCommand;
 pub use reservations::{
     NodeReservations, Reservation, ReservationIndex, Units, DECOMMISSION_ITEMS_MAX,
     DECOMMISSION_KEY_PREFIX,

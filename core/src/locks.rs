@@ -36,6 +36,7 @@ use crate::command::Rejection;
 use crate::operations::OperationId;
 
 mod apply;
+pub mod command;
 #[cfg(test)]
 mod expiry_tests;
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! - `count`: counts of a kind by a label's or a status field's value.
 
 pub(crate) mod apply;
+pub mod command;
 pub mod count;
 pub mod queries;
 pub mod raw_json;

@@ -50,6 +50,7 @@ pub(crate) mod apply;
 #[cfg(test)]
 mod assign_tests;
 mod changes;
+pub mod command;
 #[cfg(test)]
 mod proptests;
 mod queries;

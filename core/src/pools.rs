@@ -25,6 +25,7 @@ use crate::command::Rejection;
 use crate::objects::resource::Resource;
 
 pub(crate) mod apply;
+pub mod command;
 mod dynamic;
 #[cfg(test)]
 mod dynamic_tests;

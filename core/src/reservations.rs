@@ -295,6 +295,7 @@ fn with_reservation(object: &Resource) -> Option<(&Resource, &Reservation)> {
 /// `Option<u64>` ms since the Unix epoch as an RFC 3339 string: whole seconds when the time is
 /// whole seconds (`2026-11-22T10:00:00Z`), else milliseconds. Input: any RFC 3339 time at or
 /// after the epoch.
+pub mod command;
 mod rfc3339_ms {
     use super::*;
 

@@ -336,10 +336,10 @@ mod tests {
                 term: 1,
                 time_ms: 1_000 + i as u64,
             };
-            let command = crate::state::Command::Create {
+            let command = crate::state::Command::Objects(crate::state::ObjectCommand::Create {
                 object,
                 fence: None,
-            };
+            });
             apply(&mut state, &ctx, &command, &mut Vec::new());
         }
         assert_eq!(state.len(), n);

@@ -529,7 +529,7 @@ impl AuthApi {
     }
 
     async fn change(&self, action: AuthAction) -> Result<(bool, u64, Option<User>), Status> {
-        match self.node.propose(Command::Auth { action }).await? {
+        match self.node.propose(Command::Auth(action)).await? {
             Response::Auth {
                 enabled,
                 revision,

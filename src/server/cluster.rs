@@ -4,6 +4,7 @@
 //! API. One change at a time: a second concurrent one is refused with FailedPrecondition. A removed
 //! node's id is retired in the replicated state first, so it can never be added again.
 
+use crate::state::MemberCommand;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -511,7 +512,7 @@ impl Cluster for ClusterService {
             kind,
         };
         tracing::info!(%action, "disarming alarms");
-        match self.node.propose(Command::Alarm { action }).await? {
+        match self.node.propose(Command::Alarms(action)).await? {
             Response::Alarms { alarms } => Ok(GrpcResponse::new(AlarmsReply {
                 alarms: alarm_messages(alarms.iter()),
             })),
@@ -736,7 +737,7 @@ impl Cluster for ClusterService {
         // Retire the id first: even if the removal below fails half-way, the id is never reused.
         if let Response::Rejected(r) = self
             .node
-            .propose(Command::RetireNode { node_id: id })
+            .propose(Command::Members(MemberCommand::Retire { node_id: id }))
             .await?
         {
             return Err(errors::rejection(&r));

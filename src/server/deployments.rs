@@ -2,6 +2,7 @@
 //! structural checks, propose it (any node; followers forward), and answer the mirror object.
 //! `Status` reads after the barrier the request asks for and answers the seed's JSON.
 
+use crate::state::DeploymentCommand;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -38,11 +39,11 @@ impl DeploymentsService {
         let key = ResourcesService::parse_key(DEPLOYMENT_KIND, namespace, name)?;
         let limits = self.node.config.status.limits();
         check_action(&action, &limits).map_err(|r| errors::rejection(&r))?;
-        let command = Command::Deployment {
+        let command = Command::Deployments(DeploymentCommand {
             key,
             action,
             limits,
-        };
+        });
         match self.node.propose(command).await? {
             Response::Object { object, revision } => Ok(GrpcResponse::new(ObjectReply {
                 object_json: object.to_json(),

@@ -419,10 +419,12 @@ mod tests {
     #[test]
     fn a_joined_batch_decodes_to_the_commands_in_order() {
         let commands: Vec<Command> = (0..3)
-            .map(|i| Command::Delete {
-                key: ObjectKey::new("Thing", "default", &format!("t{i}")),
-                expected_revision: Some(i),
-                fence: None,
+            .map(|i| {
+                Command::Objects(crate::state::ObjectCommand::Delete {
+                    key: ObjectKey::new("Thing", "default", &format!("t{i}")),
+                    expected_revision: Some(i),
+                    fence: None,
+                })
             })
             .collect();
         let batch = commands
@@ -521,11 +523,11 @@ mod tests {
             peer_addr,
             client_addr: "127.0.0.1:1".into(),
         };
-        let command = Command::Delete {
+        let command = Command::Objects(crate::state::ObjectCommand::Delete {
             key: ObjectKey::new("Thing", "default", "t"),
             expected_revision: None,
             fence: None,
-        };
+        });
         (
             Forwarder::new(channels, Duration::from_secs(1)),
             leader,

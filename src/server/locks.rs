@@ -7,6 +7,7 @@
 //! raced with the cancel). The sweeper runs on every node but proposes only while this node
 //! leads: it names the locks its clock says are due, and apply re-checks with leader time.
 
+use crate::state::LockCommand;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -158,11 +159,11 @@ impl LocksService {
     ) -> Result<GrpcResponse<LockGrant>, Status> {
         let mut guard = CancelOnDrop::new(
             self.node.clone(),
-            Command::LockCancelWait {
+            Command::Locks(LockCommand::CancelWait {
                 name: name.to_string(),
                 holder: holder.to_string(),
                 wait_id,
-            },
+            }),
             "lock wait",
         );
         let deadline = tokio::time::Instant::now() + wait;
@@ -246,7 +247,7 @@ impl Locks for LocksService {
         let req = request.into_inner();
         let mode = mode_from_proto(req.mode)?;
         let details = details_from_json(&req.details_json)?;
-        let command = Command::LockAcquire {
+        let command = Command::Locks(LockCommand::Acquire {
             name: req.name.clone(),
             holder: req.holder.clone(),
             mode,
@@ -254,7 +255,7 @@ impl Locks for LocksService {
             details,
             wait_ms: req.wait_ms,
             limits: self.limits(),
-        };
+        });
         // Subscribe before proposing: the grant of a queued wait can come right after.
         let events = self.node.hub.subscribe_locks();
         match self.node.propose(command).await? {
@@ -280,12 +281,12 @@ impl Locks for LocksService {
         request: Request<RefreshRequest>,
     ) -> Result<GrpcResponse<LockGrant>, Status> {
         let req = request.into_inner();
-        let command = Command::LockRefresh {
+        let command = Command::Locks(LockCommand::Refresh {
             name: req.name.clone(),
             holder: req.holder,
             token: req.token,
             ttl_ms: (req.ttl_ms > 0).then_some(req.ttl_ms),
-        };
+        });
         match self.node.propose(command).await? {
             Response::LockRefreshed { holder } => Ok(grant(&req.name, &holder)),
             Response::Rejected(r) => Err(errors::rejection(&r)),
@@ -299,11 +300,11 @@ impl Locks for LocksService {
         request: Request<ReleaseRequest>,
     ) -> Result<GrpcResponse<ReleaseReply>, Status> {
         let req = request.into_inner();
-        let command = Command::LockRelease {
+        let command = Command::Locks(LockCommand::Release {
             name: req.name,
             holder: req.holder,
             token: req.token,
-        };
+        });
         match self.node.propose(command).await? {
             Response::LockReleased { token } => Ok(GrpcResponse::new(ReleaseReply { token })),
             Response::Rejected(r) => Err(errors::rejection(&r)),
@@ -397,11 +398,11 @@ pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver
         if names.is_empty() {
             continue;
         }
-        let command = Command::LockSweep {
+        let command = Command::Locks(LockCommand::Sweep {
             names,
             grace_ms,
             lock_delay_ms,
-        };
+        });
         match node.propose_local(command).await {
             Ok(Response::LockSwept {
                 expired,

@@ -5,6 +5,7 @@
 //! `[operations]` config) and is proposed; reads take the read barrier and read the state; a
 //! watch relays this node's operation events. Every decision is the state machine's.
 
+use crate::state::OperationCommand;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -282,7 +283,7 @@ impl Operations for OperationsService {
                 lock.name = key.to_string();
             }
         }
-        let command = Command::OpSubmit {
+        let command = Command::Operations(OperationCommand::Submit {
             params: json_or_null("params_json", &req.params_json)?,
             idempotency_key: (!req.idempotency_key.is_empty()).then_some(req.idempotency_key),
             create: self.parse_create(&req.create_object_json)?,
@@ -290,7 +291,7 @@ impl Operations for OperationsService {
             verb: req.verb,
             policy,
             limits: op_limits(config),
-        };
+        });
         match self.node.propose(command).await? {
             Response::OpSubmitted { operation, created } => {
                 Ok(GrpcResponse::new(SubmitOperationReply {
@@ -400,10 +401,10 @@ impl Operations for OperationsService {
         if let Some(ns) = namespace {
             auth::check(&self.node, caller.as_ref(), Access::Write(&ns))?;
         }
-        let command = Command::OpAbort {
+        let command = Command::Operations(OperationCommand::Abort {
             id,
             limits: op_limits(self.node.config.operations()),
-        };
+        });
         operation_reply("operation abort", self.node.propose(command).await?)
     }
 

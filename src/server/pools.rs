@@ -2,6 +2,7 @@
 //! and proposed (any node; followers forward), reads come after the barrier asked for. Also the
 //! leader's reaper, which proposes a `Reset` of the leases whose state's expiry passed.
 
+use crate::state::{OperationCommand, PoolCommand};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,10 +34,10 @@ impl PoolsService {
 
     async fn propose(&self, action: PoolAction) -> Result<(Vec<PoolResource>, u64), Status> {
         check_pool_action(&action).map_err(|r| errors::rejection(&r))?;
-        let command = Command::Pool {
+        let command = Command::Pools(PoolCommand {
             action,
             grace_ms: self.node.config.raft.election_timeout_max_ms,
-        };
+        });
         match self.node.propose(command).await? {
             Response::Object { object, revision } => Ok((vec![info(&object)], revision)),
             Response::Txn { objects, revision } => {
@@ -124,15 +125,17 @@ impl PoolsService {
         claim: ClaimView,
         wait: Duration,
     ) -> Result<GrpcResponse<PoolResourceReply>, Status> {
-        let cancel = |release| Command::Pool {
-            action: PoolAction::CancelWait {
-                claim: name.clone(),
-                owner: claim.owner.clone(),
-                request_id: claim.request_id.clone(),
-                state: claim.state.clone(),
-                release,
-            },
-            grace_ms: 0,
+        let cancel = |release| {
+            Command::Pools(PoolCommand {
+                action: PoolAction::CancelWait {
+                    claim: name.clone(),
+                    owner: claim.owner.clone(),
+                    request_id: claim.request_id.clone(),
+                    state: claim.state.clone(),
+                    release,
+                },
+                grace_ms: 0,
+            })
         };
         let mut guard = CancelOnDrop::new(self.node.clone(), cancel(true), "pool wait");
         let deadline = tokio::time::Instant::now() + wait;
@@ -210,10 +213,10 @@ impl LeaseService for PoolsService {
         check_pool_action(&action).map_err(|r| errors::rejection(&r))?;
         // Subscribed before proposing, so the grant cannot be missed.
         let events = self.node.hub.subscribe_pools();
-        let command = Command::Pool {
+        let command = Command::Pools(PoolCommand {
             action,
             grace_ms: self.node.config.raft.election_timeout_max_ms,
-        };
+        });
         let (object, revision, leased) = match self.node.propose(command).await? {
             Response::Object { object, revision } => (object, revision, Vec::new()),
             // A virtual resource, and the resources leased with it.
@@ -355,10 +358,10 @@ impl LeaseService for PoolsService {
             .collect();
         let action = PoolAction::SyncVirtual { configs };
         check_pool_action(&action).map_err(|r| errors::rejection(&r))?;
-        let command = Command::Pool {
+        let command = Command::Pools(PoolCommand {
             action,
             grace_ms: self.node.config.raft.election_timeout_max_ms,
-        };
+        });
         match self.node.propose(command).await? {
             Response::Txn { objects, revision } => Ok(GrpcResponse::new(PoolSyncVirtualReply {
                 changed: u32::try_from(objects.len()).unwrap_or(u32::MAX),
@@ -434,20 +437,20 @@ pub async fn run_reaper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<
         }
         if let Some(claims) = node.sweep_due(0, State::pool_claims_expired) {
             if !claims.is_empty() {
-                let command = Command::Pool {
+                let command = Command::Pools(PoolCommand {
                     action: PoolAction::ExpireClaims { claims },
                     grace_ms,
-                };
+                });
                 if node.propose_local(command).await.is_err() {
                     tracing::debug!("claim expiry not applied (leadership changed)");
                 }
             }
         }
         if node.sweep_due(0, State::pools_reconcile_due) == Some(true) {
-            let command = Command::Pool {
+            let command = Command::Pools(PoolCommand {
                 action: PoolAction::Reconcile,
                 grace_ms,
-            };
+            });
             if node.propose_local(command).await.is_err() {
                 tracing::debug!("dynamic pool reconcile not applied (leadership changed)");
             }
@@ -458,13 +461,13 @@ pub async fn run_reaper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<
         if names.is_empty() {
             continue;
         }
-        let command = Command::Pool {
+        let command = Command::Pools(PoolCommand {
             action: PoolAction::Reset {
                 names,
                 dest: dest.clone(),
             },
             grace_ms,
-        };
+        });
         let span = tracing::debug_span!("pool_reap", node = node.id);
         match node.propose_local(command).instrument(span).await {
             Ok(Response::Txn { objects, .. }) => {
@@ -509,7 +512,7 @@ pub async fn run_mason(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<b
                     let target =
                         state::ObjectKey::new(CONSTRUCT_KIND, state::DEFAULT_NAMESPACE, &name);
                     let policy = crate::server::operations::policy(config, &target, &verb, 0, 0);
-                    let command = Command::OpSubmit {
+                    let command = Command::Operations(OperationCommand::Submit {
                         target,
                         verb: verb.clone(),
                         params,
@@ -517,14 +520,14 @@ pub async fn run_mason(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<b
                         create: None,
                         policy,
                         limits: crate::server::operations::op_limits(config),
-                    };
+                    });
                     (name, command)
                 }
                 MasonDue::Ended { name } => {
-                    let command = Command::Pool {
+                    let command = Command::Pools(PoolCommand {
                         action: PoolAction::Constructed { name: name.clone() },
                         grace_ms,
-                    };
+                    });
                     (name, command)
                 }
             };

@@ -4,6 +4,7 @@
 //! structural rules (names, labels, kinds) are the pure `state::validate_*` functions, which
 //! apply re-checks.
 
+use crate::state::ObjectCommand;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -225,7 +226,8 @@ impl Resources for ResourcesService {
             Access::Write(&object.metadata.namespace),
         )?;
         let fence = Self::fence(&req.fence);
-        self.write_object(Command::Create { object, fence }).await
+        self.write_object(Command::Objects(ObjectCommand::Create { object, fence }))
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -314,11 +316,11 @@ impl Resources for ResourcesService {
         request: Request<UpdateRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
         self.update_with(request, |object, expected_revision, fence| {
-            Command::Update {
+            Command::Objects(ObjectCommand::Update {
                 object,
                 expected_revision,
                 fence,
-            }
+            })
         })
         .await
     }
@@ -329,11 +331,11 @@ impl Resources for ResourcesService {
         request: Request<UpdateRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
         self.update_with(request, |object, expected_revision, fence| {
-            Command::UpdateStatus {
+            Command::Objects(ObjectCommand::UpdateStatus {
                 object,
                 expected_revision,
                 fence,
-            }
+            })
         })
         .await
     }
@@ -349,11 +351,11 @@ impl Resources for ResourcesService {
         auth::check(&self.node, caller.as_ref(), Access::Write(&key.namespace))?;
         let expected_revision = (req.expected_revision != 0).then_some(req.expected_revision);
         let fence = Self::fence(&req.fence);
-        self.write_object(Command::Delete {
+        self.write_object(Command::Objects(ObjectCommand::Delete {
             key,
             expected_revision,
             fence,
-        })
+        }))
         .await
     }
 
@@ -391,7 +393,11 @@ impl Resources for ResourcesService {
             auth::check(&self.node, caller.as_ref(), Access::Write(ns))?;
         }
         let fence = Self::fence(&req.fence);
-        match self.node.propose(Command::Txn { ops, fence }).await? {
+        match self
+            .node
+            .propose(Command::Objects(ObjectCommand::Txn { ops, fence }))
+            .await?
+        {
             Response::Txn { objects, revision } => Ok(GrpcResponse::new(TxnReply {
                 objects_json: objects.iter().map(Resource::to_json).collect(),
                 revision,

@@ -14,6 +14,7 @@
 //! tick it proposes the decommission of each reservation that has ended or is marked
 //! `toDelete` (no grace: a reservation's end is a time, not a lapse of heartbeats).
 
+use crate::state::{OperationCommand, ReservationCommand};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -73,11 +74,11 @@ fn schedule_round(node: &Arc<Node>, pending: &Pending, answered: &Arc<Notify>) -
         let span = tracing::debug_span!("assign", node = node.id, id = %d.id);
         tokio::spawn(
             async move {
-                let command = Command::OpAssign {
+                let command = Command::Operations(OperationCommand::Assign {
                     id: d.id,
                     worker: d.worker,
                     lock_limits,
-                };
+                });
                 match node.propose_local(command).await {
                     Ok(Response::Operation { operation }) => {
                         tracing::debug!(worker = ?operation.worker, epoch = operation.epoch, "assigned");
@@ -134,12 +135,12 @@ async fn decommission_round(node: &Node, config: &OperationsConfig) -> usize {
     let verb = &config.decommission_verb;
     let proposals = due.into_iter().map(|target| {
         let policy = policy(config, &target, verb, 0, 0);
-        node.propose_local(Command::Decommission {
+        node.propose_local(Command::Reservations(ReservationCommand::Decommission {
             target,
             verb: verb.clone(),
             policy,
             limits,
-        })
+        }))
     });
     let mut submitted = 0;
     for result in futures::future::join_all(proposals).await {
@@ -177,12 +178,12 @@ pub async fn run_op_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Recei
         if due.is_empty() {
             continue;
         }
-        let command = Command::OpSweep {
+        let command = Command::Operations(OperationCommand::Sweep {
             workers: due.workers,
             operations: due.operations,
             grace_ms,
             limits,
-        };
+        });
         let span = tracing::debug_span!("op_sweep", node = node.id);
         match node.propose_local(command).instrument(span).await {
             Ok(Response::OpSwept { tally }) => tracing::debug!(?tally, "operation sweep applied"),

@@ -190,13 +190,11 @@ pub async fn check(node: &Node) {
         return;
     }
     tracing::warn!(%reason, "raising the NOSPACE alarm: writes that may grow the state will be refused");
-    let command = Command::Alarm {
-        action: AlarmAction::Raise {
-            node_id: node.id,
-            kind: AlarmKind::NoSpace,
-            reason,
-        },
-    };
+    let command = Command::Alarms(AlarmAction::Raise {
+        node_id: node.id,
+        kind: AlarmKind::NoSpace,
+        reason,
+    });
     // Through any leader; if there is none, the next check tries again.
     if let Err(status) = node.propose(command).await {
         tracing::warn!(error = %status.message(), "cannot raise the NOSPACE alarm yet");

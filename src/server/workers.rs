@@ -9,6 +9,7 @@
 //! assignment is still the worker's is the state machine's call: a report of a lost one is
 //! refused with Aborted.
 
+use crate::state::OperationCommand;
 use std::collections::BTreeSet;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -199,13 +200,13 @@ impl Workers for WorkersService {
                     .map_err(|e| errors::invalid(&format!("handles[{i}]"), e))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let command = Command::WorkerRegister {
+        let command = Command::Operations(OperationCommand::RegisterWorker {
             worker: req.worker,
             handles,
             capacity: req.capacity,
             ttl_ms: req.ttl_ms,
             limits: op_limits(self.node.config.operations()),
-        };
+        });
         let r = self.node.propose(command).await?;
         worker_reply(&self.node, "worker register", r)
     }
@@ -223,7 +224,7 @@ impl Workers for WorkersService {
         let worker = request.into_inner().worker;
         let r = self
             .node
-            .propose(Command::WorkerHeartbeat { worker })
+            .propose(Command::Operations(OperationCommand::Heartbeat { worker }))
             .await?;
         worker_reply(&self.node, "worker heartbeat", r)
     }
@@ -238,10 +239,10 @@ impl Workers for WorkersService {
             &request,
             Access::Worker(&request.get_ref().worker),
         )?;
-        let command = Command::WorkerDeregister {
+        let command = Command::Operations(OperationCommand::DeregisterWorker {
             worker: request.into_inner().worker,
             limits: op_limits(self.node.config.operations()),
-        };
+        });
         match self.node.propose(command).await? {
             Response::WorkerDeregistered { tally } => {
                 Ok(GrpcResponse::new(DeregisterWorkerReply {
@@ -286,14 +287,14 @@ impl Workers for WorkersService {
             Access::Worker(&request.get_ref().worker),
         )?;
         let req = request.into_inner();
-        let command = Command::OpReport {
+        let command = Command::Operations(OperationCommand::Report {
             id: parse_id("id", &req.id)?,
             report: report_from_proto(&req)?,
             worker: req.worker,
             attempt: req.attempt,
             epoch: req.epoch,
             limits: op_limits(self.node.config.operations()),
-        };
+        });
         operation_reply("operation report", self.node.propose(command).await?)
     }
 

@@ -1,6 +1,10 @@
 //! Random command sequences against a small independent model: revisions strictly increase per
 //! change, lists equal the model, a rejected command changes nothing, snapshots round-trip.
 
+use crate::command::{
+    DeploymentCommand, LockCommand, MemberCommand, ObjectCommand, OperationCommand, PoolCommand,
+    ReservationCommand,
+};
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
@@ -246,8 +250,10 @@ fn rejection_name(r: &Rejection) -> &'static str {
 /// `Ok(())` or `Err((txn op index, rejection name))`.
 fn model_step(model: &mut Model, cmd: &Command) -> Result<(), (Option<usize>, &'static str)> {
     let op = match cmd {
-        Command::Txn { ops, .. } if ops.is_empty() => return Err((None, "Invalid")),
-        Command::Txn { ops, .. } => {
+        Command::Objects(ObjectCommand::Txn { ops, .. }) if ops.is_empty() => {
+            return Err((None, "Invalid"))
+        }
+        Command::Objects(ObjectCommand::Txn { ops, .. }) => {
             let mut scratch = model.clone();
             for (i, op) in ops.iter().enumerate() {
                 scratch.apply_op(op).map_err(|e| (Some(i), e))?;
@@ -255,70 +261,74 @@ fn model_step(model: &mut Model, cmd: &Command) -> Result<(), (Option<usize>, &'
             *model = scratch;
             return Ok(());
         }
-        Command::RetireNode { node_id } => {
+        Command::Members(MemberCommand::Retire { node_id }) => {
             model.retired.insert(*node_id);
             return Ok(());
         }
-        Command::Create { object, .. } => TxnOp::Create {
+        Command::Objects(ObjectCommand::Create { object, .. }) => TxnOp::Create {
             object: object.clone(),
         },
-        Command::Update {
+        Command::Objects(ObjectCommand::Update {
             object,
             expected_revision,
             ..
-        } => TxnOp::Update {
+        }) => TxnOp::Update {
             object: object.clone(),
             expected_revision: *expected_revision,
         },
-        Command::UpdateStatus {
+        Command::Objects(ObjectCommand::UpdateStatus {
             object,
             expected_revision,
             ..
-        } => TxnOp::UpdateStatus {
+        }) => TxnOp::UpdateStatus {
             object: object.clone(),
             expected_revision: *expected_revision,
         },
-        Command::Delete {
+        Command::Objects(ObjectCommand::Delete {
             key,
             expected_revision,
             ..
-        } => TxnOp::Delete {
+        }) => TxnOp::Delete {
             key: key.clone(),
             expected_revision: *expected_revision,
         },
-        Command::LockAcquire { .. }
-        | Command::LockRefresh { .. }
-        | Command::LockRelease { .. }
-        | Command::LockCancelWait { .. }
-        | Command::LockSweep { .. } => unreachable!("lock commands are tested in locks::proptests"),
-        Command::WorkerRegister { .. }
-        | Command::WorkerHeartbeat { .. }
-        | Command::WorkerDeregister { .. }
-        | Command::OpSubmit { .. }
-        | Command::OpAssign { .. }
-        | Command::OpReport { .. }
-        | Command::OpAbort { .. }
-        | Command::OpSweep { .. }
-        | Command::Decommission { .. } => {
+        Command::Locks(LockCommand::Acquire { .. })
+        | Command::Locks(LockCommand::Refresh { .. })
+        | Command::Locks(LockCommand::Release { .. })
+        | Command::Locks(LockCommand::CancelWait { .. })
+        | Command::Locks(LockCommand::Sweep { .. }) => {
+            unreachable!("lock commands are tested in locks::proptests")
+        }
+        Command::Operations(OperationCommand::RegisterWorker { .. })
+        | Command::Operations(OperationCommand::Heartbeat { .. })
+        | Command::Operations(OperationCommand::DeregisterWorker { .. })
+        | Command::Operations(OperationCommand::Submit { .. })
+        | Command::Operations(OperationCommand::Assign { .. })
+        | Command::Operations(OperationCommand::Report { .. })
+        | Command::Operations(OperationCommand::Abort { .. })
+        | Command::Operations(OperationCommand::Sweep { .. })
+        | Command::Reservations(ReservationCommand::Decommission { .. }) => {
             unreachable!("op commands are tested in operations::proptests")
         }
-        Command::Deployment { .. } => unreachable!("deployments are tested in deployment::tests"),
-        Command::Pool { .. } => unreachable!("pools are tested in pool::tests"),
-        Command::Auth { .. } | Command::Guarded { .. } => {
+        Command::Deployments(DeploymentCommand { .. }) => {
+            unreachable!("deployments are tested in deployment::tests")
+        }
+        Command::Pools(PoolCommand { .. }) => unreachable!("pools are tested in pool::tests"),
+        Command::Auth(_) | Command::Guarded { .. } => {
             unreachable!("auth is tested in auth::tests and apply::tests")
         }
-        Command::Alarm { .. } => unreachable!("alarms are tested in apply::tests"),
+        Command::Alarms(_) => unreachable!("alarms are tested in apply::tests"),
     };
     model.apply_op(&op).map_err(|e| (None, e))
 }
 
 fn to_command(model: &Model, cmd: &GenCmd) -> Command {
     match cmd {
-        GenCmd::Retire(n) => Command::RetireNode { node_id: *n },
-        GenCmd::Txn(ops) => Command::Txn {
+        GenCmd::Retire(n) => Command::Members(MemberCommand::Retire { node_id: *n }),
+        GenCmd::Txn(ops) => Command::Objects(ObjectCommand::Txn {
             ops: ops.iter().map(|o| model.to_txn_op(o)).collect(),
             fence: None,
-        },
+        }),
         GenCmd::One(op) => model.to_txn_op(op).into_command(None),
     }
 }
@@ -498,7 +508,7 @@ proptest! {
         for op in &ops {
             let _ = apply(&mut state, &ctx, &op.clone().into_command(None), &mut events);
         }
-        let _ = apply(&mut state, &ctx, &Command::Txn { ops, fence: None }, &mut events);
+        let _ = apply(&mut state, &ctx, &Command::Objects(ObjectCommand::Txn { ops, fence: None }), &mut events);
         prop_assert_eq!(events.len() as u64, state.revision());
         prop_assert_eq!(State::from_snapshot_bytes(&state.to_snapshot_bytes()), Ok(state));
     }

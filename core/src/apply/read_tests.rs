@@ -1,5 +1,6 @@
 //! Reads of an applied state: list scoping, selectors and paging; snapshots; uids.
 
+use crate::command::MemberCommand;
 use serde_json::json;
 
 use super::tests::{create, delete, director, Log};
@@ -98,7 +99,10 @@ fn snapshot_round_trips_and_rejects_bad_bodies() {
     log.ok(1_000, create(director("a")));
     log.ok(2_000, create(lock("ns", "l", "db")));
     log.ok(3_000, delete("a", None));
-    log.run(4_000, Command::RetireNode { node_id: 9 });
+    log.run(
+        4_000,
+        Command::Members(MemberCommand::Retire { node_id: 9 }),
+    );
     let bytes = log.state.to_snapshot_bytes();
     let back = State::from_snapshot_bytes(&bytes).expect("restores");
     assert_eq!(back, log.state);

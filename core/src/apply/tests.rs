@@ -1,5 +1,7 @@
 //! Table-driven `apply` sequences with made-up leader times: every operation, every rejection.
 
+use crate::command::{MemberCommand, ObjectCommand};
+use crate::objects::command::TXN_OPS_MAX;
 use serde_json::json;
 
 use super::*;
@@ -93,38 +95,38 @@ pub(super) fn key(name: &str) -> ObjectKey {
 }
 
 pub(super) fn create(object: Resource) -> Command {
-    Command::Create {
+    Command::Objects(ObjectCommand::Create {
         object,
         fence: None,
-    }
+    })
 }
 
 fn update(object: Resource, expected_revision: Option<u64>) -> Command {
-    Command::Update {
+    Command::Objects(ObjectCommand::Update {
         object,
         expected_revision,
         fence: None,
-    }
+    })
 }
 
 fn update_status(object: Resource, expected_revision: Option<u64>) -> Command {
-    Command::UpdateStatus {
+    Command::Objects(ObjectCommand::UpdateStatus {
         object,
         expected_revision,
         fence: None,
-    }
+    })
 }
 
 pub(super) fn delete(name: &str, expected_revision: Option<u64>) -> Command {
-    Command::Delete {
+    Command::Objects(ObjectCommand::Delete {
         key: key(name),
         expected_revision,
         fence: None,
-    }
+    })
 }
 
 fn txn(ops: Vec<TxnOp>) -> Command {
-    Command::Txn { ops, fence: None }
+    Command::Objects(ObjectCommand::Txn { ops, fence: None })
 }
 
 fn invalid(field: &str) -> impl Fn(&Response) -> bool + '_ {
@@ -373,11 +375,11 @@ fn delete_rejections() {
         actual: 1,
     };
     log.rejected(3, delete("d1", Some(0)), conflict);
-    let bad = Command::Delete {
+    let bad = Command::Objects(ObjectCommand::Delete {
         key: ObjectKey::new("Director", "Default", "d1"),
         expected_revision: None,
         fence: None,
-    };
+    });
     assert!(invalid("metadata.namespace")(&log.run(4, bad)));
     assert_eq!(log.state.len(), 1);
 }
@@ -400,7 +402,7 @@ fn txn_ops_see_each_other_and_get_their_own_revisions() {
     changed.spec = RawJson::from_value(&json!({ "options": "v2" }));
     let objects = log.ok(
         2,
-        Command::Txn {
+        Command::Objects(ObjectCommand::Txn {
             ops: vec![
                 TxnOp::Create {
                     object: director("d1"),
@@ -419,7 +421,7 @@ fn txn_ops_see_each_other_and_get_their_own_revisions() {
                 },
             ],
             fence: None,
-        },
+        }),
     );
     let revs: Vec<(u64, u64)> = objects
         .iter()
@@ -583,11 +585,11 @@ fn retire_node_is_recorded_and_idempotent() {
     let mut log = Log::new();
     log.ok(1, create(director("a")));
     assert_eq!(
-        log.run(2, Command::RetireNode { node_id: 3 }),
+        log.run(2, Command::Members(MemberCommand::Retire { node_id: 3 })),
         Response::Done { revision: 1 }
     );
     assert_eq!(
-        log.run(3, Command::RetireNode { node_id: 3 }),
+        log.run(3, Command::Members(MemberCommand::Retire { node_id: 3 })),
         Response::Done { revision: 1 }
     );
     assert!(log.state.is_retired(3));
@@ -621,13 +623,11 @@ fn a_guarded_command_applies_only_at_the_auth_revision_it_was_authorized_at() {
     };
     // Revision 0 before any user: a guard at 0 passes.
     log.ok(10, guarded(0, "a"));
-    let add = Command::Auth {
-        action: AuthAction::AddUser {
-            name: "root".into(),
-            roles: vec![Role::Admin],
-            token_sha256: None,
-        },
-    };
+    let add = Command::Auth(AuthAction::AddUser {
+        name: "root".into(),
+        roles: vec![Role::Admin],
+        token_sha256: None,
+    });
     match log.run(20, add) {
         Response::Auth {
             revision: 1,
@@ -656,7 +656,7 @@ fn a_guarded_command_applies_only_at_the_auth_revision_it_was_authorized_at() {
 }
 
 fn alarm(action: crate::alarms::AlarmAction) -> Command {
-    Command::Alarm { action }
+    Command::Alarms(action)
 }
 
 /// While a NOSPACE alarm is raised, what may grow the state is refused and changes nothing;

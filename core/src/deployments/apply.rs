@@ -4,6 +4,7 @@
 //! so such a command is one revision and one event, and a report that moved nothing visible in
 //! the mirror (a Pod's status changed, its readiness did not) is none.
 
+use crate::command::DeploymentCommand;
 use std::sync::Arc;
 
 use crate::apply::{emit, ApplyContext};
@@ -17,7 +18,22 @@ use crate::objects::raw_json::RawJson;
 use crate::objects::resource::{ObjectKey, Resource};
 use crate::state::State;
 
-pub(crate) fn apply_deployment(
+/// Applies one deployment command (`Command::Deployments`).
+pub(crate) fn apply(
+    state: &mut State,
+    ctx: &ApplyContext,
+    command: &DeploymentCommand,
+    events: &mut Vec<Event>,
+) -> Response {
+    let DeploymentCommand {
+        key,
+        action,
+        limits,
+    } = command;
+    apply_deployment(state, ctx, key, action, limits, events)
+}
+
+fn apply_deployment(
     state: &mut State,
     ctx: &ApplyContext,
     key: &ObjectKey,

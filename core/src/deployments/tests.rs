@@ -2,6 +2,7 @@
 //! reports, the mirror object, each status mode's shape against golden JSON built from the
 //! seed's table, filters, limits and snapshots.
 
+use crate::command::{DeploymentCommand, ObjectCommand};
 use serde_json::{json, Value};
 
 use super::*;
@@ -43,11 +44,11 @@ impl Log {
             term: 1,
             time_ms: T0 + self.index,
         };
-        let cmd = Command::Deployment {
+        let cmd = Command::Deployments(DeploymentCommand {
             key: key(),
             action,
             limits: LIMITS,
-        };
+        });
         apply_effects(&mut self.state, &ctx, &cmd, &mut self.effects)
     }
 
@@ -526,20 +527,20 @@ fn resource_writes_to_the_mirror_are_refused() {
     let mut changed = mirror.clone();
     changed.status = json!({"state": "Approved"});
     for cmd in [
-        Command::UpdateStatus {
+        Command::Objects(ObjectCommand::UpdateStatus {
             object: changed.clone(),
             expected_revision: None,
             fence: None,
-        },
-        Command::Delete {
+        }),
+        Command::Objects(ObjectCommand::Delete {
             key: key(),
             expected_revision: None,
             fence: None,
-        },
-        Command::Create {
+        }),
+        Command::Objects(ObjectCommand::Create {
             object: Resource::new(DEPLOYMENT_API_VERSION, DEPLOYMENT_KIND, "default", "other"),
             fence: None,
-        },
+        }),
     ] {
         match apply_effects(&mut log.state, &ctx, &cmd, &mut log.effects) {
             Response::Rejected(Rejection::Invalid { field, rule }) => {

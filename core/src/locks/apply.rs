@@ -19,7 +19,7 @@ use super::rules::{
 use super::{
     Lock, LockEvent, LockEventType, LockHolder, LockLimits, LockMode, LockTable, LockWaiter,
 };
-use crate::command::{Command, Rejection, Response};
+use crate::command::{LockCommand, Rejection, Response};
 use crate::operations::OperationId;
 use crate::wait::wait_ended;
 
@@ -123,17 +123,17 @@ impl LockTable {
             .is_none_or(|lock| blocker(lock, mode, holders_max, now).is_none())
     }
 
-    /// Applies one lock command (any other command is a no-op here: `apply` routes only lock
-    /// commands to this). Pushes a `LockEvent` per grant, release, expiry and removed waiter.
+    /// Applies one lock command. Pushes a `LockEvent` per grant, release, expiry and removed
+    /// waiter.
     pub(crate) fn apply_command(
         &mut self,
         ctx: &LockContext,
-        cmd: &Command,
+        cmd: &LockCommand,
         events: &mut Vec<LockEvent>,
     ) -> Response {
         let events_before = events.len();
         let result = match cmd {
-            Command::LockAcquire {
+            LockCommand::Acquire {
                 name,
                 holder,
                 mode,
@@ -154,28 +154,27 @@ impl LockTable {
                 };
                 self.acquire(ctx, &req, events)
             }
-            Command::LockRefresh {
+            LockCommand::Refresh {
                 name,
                 holder,
                 token,
                 ttl_ms,
             } => self.refresh(ctx, name, holder, *token, *ttl_ms),
-            Command::LockRelease {
+            LockCommand::Release {
                 name,
                 holder,
                 token,
             } => self.release(ctx, name, holder, *token, None, events),
-            Command::LockCancelWait {
+            LockCommand::CancelWait {
                 name,
                 holder,
                 wait_id,
             } => self.cancel_wait(ctx, name, holder, *wait_id, events),
-            Command::LockSweep {
+            LockCommand::Sweep {
                 names,
                 grace_ms,
                 lock_delay_ms,
             } => self.sweep(ctx, names, *grace_ms, *lock_delay_ms, events),
-            _ => Ok(done(ctx)),
         };
         result.unwrap_or_else(|rejection| {
             debug_assert_eq!(events.len(), events_before, "a rejection emitted events");

@@ -1,6 +1,7 @@
 //! Table-driven lock sequences about time and safety: expiry only by sweep, the grace after a
 //! leader change, lock-delay, waiter deadlines, `locks_due`, fencing, and snapshots.
 
+use crate::command::{LockCommand, ObjectCommand};
 use serde_json::json;
 
 use super::tests::*;
@@ -199,12 +200,12 @@ fn fences_admit_only_the_live_write_holder() {
     let h3 = log.granted(6_000, acquire("d", "h3", W, None, 0));
     assert_eq!(h3.token, 3);
     rejected(&mut log, 6_001, fenced_create("y", "d", 1), "no holder");
-    let txn = Command::Txn {
+    let txn = Command::Objects(ObjectCommand::Txn {
         ops: vec![TxnOp::Create {
             object: director("y"),
         }],
         fence: fence("d", 1),
-    };
+    });
     rejected(&mut log, 6_002, txn, "fence d:1 refused");
     log.run(6_003, fenced_create("y", "d", 3));
     assert!(log
@@ -221,7 +222,7 @@ fn locks_due_is_earliest_first_and_bounded() {
         ..LIMITS
     };
     for i in 0..=LOCK_SWEEP_NAMES_MAX as u64 {
-        let cmd = Command::LockAcquire {
+        let cmd = Command::Locks(LockCommand::Acquire {
             name: format!("l{i:04}"),
             holder: "h".into(),
             mode: W,
@@ -229,7 +230,7 @@ fn locks_due_is_earliest_first_and_bounded() {
             details: serde_json::Value::Null,
             wait_ms: 0,
             limits,
-        };
+        });
         log.granted(1_000, cmd);
     }
     let due = log.state.locks_due(u64::MAX);
@@ -331,31 +332,31 @@ impl Log {
         let mut object = director("fenced");
         let f = fence(lock, token);
         let key = object.key();
-        let mut cmds = vec![Command::Create {
+        let mut cmds = vec![Command::Objects(ObjectCommand::Create {
             object: object.clone(),
             fence: f.clone(),
-        }];
+        })];
         object.spec = RawJson::from_value(&json!({ "v": 2 }));
-        cmds.push(Command::Update {
+        cmds.push(Command::Objects(ObjectCommand::Update {
             object: object.clone(),
             expected_revision: None,
             fence: f.clone(),
-        });
+        }));
         object.status = json!({ "state": "ok" });
-        cmds.push(Command::UpdateStatus {
+        cmds.push(Command::Objects(ObjectCommand::UpdateStatus {
             object: object.clone(),
             expected_revision: None,
             fence: f.clone(),
-        });
-        cmds.push(Command::Delete {
+        }));
+        cmds.push(Command::Objects(ObjectCommand::Delete {
             key,
             expected_revision: None,
             fence: f.clone(),
-        });
-        cmds.push(Command::Txn {
+        }));
+        cmds.push(Command::Objects(ObjectCommand::Txn {
             ops: vec![TxnOp::Create { object }],
             fence: f,
-        });
+        }));
         for cmd in cmds {
             let text = cmd.to_string();
             let got = self.run(time_ms, cmd);

@@ -9,6 +9,7 @@
 //! never come, time jumps past waits, sweeps that skip the lock); a rejection changes nothing;
 //! `locks_due` agrees with a full scan; and snapshots round-trip.
 
+use crate::command::{LockCommand, ObjectCommand};
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
@@ -253,7 +254,7 @@ fn acquire_command(
     ttl_ms: Option<u64>,
     wait_ms: u64,
 ) -> Command {
-    Command::LockAcquire {
+    Command::Locks(LockCommand::Acquire {
         name: name.into(),
         holder: holder.into(),
         mode,
@@ -261,7 +262,7 @@ fn acquire_command(
         details: serde_json::json!({ "resourceType": "directors" }),
         wait_ms,
         limits: LIMITS,
-    }
+    })
 }
 
 /// The command for a step, and what the model predicts about its response.
@@ -290,12 +291,12 @@ fn command(model: &Model, step: &Step, index: u64) -> (Command, Option<bool>) {
         } => {
             let (name, holder) = (NAMES[*name], HOLDERS[*holder]);
             let token = model.token(name, holder, *token);
-            let cmd = Command::LockRefresh {
+            let cmd = Command::Locks(LockCommand::Refresh {
                 name: name.into(),
                 holder: holder.into(),
                 token,
                 ttl_ms: *ttl_ms,
-            };
+            });
             (cmd, Some(model.holds(name, holder, token)))
         }
         Step::Release {
@@ -305,11 +306,11 @@ fn command(model: &Model, step: &Step, index: u64) -> (Command, Option<bool>) {
         } => {
             let (name, holder) = (NAMES[*name], HOLDERS[*holder]);
             let token = model.token(name, holder, *token);
-            let cmd = Command::LockRelease {
+            let cmd = Command::Locks(LockCommand::Release {
                 name: name.into(),
                 holder: holder.into(),
                 token,
-            };
+            });
             (cmd, Some(model.holds(name, holder, token)))
         }
         Step::Cancel { pick, other } => {
@@ -318,11 +319,11 @@ fn command(model: &Model, step: &Step, index: u64) -> (Command, Option<bool>) {
                 None => ("a".to_string(), "h1".to_string(), 1),
             };
             let holder = if *other { format!("{holder}x") } else { holder };
-            let cmd = Command::LockCancelWait {
+            let cmd = Command::Locks(LockCommand::CancelWait {
                 name,
                 holder,
                 wait_id,
-            };
+            });
             (cmd, None)
         }
         Step::Sweep {
@@ -330,11 +331,11 @@ fn command(model: &Model, step: &Step, index: u64) -> (Command, Option<bool>) {
             grace_ms,
             lock_delay_ms,
         } => {
-            let cmd = Command::LockSweep {
+            let cmd = Command::Locks(LockCommand::Sweep {
                 names: names.iter().map(|&i| NAMES[i].to_string()).collect(),
                 grace_ms: *grace_ms,
                 lock_delay_ms: *lock_delay_ms,
-            };
+            });
             (cmd, None)
         }
         Step::Fenced { name, token } => {
@@ -352,7 +353,7 @@ fn command(model: &Model, step: &Step, index: u64) -> (Command, Option<bool>) {
                 token,
             });
             (
-                Command::Create { object, fence },
+                Command::Objects(ObjectCommand::Create { object, fence }),
                 Some(model.live_writer(lock, token)),
             )
         }

@@ -2,6 +2,7 @@
 //! grants, sharing and exclusion, FIFO fairness, upgrade/downgrade, refresh, release, cancel,
 //! tokens, limits, input rules and wire forms. The harness here is shared with `expiry_tests`.
 
+use crate::command::{LockCommand, ObjectCommand};
 use serde_json::json;
 
 use super::*;
@@ -133,7 +134,7 @@ pub(super) fn acquire(
     ttl_ms: Option<u64>,
     wait_ms: u64,
 ) -> Command {
-    Command::LockAcquire {
+    Command::Locks(LockCommand::Acquire {
         name: name.into(),
         holder: holder.into(),
         mode,
@@ -141,7 +142,7 @@ pub(super) fn acquire(
         details: serde_json::Value::Null,
         wait_ms,
         limits: LIMITS,
-    }
+    })
 }
 
 pub(super) fn acquire_limited(
@@ -151,7 +152,7 @@ pub(super) fn acquire_limited(
     wait_ms: u64,
     limits: LockLimits,
 ) -> Command {
-    Command::LockAcquire {
+    Command::Locks(LockCommand::Acquire {
         name: name.into(),
         holder: holder.into(),
         mode,
@@ -159,47 +160,47 @@ pub(super) fn acquire_limited(
         details: serde_json::Value::Null,
         wait_ms,
         limits,
-    }
+    })
 }
 
 pub(super) fn with_details(mut cmd: Command, value: serde_json::Value) -> Command {
-    if let Command::LockAcquire { details, .. } = &mut cmd {
+    if let Command::Locks(LockCommand::Acquire { details, .. }) = &mut cmd {
         *details = value;
     }
     cmd
 }
 
 pub(super) fn refresh(name: &str, holder: &str, token: u64, ttl_ms: Option<u64>) -> Command {
-    Command::LockRefresh {
+    Command::Locks(LockCommand::Refresh {
         name: name.into(),
         holder: holder.into(),
         token,
         ttl_ms,
-    }
+    })
 }
 
 pub(super) fn release(name: &str, holder: &str, token: u64) -> Command {
-    Command::LockRelease {
+    Command::Locks(LockCommand::Release {
         name: name.into(),
         holder: holder.into(),
         token,
-    }
+    })
 }
 
 pub(super) fn cancel(name: &str, holder: &str, wait_id: u64) -> Command {
-    Command::LockCancelWait {
+    Command::Locks(LockCommand::CancelWait {
         name: name.into(),
         holder: holder.into(),
         wait_id,
-    }
+    })
 }
 
 pub(super) fn sweep(names: &[&str], grace_ms: u64, lock_delay_ms: u64) -> Command {
-    Command::LockSweep {
+    Command::Locks(LockCommand::Sweep {
         names: names.iter().map(|n| n.to_string()).collect(),
         grace_ms,
         lock_delay_ms,
-    }
+    })
 }
 
 pub(super) fn swept(expired: u32, waiters_expired: u32, granted: u32) -> Response {
@@ -227,10 +228,10 @@ pub(super) fn director(name: &str) -> Resource {
 }
 
 pub(super) fn fenced_create(name: &str, lock: &str, token: u64) -> Command {
-    Command::Create {
+    Command::Objects(ObjectCommand::Create {
         object: director(name),
         fence: fence(lock, token),
-    }
+    })
 }
 
 pub(super) fn busy(name: &str, mode_held: LockMode, holders: u32, waiters: u32) -> Rejection {
@@ -637,7 +638,10 @@ fn wire_forms_and_messages() {
     // Old log entries (no fence) still parse; a fence round-trips.
     let old = r#"{"Create":{"object":{"kind":"Director","metadata":{"name":"a"}}}}"#;
     let cmd: Command = serde_json::from_str(old).expect("an entry without fence parses");
-    assert!(matches!(cmd, Command::Create { fence: None, .. }));
+    assert!(matches!(
+        cmd,
+        Command::Objects(ObjectCommand::Create { fence: None, .. })
+    ));
     let cmd = fenced_create("a", "deploy/x", 4);
     let text = serde_json::to_string(&cmd).expect("ser");
     assert!(
@@ -737,10 +741,10 @@ fn apply_wrapper_keeps_resource_events_and_drops_lock_events() {
         &mut events,
     );
     assert!(matches!(got, Response::LockGranted { .. }), "{got:?}");
-    let create = Command::Create {
+    let create = Command::Objects(ObjectCommand::Create {
         object: director("a"),
         fence: fence("d", 1),
-    };
+    });
     crate::apply(&mut state, &ctx, &create, &mut events);
     assert_eq!(events.len(), 1);
     assert_eq!(state.lock("d").map(|l| l.holders.len()), Some(1));

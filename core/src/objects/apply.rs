@@ -2,13 +2,16 @@
 //! txns. Each op runs every check before its first mutation, so an `Err` leaves the state as it
 //! was, and each returns the undo record a txn needs to roll it back.
 
+use crate::command::ObjectCommand;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use compact_str::CompactString;
 
-use crate::apply::ApplyContext;
-use crate::command::{EventType, Rejection, TxnOp};
+use crate::apply::{emit, ApplyContext};
+use crate::command::{Event, EventType, Rejection, Response};
+use crate::locks::Fence;
+use crate::objects::command::{TxnOp, TXN_OPS_MAX};
 use crate::objects::resource::{ObjectKey, ObjectMeta, Resource};
 use crate::objects::validate::{validate_key, validate_object, validate_object_size};
 use crate::reservations::{self, Reservation};
@@ -294,4 +297,128 @@ fn rfc3339_seconds(time_ms: u64) -> String {
     const SECS_MAX: u64 = 253_402_300_799;
     let secs = (time_ms / 1000).min(SECS_MAX);
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs)).to_string()
+}
+
+/// Applies one object command (`Command::Objects`): a single op under its fence, or a txn.
+pub(crate) fn apply(
+    state: &mut State,
+    ctx: &ApplyContext,
+    command: &ObjectCommand,
+    events: &mut Vec<Event>,
+) -> Response {
+    match command {
+        ObjectCommand::Create { object, fence } => {
+            apply_single(state, ctx, fence, ObjectOp::Create(object), events)
+        }
+        ObjectCommand::Update {
+            object,
+            expected_revision,
+            fence,
+        } => {
+            let op = ObjectOp::Update(object, *expected_revision);
+            apply_single(state, ctx, fence, op, events)
+        }
+        ObjectCommand::UpdateStatus {
+            object,
+            expected_revision,
+            fence,
+        } => {
+            let op = ObjectOp::UpdateStatus(object, *expected_revision);
+            apply_single(state, ctx, fence, op, events)
+        }
+        ObjectCommand::Delete {
+            key,
+            expected_revision,
+            fence,
+        } => {
+            let op = ObjectOp::Delete(key, *expected_revision);
+            apply_single(state, ctx, fence, op, events)
+        }
+        ObjectCommand::Txn { ops, fence } => apply_txn(state, ctx, ops, fence, events),
+    }
+}
+
+/// One object op, after its fence (if any) holds.
+fn apply_single(
+    state: &mut State,
+    ctx: &ApplyContext,
+    fence: &Option<Fence>,
+    op: ObjectOp<'_>,
+    events: &mut Vec<Event>,
+) -> Response {
+    if let Err(rejection) = state.check_fence(fence.as_ref()) {
+        return Response::Rejected(rejection);
+    }
+    match apply_object_op(state, ctx, op) {
+        Ok(change) => {
+            emit(events, &change);
+            Response::Object {
+                // The store and the event share the object; the reply takes its own copy.
+                object: Arc::unwrap_or_clone(change.object),
+                revision: state.revision,
+            }
+        }
+        Err(rejection) => Response::Rejected(rejection),
+    }
+}
+
+/// All ops or none, under one fence checked first. Ops change the live map and record undo
+/// entries (previous values moved out of the map, so no copy of the store is made); a failure
+/// replays them backwards.
+fn apply_txn(
+    state: &mut State,
+    ctx: &ApplyContext,
+    ops: &[TxnOp],
+    fence: &Option<Fence>,
+    events: &mut Vec<Event>,
+) -> Response {
+    if ops.is_empty() {
+        return Response::Rejected(Rejection::Invalid {
+            field: "ops".to_string(),
+            rule: "at least one op".to_string(),
+        });
+    }
+    if ops.len() > TXN_OPS_MAX {
+        return Response::Rejected(Rejection::TooLarge {
+            field: "ops".to_string(),
+            rule: format!(
+                "{} ops, more than the limit TXN_OPS_MAX = {TXN_OPS_MAX}",
+                ops.len()
+            ),
+        });
+    }
+    if let Err(rejection) = state.check_fence(fence.as_ref()) {
+        return Response::Rejected(rejection);
+    }
+    let revision_before = state.revision;
+    let events_before = events.len();
+    let mut undo = Vec::with_capacity(ops.len());
+    let mut objects = Vec::with_capacity(ops.len());
+    for (index, op) in ops.iter().enumerate() {
+        match apply_object_op(state, ctx, op.into()) {
+            Ok(change) => {
+                emit(events, &change);
+                undo.extend(change.undo);
+                objects.push(Arc::unwrap_or_clone(change.object));
+            }
+            Err(cause) => {
+                for (key, previous) in undo.into_iter().rev() {
+                    match previous {
+                        Some(object) => state.put_object(key, object),
+                        None => state.remove_object(&key),
+                    };
+                }
+                state.revision = revision_before;
+                events.truncate(events_before);
+                return Response::Rejected(Rejection::TxnOpFailed {
+                    index,
+                    cause: Box::new(cause),
+                });
+            }
+        }
+    }
+    Response::Txn {
+        objects,
+        revision: state.revision,
+    }
 }

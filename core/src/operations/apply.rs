@@ -11,12 +11,13 @@
 //! The target shows its operation in the same step (see `target`), so watchers of the resource
 //! see the lifecycle as revisions, in log order with everything else.
 
+use crate::command::{OperationCommand, ReservationCommand};
 use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
 use crate::apply::{emit, ApplyContext, Effects};
-use crate::command::{Command, Rejection, Response, WorkerReport};
+use crate::command::{Rejection, Response, WorkerReport};
 use crate::locks::{LockContext, LockLimits, OperationGrant};
 use crate::objects::apply::{apply_object_op, ObjectOp};
 use crate::objects::resource::{ObjectKey, Resource};
@@ -33,27 +34,27 @@ use sweep::{apply_sweep, deregister, Sweep};
 mod sweep;
 mod target;
 
-/// Applies one op command (any other command is a no-op here: `apply_effects` routes only op
-/// commands to this). Pushes an `OpEvent` per operation change, an `Event` per target change and
-/// a `LockEvent` per grant or release.
-pub(crate) fn apply_operations_command(
+/// Applies one operation or worker command (`Command::Operations`).
+pub(crate) fn apply(
     state: &mut State,
     ctx: &ApplyContext,
-    cmd: &Command,
+    cmd: &OperationCommand,
     out: &mut Effects,
 ) -> Response {
     let before = (out.events.len(), out.lock_events.len(), out.op_events.len());
     let result = match cmd {
-        Command::WorkerRegister {
+        OperationCommand::RegisterWorker {
             worker,
             handles,
             capacity,
             ttl_ms,
             limits,
         } => register(state, worker, handles, (*capacity, *ttl_ms), limits),
-        Command::WorkerHeartbeat { worker } => heartbeat(state, worker),
-        Command::WorkerDeregister { worker, limits } => deregister(state, ctx, worker, limits, out),
-        Command::OpSubmit {
+        OperationCommand::Heartbeat { worker } => heartbeat(state, worker),
+        OperationCommand::DeregisterWorker { worker, limits } => {
+            deregister(state, ctx, worker, limits, out)
+        }
+        OperationCommand::Submit {
             target,
             verb,
             params,
@@ -74,12 +75,12 @@ pub(crate) fn apply_operations_command(
             };
             submit(state, ctx, &req, out)
         }
-        Command::OpAssign {
+        OperationCommand::Assign {
             id,
             worker,
             lock_limits,
         } => assign(state, ctx, *id, worker, lock_limits, out),
-        Command::OpReport {
+        OperationCommand::Report {
             id,
             worker,
             attempt,
@@ -97,8 +98,8 @@ pub(crate) fn apply_operations_command(
             };
             apply_report(state, ctx, &req, out)
         }
-        Command::OpAbort { id, limits } => abort(state, ctx, *id, limits, out),
-        Command::OpSweep {
+        OperationCommand::Abort { id, limits } => abort(state, ctx, *id, limits, out),
+        OperationCommand::Sweep {
             workers,
             operations,
             grace_ms,
@@ -112,16 +113,38 @@ pub(crate) fn apply_operations_command(
             };
             apply_sweep(state, ctx, &sweep, out)
         }
-        Command::Decommission {
+    };
+    settle(state, result, before, out)
+}
+
+/// Applies one reservation command (`Command::Reservations`): a decommission is an operation
+/// submitted with the reservation's mark, in one step.
+pub(crate) fn apply_reservation(
+    state: &mut State,
+    ctx: &ApplyContext,
+    cmd: &ReservationCommand,
+    out: &mut Effects,
+) -> Response {
+    let before = (out.events.len(), out.lock_events.len(), out.op_events.len());
+    let result = match cmd {
+        ReservationCommand::Decommission {
             target,
             verb,
             policy,
             limits,
         } => decommission(state, ctx, target, (verb, policy), limits, out),
-        _ => Ok(Response::Done {
-            revision: state.revision,
-        }),
     };
+    settle(state, result, before, out)
+}
+
+/// The response for `result`, after checking (debug builds) that a success left the changed
+/// operations consistent and a rejection had no effect.
+fn settle(
+    state: &State,
+    result: Result<Response, Rejection>,
+    before: (usize, usize, usize),
+    out: &Effects,
+) -> Response {
     match result {
         Ok(response) => {
             debug_assert_eq!(check_changed(state, &out.op_events[before.2..]), Ok(()));

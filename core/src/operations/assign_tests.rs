@@ -2,6 +2,7 @@
 //! lock keeping operations off a target (and unable to touch theirs), stale reports, abort in
 //! every state, backups sharing a READ lock, operations without a lock.
 
+use crate::command::{LockCommand, ObjectCommand, OperationCommand};
 use serde_json::json;
 
 use super::tests::*;
@@ -94,14 +95,16 @@ fn a_lock_held_by_a_client_keeps_operations_off_the_target() {
     log.run(1_000, create("d1"));
     log.run(1_000, register("w1", &DIRECTOR_VERBS, 2, 10_000));
     let lock = "Director/default/d1";
-    let acquire = |holder: &str, mode| Command::LockAcquire {
-        name: lock.into(),
-        holder: holder.into(),
-        mode,
-        ttl_ms: None,
-        details: serde_json::Value::Null,
-        wait_ms: 0,
-        limits: LOCK_LIMITS,
+    let acquire = |holder: &str, mode| {
+        Command::Locks(LockCommand::Acquire {
+            name: lock.into(),
+            holder: holder.into(),
+            mode,
+            ttl_ms: None,
+            details: serde_json::Value::Null,
+            wait_ms: 0,
+            limits: LOCK_LIMITS,
+        })
     };
     log.run(1_000, acquire("broker", LockMode::Write));
     let id = log.submit(1_100, submit("d1", "update"));
@@ -110,11 +113,11 @@ fn a_lock_held_by_a_client_keeps_operations_off_the_target() {
     assert!(log.state.ops_dispatchable(1_200, 4, 10).is_empty());
     log.run(
         1_300,
-        Command::LockRelease {
+        Command::Locks(LockCommand::Release {
             name: lock.into(),
             holder: "broker".into(),
             token: 1,
-        },
+        }),
     );
     let op = log.op_ok(1_400, assign(id, "w1"));
     assert_eq!(op.epoch, 2);
@@ -125,18 +128,18 @@ fn a_lock_held_by_a_client_keeps_operations_off_the_target() {
         holder: "op-4@w1".into(),
         operation: id,
     };
-    let release = Command::LockRelease {
+    let release = Command::Locks(LockCommand::Release {
         name: lock.into(),
         holder: "op-4@w1".into(),
         token: 2,
-    };
+    });
     log.rejected(1_500, release, owned.clone());
-    let refresh = Command::LockRefresh {
+    let refresh = Command::Locks(LockCommand::Refresh {
         name: lock.into(),
         holder: "op-4@w1".into(),
         token: 2,
         ttl_ms: Some(1),
-    };
+    });
     log.rejected(1_500, refresh, owned.clone());
     log.rejected(1_500, acquire("op-4@w1", LockMode::Read), owned);
     // A reader must wait for the operation.
@@ -163,13 +166,15 @@ fn stale_reports_are_refused() {
         "{early}"
     );
     let op = log.op_ok(1_200, assign(id, "w1"));
-    let stale = |worker: &str, attempt: u32, epoch: u64| Command::OpReport {
-        id,
-        worker: worker.into(),
-        attempt,
-        epoch,
-        report: succeeded(),
-        limits: LIMITS,
+    let stale = |worker: &str, attempt: u32, epoch: u64| {
+        Command::Operations(OperationCommand::Report {
+            id,
+            worker: worker.into(),
+            attempt,
+            epoch,
+            report: succeeded(),
+            limits: LIMITS,
+        })
     };
     for (worker, attempt, epoch) in [("w1", 1, 7), ("w1", 2, 1), ("w2", 1, 1)] {
         let r = log.rejection(1_300, stale(worker, attempt, epoch));
@@ -178,14 +183,14 @@ fn stale_reports_are_refused() {
         };
         assert_eq!(reason, "the current assignment is attempt 1, epoch 1 of w1");
     }
-    let missing = Command::OpReport {
+    let missing = Command::Operations(OperationCommand::Report {
         id: OperationId(77),
         worker: "w1".into(),
         attempt: 1,
         epoch: 1,
         report: WorkerReport::Started,
         limits: LIMITS,
-    };
+    });
     log.rejected(
         1_300,
         missing,
@@ -398,10 +403,10 @@ fn a_response_the_target_cannot_hold_is_refused_but_an_end_never_is() {
     big.spec = RawJson::from_value(&json!({ "blob": "x".repeat(filler) }));
     log.run(
         1_000,
-        Command::Create {
+        Command::Objects(ObjectCommand::Create {
             object: big,
             fence: None,
-        },
+        }),
     );
     log.run(1_000, register("w1", &DIRECTOR_VERBS, 1, 1_000));
     // Steward's own fields take the object past the limit: they are not held to it.
@@ -492,7 +497,7 @@ fn an_operation_ending_does_not_grant_its_lock_to_a_waiter_whose_wait_ended() {
     let op = log.op_ok(1_000, assign(id, "w1"));
     // A client queues behind the operation for 100 ms; its cancel is never proposed.
     let lock = "Director/default/d1";
-    let waits = Command::LockAcquire {
+    let waits = Command::Locks(LockCommand::Acquire {
         name: lock.into(),
         holder: "broker".into(),
         mode: LockMode::Write,
@@ -500,7 +505,7 @@ fn an_operation_ending_does_not_grant_its_lock_to_a_waiter_whose_wait_ended() {
         details: serde_json::Value::Null,
         wait_ms: 100,
         limits: LOCK_LIMITS,
-    };
+    });
     let queued = log.run(1_000, waits);
     assert!(matches!(queued, Response::LockQueued { .. }), "{queued:?}");
     // The operation ends at the end of that wait: the lock is free, not the broker's for ever.

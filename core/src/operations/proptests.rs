@@ -8,6 +8,7 @@
 //! `state` labels follow their operations; `ops_due` agrees with a full scan; snapshots
 //! round-trip.
 
+use crate::command::{LockCommand, ObjectCommand, OperationCommand};
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
@@ -185,27 +186,27 @@ fn command(model: &Model, state: &State, step: &Step, now: u64) -> Option<Comman
             } else {
                 &DIRECTOR_VERBS[..]
             };
-            Command::WorkerRegister {
+            Command::Operations(OperationCommand::RegisterWorker {
                 worker: WORKERS[*worker].into(),
                 handles: handles.iter().map(|h| h.parse().expect("handle")).collect(),
                 capacity: *capacity,
                 ttl_ms: *ttl_ms,
                 limits: LIMITS,
-            }
+            })
         }
-        Step::Heartbeat { worker } => Command::WorkerHeartbeat {
+        Step::Heartbeat { worker } => Command::Operations(OperationCommand::Heartbeat {
             worker: WORKERS[*worker].into(),
-        },
-        Step::Deregister { worker } => Command::WorkerDeregister {
+        }),
+        Step::Deregister { worker } => Command::Operations(OperationCommand::DeregisterWorker {
             worker: WORKERS[*worker].into(),
             limits: LIMITS,
-        },
+        }),
         Step::Submit {
             target,
             backup,
             attempts,
             deadline_ms,
-        } => Command::OpSubmit {
+        } => Command::Operations(OperationCommand::Submit {
             target: key(TARGETS[*target]),
             verb: if *backup {
                 "backup".into()
@@ -217,20 +218,20 @@ fn command(model: &Model, state: &State, step: &Step, now: u64) -> Option<Comman
             create: None,
             policy: policy(*target, *backup, *attempts, *deadline_ms),
             limits: LIMITS,
-        },
-        Step::Assign { pick, worker } => Command::OpAssign {
+        }),
+        Step::Assign { pick, worker } => Command::Operations(OperationCommand::Assign {
             id: model.pick(*pick),
             worker: WORKERS[*worker].into(),
             lock_limits: LOCK_LIMITS,
-        },
+        }),
         Step::Plan => {
             let first = state.ops_dispatchable(now, LOCK_LIMITS.holders_max, 1);
             let d = first.into_iter().next()?;
-            Command::OpAssign {
+            Command::Operations(OperationCommand::Assign {
                 id: d.id,
                 worker: d.worker,
                 lock_limits: LOCK_LIMITS,
-            }
+            })
         }
         Step::Report { pick, kind, stale } => {
             // Mostly about live assignments, where the rules bite.
@@ -260,37 +261,37 @@ fn command(model: &Model, state: &State, step: &Step, now: u64) -> Option<Comman
             } else {
                 worker
             };
-            Command::OpReport {
+            Command::Operations(OperationCommand::Report {
                 id,
                 worker,
                 attempt,
                 epoch,
                 report,
                 limits: LIMITS,
-            }
+            })
         }
-        Step::Abort { pick } => Command::OpAbort {
+        Step::Abort { pick } => Command::Operations(OperationCommand::Abort {
             id: model.pick(*pick),
             limits: LIMITS,
-        },
+        }),
         Step::Sweep { grace_ms } => {
             let due = state.ops_due(now);
-            Command::OpSweep {
+            Command::Operations(OperationCommand::Sweep {
                 workers: due.workers,
                 operations: due.operations,
                 grace_ms: *grace_ms,
                 limits: LIMITS,
-            }
+            })
         }
         Step::ClientLock { target, release } => {
             let name = key(TARGETS[*target]).to_string();
             match (release, model.client_token.get(target)) {
-                (true, Some(&token)) => Command::LockRelease {
+                (true, Some(&token)) => Command::Locks(LockCommand::Release {
                     name,
                     holder: "client".into(),
                     token,
-                },
-                _ => Command::LockAcquire {
+                }),
+                _ => Command::Locks(LockCommand::Acquire {
                     name,
                     holder: "client".into(),
                     mode: LockMode::Write,
@@ -298,7 +299,7 @@ fn command(model: &Model, state: &State, step: &Step, now: u64) -> Option<Comman
                     details: serde_json::Value::Null,
                     wait_ms: 0,
                     limits: LOCK_LIMITS,
-                },
+                }),
             }
         }
         Step::NewTerm => return None,
@@ -348,10 +349,10 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
             term,
             time_ms: clock,
         };
-        let cmd = Command::Create {
+        let cmd = Command::Objects(ObjectCommand::Create {
             object: director(name),
             fence: None,
-        };
+        });
         apply_effects(&mut state, &ctx, &cmd, &mut Effects::default());
     }
     for (dt, slow, step) in steps {
@@ -394,13 +395,13 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
                 model.ops.push(operation.id);
             }
             (Step::Report { .. }, Response::Operation { .. }) => {
-                let Command::OpReport {
+                let Command::Operations(OperationCommand::Report {
                     id,
                     worker,
                     attempt,
                     epoch,
                     ..
-                } = &cmd
+                }) = &cmd
                 else {
                     unreachable!()
                 };

@@ -2,6 +2,7 @@
 //! decommissioned exactly once, by a delete operation submitted and marked in one step, and the
 //! per-node counters follow every object change, rollbacks and restores included.
 
+use crate::command::{ObjectCommand, ReservationCommand};
 use serde_json::json;
 
 use super::tests::{assign, key, register, report, succeeded, Log, LIMITS};
@@ -21,27 +22,27 @@ fn reserved(name: &str, reservation: serde_json::Value) -> Resource {
 }
 
 fn create(object: Resource) -> Command {
-    Command::Create {
+    Command::Objects(ObjectCommand::Create {
         object,
         fence: None,
-    }
+    })
 }
 
 fn update(object: Resource) -> Command {
-    Command::Update {
+    Command::Objects(ObjectCommand::Update {
         object,
         expected_revision: None,
         fence: None,
-    }
+    })
 }
 
 fn decommission(name: &str) -> Command {
-    Command::Decommission {
+    Command::Reservations(ReservationCommand::Decommission {
         target: key(name),
         verb: "delete".into(),
         policy: super::tests::policy(name, "delete"),
         limits: LIMITS,
-    }
+    })
 }
 
 fn reservation_of(log: &Log, name: &str) -> Reservation {
@@ -205,7 +206,7 @@ fn counters_follow_rolled_back_txns_and_survive_a_snapshot() {
     );
     let before = log.state.clone();
     // A txn that reserves more and then fails rolls the counters back with the objects.
-    let cmd = Command::Txn {
+    let cmd = Command::Objects(ObjectCommand::Txn {
         ops: vec![
             TxnOp::Create {
                 object: reserved("b", json!({ "nodeId": "n1", "units": { "sru": 1 } })),
@@ -220,7 +221,7 @@ fn counters_follow_rolled_back_txns_and_survive_a_snapshot() {
             },
         ],
         fence: None,
-    };
+    });
     assert!(matches!(log.run(T0 + 1, cmd), Response::Rejected(_)));
     assert_eq!(log.state.with_clock_of(&before), before);
     let n1 = log.state.reservations().node("n1").unwrap();
@@ -405,11 +406,11 @@ mod model {
                 Step::Delete { name } => {
                     log.run(
                         now,
-                        Command::Delete {
+                        Command::Objects(ObjectCommand::Delete {
                             key: key(NAMES[name]),
                             expected_revision: None,
                             fence: None,
-                        },
+                        }),
                     );
                 }
                 Step::FailedTxn { name } => {
@@ -426,7 +427,10 @@ mod model {
                             expected_revision: None,
                         },
                     ];
-                    let answer = log.run(now, Command::Txn { ops, fence: None });
+                    let answer = log.run(
+                        now,
+                        Command::Objects(ObjectCommand::Txn { ops, fence: None }),
+                    );
                     prop_assert!(matches!(answer, Response::Rejected(_)), "{:?}", answer);
                 }
                 Step::Tick { ms } => now += ms,

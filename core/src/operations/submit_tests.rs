@@ -2,6 +2,7 @@
 //! creates its target and a delete that removes it, targets deleted or re-created meanwhile,
 //! idempotent submits, every submit and registration refusal leaving the state as it was.
 
+use crate::command::{ObjectCommand, OperationCommand};
 use serde_json::json;
 
 use super::tests::*;
@@ -65,11 +66,11 @@ fn the_seed_lifecycle_create_then_succeed() {
     // The worker's fenced write applies while it holds the assignment.
     let mut status = log.object("d1").expect("d1");
     status.status["vms"] = json!(3);
-    let fenced = Command::UpdateStatus {
+    let fenced = Command::Objects(ObjectCommand::UpdateStatus {
         object: status,
         expected_revision: None,
         fence: op.fence(),
-    };
+    });
     assert!(matches!(
         log.run(1_350, fenced.clone()),
         Response::Object { .. }
@@ -121,7 +122,7 @@ fn submit_can_create_its_target_and_a_succeeded_delete_removes_it() {
     let mut log = Log::new();
     log.run(1_000, register("w1", &DIRECTOR_VERBS, 2, 10_000));
     let mut cmd = submit("d1", "create");
-    if let Command::OpSubmit { create, .. } = &mut cmd {
+    if let Command::Operations(OperationCommand::Submit { create, .. }) = &mut cmd {
         *create = Some(director("d1"));
     }
     let id = log.submit(1_100, cmd.clone());
@@ -139,7 +140,7 @@ fn submit_can_create_its_target_and_a_succeeded_delete_removes_it() {
         cmd.clone(),
         Rejection::AlreadyExists { key: key("d1") },
     );
-    if let Command::OpSubmit { create, .. } = &mut cmd {
+    if let Command::Operations(OperationCommand::Submit { create, .. }) = &mut cmd {
         *create = Some(director("other"));
     }
     assert!(invalid("create")(&log.rejection(1_150, cmd)));
@@ -173,11 +174,11 @@ fn a_target_deleted_or_recreated_meanwhile_is_left_alone() {
     log.run(1_000, register("w1", &DIRECTOR_VERBS, 2, 10_000));
     let id = log.submit(1_100, submit("d1", "update"));
     let op = log.op_ok(1_200, assign(id, "w1"));
-    let delete = Command::Delete {
+    let delete = Command::Objects(ObjectCommand::Delete {
         key: key("d1"),
         expected_revision: None,
         fence: None,
-    };
+    });
     log.run(1_300, delete);
     log.run(1_400, create("d1"));
     log.object_events();
@@ -238,7 +239,7 @@ fn submit_refusals_name_the_field_and_change_nothing() {
         (submit("d1", "9lives"), Box::new(invalid("verb"))),
         (
             with(|c| {
-                if let Command::OpSubmit { target, .. } = c {
+                if let Command::Operations(OperationCommand::Submit { target, .. }) = c {
                     target.name = "Not_A_Name".into();
                 }
             }),
@@ -246,7 +247,7 @@ fn submit_refusals_name_the_field_and_change_nothing() {
         ),
         (
             with(|c| {
-                if let Command::OpSubmit { params, .. } = c {
+                if let Command::Operations(OperationCommand::Submit { params, .. }) = c {
                     *params = json!([1]);
                 }
             }),
@@ -254,7 +255,7 @@ fn submit_refusals_name_the_field_and_change_nothing() {
         ),
         (
             with(|c| {
-                if let Command::OpSubmit { params, .. } = c {
+                if let Command::Operations(OperationCommand::Submit { params, .. }) = c {
                     *params = json!({ "blob": "x".repeat(300) });
                 }
             }),
@@ -262,7 +263,7 @@ fn submit_refusals_name_the_field_and_change_nothing() {
         ),
         (
             with(|c| {
-                if let Command::OpSubmit { policy, .. } = c {
+                if let Command::Operations(OperationCommand::Submit { policy, .. }) = c {
                     policy.max_attempts = 0;
                 }
             }),
@@ -270,7 +271,7 @@ fn submit_refusals_name_the_field_and_change_nothing() {
         ),
         (
             with(|c| {
-                if let Command::OpSubmit { policy, .. } = c {
+                if let Command::Operations(OperationCommand::Submit { policy, .. }) = c {
                     policy.max_attempts = LIMITS.attempts_max + 1;
                 }
             }),
@@ -278,7 +279,7 @@ fn submit_refusals_name_the_field_and_change_nothing() {
         ),
         (
             with(|c| {
-                if let Command::OpSubmit { policy, .. } = c {
+                if let Command::Operations(OperationCommand::Submit { policy, .. }) = c {
                     policy.deadline_ms = Some(LIMITS.deadline_ms_max + 1);
                 }
             }),
@@ -286,7 +287,7 @@ fn submit_refusals_name_the_field_and_change_nothing() {
         ),
         (
             with(|c| {
-                if let Command::OpSubmit { policy, .. } = c {
+                if let Command::Operations(OperationCommand::Submit { policy, .. }) = c {
                     policy.lock = Some(OpLock {
                         name: "no spaces".into(),
                         mode: LockMode::Write,
@@ -356,10 +357,10 @@ fn workers_register_heartbeat_and_refusals_change_nothing() {
             Rejection::WorkerNotFound { worker: s("w9") },
         ),
         (
-            Command::WorkerDeregister {
+            Command::Operations(OperationCommand::DeregisterWorker {
                 worker: s("w9"),
                 limits: LIMITS,
-            },
+            }),
             Rejection::WorkerNotFound { worker: s("w9") },
         ),
     ];

@@ -3,6 +3,7 @@
 //! leader change, deadlines, deregistration, the dispatch plan, `ops_due`, eviction of ended
 //! operations, and snapshots.
 
+use crate::command::OperationCommand;
 use serde_json::json;
 
 use super::tests::*;
@@ -150,12 +151,12 @@ fn sweeps_wait_out_the_grace_after_a_leader_change_and_recheck() {
     log.check();
 
     let many = vec!["w".to_string(); OP_SWEEP_ITEMS_MAX + 1];
-    let cmd = Command::OpSweep {
+    let cmd = Command::Operations(OperationCommand::Sweep {
         workers: many,
         operations: Vec::new(),
         grace_ms: 0,
         limits: LIMITS,
-    };
+    });
     let r = log.rejection(7_100, cmd);
     assert!(
         matches!(&r, Rejection::TooLarge { field, .. } if field == "workers"),
@@ -219,10 +220,10 @@ fn deregistering_takes_work_back_at_once() {
     log.run(1_000, register("w1", &DIRECTOR_VERBS, 1, 60_000));
     let id = log.submit(1_000, submit("d1", "update"));
     log.op_ok(1_100, assign(id, "w1"));
-    let deregister = Command::WorkerDeregister {
+    let deregister = Command::Operations(OperationCommand::DeregisterWorker {
         worker: "w1".into(),
         limits: LIMITS,
-    };
+    });
     let tally = OpTally {
         workers_removed: 1,
         requeued: 1,
@@ -306,7 +307,7 @@ fn ended_operations_are_evicted_oldest_end_first() {
         let cmd = with_key(submit("d1", "update"), &format!("k{i}"));
         let id = log.submit(1_000 + i, cmd);
         ids.push(id);
-        let cmd = Command::OpAbort { id, limits };
+        let cmd = Command::Operations(OperationCommand::Abort { id, limits });
         log.op_ok(1_000 + i, cmd);
     }
     let kept: Vec<OperationId> = log

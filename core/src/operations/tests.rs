@@ -2,6 +2,7 @@
 //! made-up leader times and terms (shared with `submit_tests`, `assign_tests`, `sweep_tests` and
 //! `proptests`), and the wire forms of the operation types.
 
+use crate::command::{ObjectCommand, OperationCommand};
 use serde_json::json;
 
 use super::*;
@@ -205,26 +206,26 @@ pub(super) fn director(name: &str) -> Resource {
 }
 
 pub(super) fn create(name: &str) -> Command {
-    Command::Create {
+    Command::Objects(ObjectCommand::Create {
         object: director(name),
         fence: None,
-    }
+    })
 }
 
 pub(super) fn register(worker: &str, handles: &[&str], capacity: u32, ttl_ms: u64) -> Command {
-    Command::WorkerRegister {
+    Command::Operations(OperationCommand::RegisterWorker {
         worker: worker.into(),
         handles: handles.iter().map(|h| h.parse().expect("handle")).collect(),
         capacity,
         ttl_ms,
         limits: LIMITS,
-    }
+    })
 }
 
 pub(super) fn heartbeat(worker: &str) -> Command {
-    Command::WorkerHeartbeat {
+    Command::Operations(OperationCommand::Heartbeat {
         worker: worker.into(),
-    }
+    })
 }
 
 /// Mutating verbs take the WRITE lock, `backup` a READ lock; `delete` deletes its target.
@@ -246,7 +247,7 @@ pub(super) fn submit(name: &str, verb: &str) -> Command {
 }
 
 pub(super) fn submit_with(name: &str, verb: &str, policy: OpPolicy) -> Command {
-    Command::OpSubmit {
+    Command::Operations(OperationCommand::Submit {
         target: key(name),
         verb: verb.into(),
         params: json!({ "plan": "small" }),
@@ -254,13 +255,13 @@ pub(super) fn submit_with(name: &str, verb: &str, policy: OpPolicy) -> Command {
         create: None,
         policy,
         limits: LIMITS,
-    }
+    })
 }
 
 pub(super) fn with_key(mut cmd: Command, key: &str) -> Command {
-    if let Command::OpSubmit {
+    if let Command::Operations(OperationCommand::Submit {
         idempotency_key, ..
-    } = &mut cmd
+    }) = &mut cmd
     {
         *idempotency_key = Some(key.into());
     }
@@ -268,23 +269,23 @@ pub(super) fn with_key(mut cmd: Command, key: &str) -> Command {
 }
 
 pub(super) fn assign(id: OperationId, worker: &str) -> Command {
-    Command::OpAssign {
+    Command::Operations(OperationCommand::Assign {
         id,
         worker: worker.into(),
         lock_limits: LOCK_LIMITS,
-    }
+    })
 }
 
 /// A report for `op`'s current assignment.
 pub(super) fn report(op: &Operation, report: WorkerReport) -> Command {
-    Command::OpReport {
+    Command::Operations(OperationCommand::Report {
         id: op.id,
         worker: op.worker.clone().unwrap_or_default(),
         attempt: op.attempt,
         epoch: op.epoch,
         report,
         limits: LIMITS,
-    }
+    })
 }
 
 pub(super) fn succeeded() -> WorkerReport {
@@ -294,16 +295,16 @@ pub(super) fn succeeded() -> WorkerReport {
 }
 
 pub(super) fn abort(id: OperationId) -> Command {
-    Command::OpAbort { id, limits: LIMITS }
+    Command::Operations(OperationCommand::Abort { id, limits: LIMITS })
 }
 
 pub(super) fn sweep(workers: &[&str], operations: &[OperationId], grace_ms: u64) -> Command {
-    Command::OpSweep {
+    Command::Operations(OperationCommand::Sweep {
         workers: workers.iter().map(|w| w.to_string()).collect(),
         operations: operations.to_vec(),
         grace_ms,
         limits: LIMITS,
-    }
+    })
 }
 
 pub(super) fn s(text: &str) -> String {

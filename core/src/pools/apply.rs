@@ -8,6 +8,7 @@
 //! (`grant_waiting`) and an acquire does so before it counts the queue, so they are no queue and
 //! no demand either.
 
+use crate::command::PoolCommand;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -224,14 +225,16 @@ fn many(state: &State, objects: Vec<Arc<Resource>>) -> Response {
     }
 }
 
-pub(crate) fn apply_pool(
+/// Applies one pool command (`Command::Pools`).
+pub(crate) fn apply(
     state: &mut State,
     ctx: &ApplyContext,
-    action: &PoolAction,
-    grace_ms: u64,
+    command: &PoolCommand,
     events: &mut Vec<Event>,
     pool_events: &mut Vec<PoolEvent>,
 ) -> Response {
+    let PoolCommand { action, grace_ms } = command;
+    let grace_ms = *grace_ms;
     let revision_before = state.revision;
     let events_before = events.len();
     let mut w = Writes {

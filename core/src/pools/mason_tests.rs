@@ -5,6 +5,7 @@
 //! a rebuilt one and every leased resource belongs to exactly one virtual resource that lists it
 //! and shares its lease.
 
+use crate::command::{ObjectCommand, OperationCommand, PoolCommand};
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
@@ -72,7 +73,7 @@ impl Log {
             index: 0,
             now: T0,
         };
-        let register = Command::WorkerRegister {
+        let register = Command::Operations(OperationCommand::RegisterWorker {
             worker: "builder".into(),
             handles: vec![format!("{CONSTRUCT_KIND}:construct")
                 .parse()
@@ -80,7 +81,7 @@ impl Log {
             capacity: 8,
             ttl_ms: 3_600_000,
             limits: LIMITS,
-        };
+        });
         assert!(!matches!(log.cmd(register), Response::Rejected(_)));
         log
     }
@@ -97,10 +98,10 @@ impl Log {
     }
 
     pub(super) fn run(&mut self, action: PoolAction) -> Response {
-        self.cmd(Command::Pool {
+        self.cmd(Command::Pools(PoolCommand {
             action,
             grace_ms: 0,
-        })
+        }))
     }
 
     pub(super) fn ok(&mut self, action: PoolAction) -> Vec<PoolView> {
@@ -149,7 +150,7 @@ impl Log {
                         deadline_ms: None,
                         deletes_target: false,
                     };
-                    let response = self.cmd(Command::OpSubmit {
+                    let response = self.cmd(Command::Operations(OperationCommand::Submit {
                         target,
                         verb: "construct".into(),
                         params,
@@ -157,7 +158,7 @@ impl Log {
                         create: None,
                         policy,
                         limits: LIMITS,
-                    });
+                    }));
                     match response {
                         Response::OpSubmitted { operation, .. } => submitted.push(operation.id),
                         other => panic!("construct submit: {other:?}"),
@@ -173,25 +174,25 @@ impl Log {
 
     /// The worker runs operation `id` to the end with `report`.
     pub(super) fn work(&mut self, id: OperationId, report: WorkerReport) {
-        let assigned = self.cmd(Command::OpAssign {
+        let assigned = self.cmd(Command::Operations(OperationCommand::Assign {
             id,
             worker: "builder".into(),
             lock_limits: LOCK_LIMITS,
-        });
+        }));
         let op = match assigned {
             Response::Operation { operation } | Response::OpSubmitted { operation, .. } => {
                 operation
             }
             other => panic!("assign: {other:?}"),
         };
-        let reported = self.cmd(Command::OpReport {
+        let reported = self.cmd(Command::Operations(OperationCommand::Report {
             id,
             worker: "builder".into(),
             attempt: op.attempt,
             epoch: op.epoch,
             report,
             limits: LIMITS,
-        });
+        }));
         assert!(!matches!(reported, Response::Rejected(_)), "{reported:?}");
     }
 
@@ -522,10 +523,10 @@ fn configs_are_checked_and_written_only_by_sync_virtual() {
         Rejection::Invalid { .. }
     ));
     // Written directly: refused.
-    let direct = Command::Create {
+    let direct = Command::Objects(ObjectCommand::Create {
         object: vcluster().object(),
         fence: None,
-    };
+    });
     assert!(matches!(
         log.cmd(direct),
         Response::Rejected(Rejection::Invalid { .. })

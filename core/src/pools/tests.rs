@@ -4,6 +4,7 @@
 //! objects, no resource has two owners, no claim is granted once its wait has ended, and none
 //! whose wait has ended survives an applied command (steps often jump to a claim's deadline).
 
+use crate::command::{ObjectCommand, PoolCommand};
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
@@ -52,10 +53,10 @@ impl Log {
             term: self.term,
             time_ms,
         };
-        let cmd = Command::Pool {
+        let cmd = Command::Pools(PoolCommand {
             action,
             grace_ms: GRACE,
-        };
+        });
         apply_effects(&mut self.state, &ctx, &cmd, &mut self.effects)
     }
 
@@ -375,11 +376,11 @@ fn sync_adds_removes_and_defers_removing_leased_resources() {
         term: log.term,
         time_ms: T0 + 50,
     };
-    let cmd = Command::UpdateStatus {
+    let cmd = Command::Objects(ObjectCommand::UpdateStatus {
         object,
         expected_revision: None,
         fence: None,
-    };
+    });
     assert!(matches!(
         apply_effects(&mut log.state, &ctx, &cmd, &mut log.effects),
         Response::Rejected(Rejection::Invalid { .. })

@@ -1,6 +1,7 @@
 //! Tests of the log store: the group-commit writer, the in-memory tail and their agreement
 //! with what redb holds.
 
+use crate::state::ObjectCommand;
 use openraft::entry::RaftEntry;
 use openraft::type_config::TypeConfigExt;
 
@@ -21,10 +22,10 @@ fn create(term: u64, index: u64, pad: usize) -> Entry {
         "x".repeat(pad)
     );
     let object = Resource::from_json(&json).expect("valid test object");
-    let command = Command::Create {
+    let command = Command::Objects(ObjectCommand::Create {
         object,
         fence: None,
-    };
+    });
     Entry::new_normal(
         log_id(term, index),
         Proposal {

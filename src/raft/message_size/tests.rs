@@ -1,6 +1,7 @@
 //! The floor holds the largest legal AppendEntries, and a message over the limit is refused
 //! with an answer naming it.
 
+use crate::state::LockCommand;
 use openraft::entry::RaftEntry;
 
 use super::*;
@@ -22,12 +23,12 @@ fn log_id(index: u64) -> LogId {
 fn command_of(bytes: usize) -> Command {
     let guarded = |holder: String| Command::Guarded {
         auth_revision: u64::MAX,
-        command: Box::new(Command::LockRefresh {
+        command: Box::new(Command::Locks(LockCommand::Refresh {
             name: "n".into(),
             holder,
             token: u64::MAX,
             ttl_ms: Some(u64::MAX),
-        }),
+        })),
     };
     let empty = encode(&guarded(String::new())).expect("encodes").len();
     let command = guarded("h".repeat(bytes - empty));

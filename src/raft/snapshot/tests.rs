@@ -1,6 +1,7 @@
 //! The snapshot file end to end: built and read back through the streaming reader, sent in
 //! chunks and installed on another node, and no temporary file left behind by a failure.
 
+use crate::state::ObjectCommand;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,10 +36,10 @@ fn create(index: u64) -> Entry {
         r#"{{"kind":"Director","apiVersion":"v1","metadata":{{"name":"d-{index}"}},"spec":{spec}}}"#
     );
     let object = Resource::from_json(&json).expect("valid test object");
-    let command = Command::Create {
+    let command = Command::Objects(ObjectCommand::Create {
         object,
         fence: None,
-    };
+    });
     Entry::new_normal(
         log_id(index),
         Proposal {
