@@ -1,5 +1,6 @@
-//! Node config files for people: every option of `Config`, `RaftConfig` and `Limits` written
-//! out with a one-line explanation, the tunables commented out at their defaults.
+//! Node config files for people: every option of `Config` written out with its explanation from
+//! `config::options` (the one place options are described), the tunables commented out at their
+//! defaults.
 //!
 //! `steward dev` writes its configs with `render`, and cluster-configs/ holds the same output
 //! for 3- and 5-node loopback clusters; a test keeps those files in step with this code and with
@@ -7,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::config::options::{option, section_options};
 use crate::config::{
     Config, Limits, LocksConfig, MemberConfig, OperationsConfig, PoolsConfig, RaftConfig,
     StatusConfig,
@@ -23,264 +25,6 @@ pub const METRICS_PORT_OFFSET: u16 = 200;
 pub const LOOPBACK_NODES_MAX: u64 = 9;
 /// The highest base port: node 9's metrics port, `base + 209`, must still be a port.
 pub const BASE_PORT_MAX: u16 = u16::MAX - METRICS_PORT_OFFSET - 9;
-
-/// `(key, explanation)` for every `[raft]` option, in file order.
-const RAFT_DOCS: &[(&str, &str)] = &[
-    (
-        "cluster_name",
-        "Name of the Raft group, used in logs and metrics.",
-    ),
-    (
-        "heartbeat_interval_ms",
-        "How often the leader sends heartbeats to followers, in ms.",
-    ),
-    (
-        "election_timeout_min_ms",
-        "A follower that hears no leader for a random time in [min, max] ms starts an election.",
-    ),
-    (
-        "election_timeout_max_ms",
-        "Upper bound of that random election timeout, in ms; must exceed the minimum.",
-    ),
-    (
-        "snapshot_logs_since_last",
-        "Build a snapshot after this many log entries since the last one.",
-    ),
-    (
-        "max_in_snapshot_log_to_keep",
-        "Entries kept in the log behind the last snapshot, for slow followers.",
-    ),
-    (
-        "rpc_timeout_ms",
-        "Timeout of one peer RPC (append, vote), in ms; snapshot transfers get 10x.",
-    ),
-    (
-        "max_payload_entries",
-        "Most log entries in one append request to a follower.",
-    ),
-];
-
-/// `(key, explanation)` for every `[limits]` option, in file order.
-const LIMITS_DOCS: &[(&str, &str)] = &[
-    (
-        "max_object_bytes",
-        "Largest object (its JSON), in bytes; at most the state machine's own ceiling.",
-    ),
-    (
-        "max_request_bytes",
-        "Largest gRPC request, in bytes; at least max_object_bytes.",
-    ),
-    (
-        "max_list_page",
-        "Largest list page a client may ask for, in objects.",
-    ),
-    (
-        "default_list_page",
-        "Page size when a client does not ask for one; at most max_list_page.",
-    ),
-    ("max_txn_ops", "Most operations in one txn."),
-    ("max_watchers", "Most concurrent watchers on one node."),
-    (
-        "watch_buffer",
-        "Events buffered per watcher; a watcher that falls this far behind is cut off.",
-    ),
-    (
-        "watch_history",
-        "Events kept in memory for watches that resume from an older revision.",
-    ),
-    (
-        "watch_history_bytes",
-        "Bytes of objects (approximate, as JSON) those events may hold; the oldest go first.",
-    ),
-    (
-        "bookmark_interval_ms",
-        "How often an idle watch gets a BOOKMARK with the current revision, in ms.",
-    ),
-    (
-        "max_pending_proposals",
-        "Most proposals waiting for the leader at once on one node.",
-    ),
-    (
-        "client_requests_per_second",
-        "Requests one client (its certificate's name, else its IP) may make per second on one node.",
-    ),
-    (
-        "client_request_burst",
-        "Requests one client may make at once after a quiet spell (its token bucket's size).",
-    ),
-    (
-        "client_calls_max",
-        "Calls one client may have in flight on one node; a watch or a wait counts until it ends.",
-    ),
-    (
-        "quota_bytes",
-        "Most bytes the data dir (log database, snapshot) may hold; beyond it writes that grow the state are refused (NOSPACE alarm).",
-    ),
-    (
-        "disk_reserve_bytes",
-        "Free bytes kept on the data dir's file system; below it the node raises NOSPACE too.",
-    ),
-    (
-        "space_check_interval_ms",
-        "How often the node measures its data dir and free disk, in ms.",
-    ),
-    (
-        "command_bytes_max",
-        "Largest command as written in the log (JSON), in bytes; at least max_request_bytes.",
-    ),
-    (
-        "peer_message_bytes_max",
-        "Largest peer message or client API answer, in bytes; at least what raft.max_payload_entries commands of command_bytes_max (or a max_list_page page) need.",
-    ),
-];
-
-/// `(key, explanation)` for every `[locks]` option, in file order.
-const LOCKS_DOCS: &[(&str, &str)] = &[
-    (
-        "lock_delay_ms",
-        "After a WRITE lock expires unreleased, it cannot be granted again for this long, in ms.",
-    ),
-    (
-        "sweep_interval_ms",
-        "How often the leader looks for expired holders and waiters, in ms.",
-    ),
-    (
-        "holders_max",
-        "Most holders of one lock (READ holders share it).",
-    ),
-    ("waiters_max", "Most waiters queued on one lock."),
-    ("locks_max", "Most locks (held or waited on) in the store."),
-    (
-        "details_bytes_max",
-        "Largest details JSON of one holder or waiter, in bytes.",
-    ),
-];
-
-/// `(key, explanation)` for every `[operations]` option, in file order.
-const OPERATIONS_DOCS: &[(&str, &str)] = &[
-    ("active_max", "Operations not yet ended, in the store."),
-    (
-        "per_target_max",
-        "Operations not yet ended on one target resource.",
-    ),
-    (
-        "finished_max",
-        "Ended operations kept for queries and idempotent submits; the oldest are forgotten.",
-    ),
-    (
-        "params_bytes_max",
-        "Largest params of one operation (compact JSON), in bytes.",
-    ),
-    (
-        "result_bytes_max",
-        "Largest response or error of one worker report, in bytes.",
-    ),
-    ("attempts_max", "Largest max_attempts an operation may have."),
-    (
-        "deadline_ms_max",
-        "Longest deadline an operation may have, in ms.",
-    ),
-    ("workers_max", "Most registered workers."),
-    ("handles_max", "Most Kind:verb handles of one worker."),
-    (
-        "capacity_max",
-        "Largest capacity (concurrent operations) a worker may ask for.",
-    ),
-    (
-        "schedule_interval_ms",
-        "How often the leader looks for operations to assign when nothing else wakes it, in ms.",
-    ),
-    (
-        "schedule_batch_max",
-        "Most assignments the leader has in flight (proposed, not yet answered).",
-    ),
-    (
-        "sweep_interval_ms",
-        "How often the leader looks for dead workers and passed deadlines, in ms.",
-    ),
-    (
-        "read_lock_verbs",
-        "Verbs that take their target's READ lock (they may run together); others take its WRITE lock.",
-    ),
-    ("delete_verbs", "Verbs whose success deletes the target."),
-    (
-        "decommission_verb",
-        "Verb of the operation that decommissions an ended (or toDelete) reservation; one of delete_verbs.",
-    ),
-    (
-        "max_attempts",
-        "Attempts an operation gets when its submit does not say.",
-    ),
-    (
-        "deadline_ms",
-        "Deadline of an operation from its submit when the submit does not say, in ms; 0: none.",
-    ),
-    (
-        "verb_deadline_ms",
-        "Deadlines of particular verbs in place of deadline_ms, in ms (e.g. { backup = 21600000 }); 0: none.",
-    ),
-];
-
-/// `(key, explanation)` for every `[status]` option (deployment status), in file order.
-const STATUS_DOCS: &[(&str, &str)] = &[
-    (
-        "resources_max",
-        "Most resources (AppContext and cluster-only) in one deployment.",
-    ),
-    (
-        "resource_bytes_max",
-        "Largest raw metadata + spec + status of one deployment resource, as JSON bytes.",
-    ),
-    (
-        "items_max",
-        "Most resources or updates in one StatusService request, hence one replicated command.",
-    ),
-    (
-        "query_resources_max",
-        "Most resources one all/detail/rsync status answer lists.",
-    ),
-];
-
-/// `(key, explanation)` for every `[pools]` option, in file order.
-const POOLS_DOCS: &[(&str, &str)] = &[
-    (
-        "reap_interval_ms",
-        "How often the leader looks for pool leases past their state's expiry, in ms.",
-    ),
-    (
-        "reset_state",
-        "The state a reaped pool resource goes to (a janitor cleans dirty ones).",
-    ),
-    (
-        "construct_verb",
-        "The verb of the operations that build virtual resources (MasonConstruct:<verb>).",
-    ),
-];
-
-/// The documented keys of `[pools]`.
-pub fn documented_pools_keys() -> Vec<&'static str> {
-    POOLS_DOCS.iter().map(|d| d.0).collect()
-}
-
-/// The documented keys of `[status]`.
-pub fn documented_status_keys() -> Vec<&'static str> {
-    STATUS_DOCS.iter().map(|d| d.0).collect()
-}
-
-/// The documented keys of `[operations]`.
-pub fn documented_operations_keys() -> Vec<&'static str> {
-    OPERATIONS_DOCS.iter().map(|d| d.0).collect()
-}
-
-/// The documented keys of `[raft]`, `[limits]` and `[locks]`, for tests that check nothing is
-/// missing.
-pub fn documented_keys() -> (Vec<&'static str>, Vec<&'static str>, Vec<&'static str>) {
-    (
-        RAFT_DOCS.iter().map(|d| d.0).collect(),
-        LIMITS_DOCS.iter().map(|d| d.0).collect(),
-        LOCKS_DOCS.iter().map(|d| d.0).collect(),
-    )
-}
 
 /// Loopback node `id` on the default ports: client 127.0.0.1:700N, peer 127.0.0.1:710N.
 pub fn loopback_member(id: u64) -> MemberConfig {
@@ -402,30 +146,23 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
         out.push_str(&format!("# {line}\n"));
     }
     out.push_str("#\n# Every [raft], [limits], [locks], [operations], [status] and [pools] option is listed with its default; uncomment a line to change it.\n\n");
-    out.push_str("# This node's id (>= 1). Never reuse the id of a removed node.\n");
+    doc_line(&mut out, "id")?;
     out.push_str(&format!("id = {}\n", config.id));
-    out.push_str(
-        "# Where the client API (Resources, Cluster) listens; clients use it as an endpoint.\n",
-    );
+    doc_line(&mut out, "client_addr")?;
     out.push_str(&format!("client_addr = {}\n", quote(&config.client_addr)));
-    out.push_str("# Where the peer (Raft) service listens; only other nodes connect here.\n");
+    doc_line(&mut out, "peer_addr")?;
     out.push_str(&format!("peer_addr = {}\n", quote(&config.peer_addr)));
-    out.push_str(
-        "# Where Prometheus scrapes GET /metrics (plain HTTP); remove the line to serve none.\n",
-    );
+    doc_line(&mut out, "metrics_addr")?;
     match &config.metrics_addr {
         Some(addr) => out.push_str(&format!("metrics_addr = {}\n", quote(addr))),
         None => out.push_str("# metrics_addr = \"127.0.0.1:7201\"\n"),
     }
-    out.push_str("# Raft log, vote and snapshots live here (a relative path is relative to the working directory).\n");
+    doc_line(&mut out, "data_dir")?;
     out.push_str(&format!(
         "data_dir = {}\n",
         quote(&config.data_dir.display().to_string())
     ));
-    out.push_str(
-        "# The members a fresh cluster bootstraps with, the same on every node; the smallest id\n",
-    );
-    out.push_str("# initializes the cluster once. Empty on a node that joins later (`steward member add-learner`).\n");
+    doc_line(&mut out, "initial_members")?;
     if config.initial_members.is_empty() {
         out.push_str("initial_members = []\n");
     } else {
@@ -440,46 +177,40 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
         }
         out.push_str("]\n");
     }
-    render_tls(&mut out, &config.tls);
+    render_tls(&mut out, &config.tls)?;
     section(
         &mut out,
         "raft",
-        RAFT_DOCS,
         &toml::Value::try_from(&config.raft)?,
         &toml::Value::try_from(RaftConfig::default())?,
     )?;
     section(
         &mut out,
         "limits",
-        LIMITS_DOCS,
         &toml::Value::try_from(&config.limits)?,
         &toml::Value::try_from(Limits::default())?,
     )?;
     section(
         &mut out,
         "locks",
-        LOCKS_DOCS,
         &toml::Value::try_from(&config.locks)?,
         &toml::Value::try_from(LocksConfig::default())?,
     )?;
     section(
         &mut out,
         "operations",
-        OPERATIONS_DOCS,
         &toml::Value::try_from(config.operations())?,
         &toml::Value::try_from(OperationsConfig::default())?,
     )?;
     section(
         &mut out,
         "status",
-        STATUS_DOCS,
         &toml::Value::try_from(&config.status)?,
         &toml::Value::try_from(StatusConfig::default())?,
     )?;
     section(
         &mut out,
         "pools",
-        POOLS_DOCS,
         &toml::Value::try_from(&config.pools)?,
         &toml::Value::try_from(PoolsConfig::default())?,
     )?;
@@ -487,13 +218,13 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
 }
 
 /// Writes `[tls]`: the files when TLS is on, else `plaintext = true` with how to turn TLS on.
-fn render_tls(out: &mut String, tls: &crate::config::TlsConfig) {
+fn render_tls(out: &mut String, tls: &crate::config::TlsConfig) -> anyhow::Result<()> {
     out.push_str("\n[tls]\n");
     out.push_str(
         "# TLS on the client API and the peer port is required unless plaintext = true is set.\n",
     );
     if tls.plaintext {
-        out.push_str("# Plaintext: anyone who reaches the ports can read and write; for loopback trials only.\n");
+        doc_line(out, "tls.plaintext")?;
         out.push_str("plaintext = true\n");
         out.push_str("# For TLS, remove plaintext and name the PEM files (steward dev --tls makes a throw-away set):\n");
         out.push_str("# ca_file = \"certs/ca.pem\"\n");
@@ -507,39 +238,65 @@ fn render_tls(out: &mut String, tls: &crate::config::TlsConfig) {
                     .unwrap_or_default(),
             )
         };
-        out.push_str("# The CA (PEM) that signed every node's and client's certificate.\n");
+        doc_line(out, "tls.ca_file")?;
         out.push_str(&format!("ca_file = {}\n", path(&tls.ca_file)));
-        out.push_str(
-            "# This node's certificate, valid for the names clients and peers dial, and its key.\n",
-        );
+        doc_line(out, "tls.cert_file")?;
         out.push_str(&format!("cert_file = {}\n", path(&tls.cert_file)));
+        doc_line(out, "tls.key_file")?;
         out.push_str(&format!("key_file = {}\n", path(&tls.key_file)));
     }
-    out.push_str("# Clients of the client API must present a certificate signed by the CA (the peer port always requires one).\n");
+    doc_line(out, "tls.client_cert_required")?;
     if tls.client_cert_required {
         out.push_str("client_cert_required = true\n");
     } else {
         out.push_str("# client_cert_required = false\n");
     }
+    Ok(())
 }
+
+/// Writes the explanation of the option `key` (dotted) as a comment line.
+fn doc_line(out: &mut String, key: &str) -> anyhow::Result<()> {
+    let option = option(key).ok_or_else(|| anyhow::anyhow!("{key} is not in config::options"))?;
+    comment(out, option.doc);
+    Ok(())
+}
+
+/// Writes `text` as `# ` comment lines of at most `COMMENT_WIDTH` columns (a longer word gets
+/// a line of its own).
+fn comment(out: &mut String, text: &str) {
+    let mut line = String::from("#");
+    for word in text.split_whitespace() {
+        if line.len() > 1 && line.len() + 1 + word.len() > COMMENT_WIDTH {
+            out.push_str(&line);
+            out.push('\n');
+            line = String::from("#");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+}
+
+/// The widest comment line `render` writes.
+const COMMENT_WIDTH: usize = 100;
 
 /// Writes `[name]` with one explained line per option.
 fn section(
     out: &mut String,
     name: &str,
-    docs: &[(&str, &str)],
     values: &toml::Value,
     defaults: &toml::Value,
 ) -> anyhow::Result<()> {
     out.push_str(&format!("\n[{name}]\n"));
-    for (key, doc) in docs {
+    for (key, doc) in section_options(name) {
         let value = values
             .get(key)
             .ok_or_else(|| anyhow::anyhow!("{name}.{key} is documented but not a field"))?;
         let default = defaults
             .get(key)
             .ok_or_else(|| anyhow::anyhow!("{name}.{key} has no default"))?;
-        out.push_str(&format!("# {doc}\n"));
+        comment(out, doc);
         if value == default {
             out.push_str(&format!("# {key} = {default}\n"));
         } else {
@@ -564,53 +321,6 @@ mod tests {
             .as_table()
             .map(|t| t.keys().cloned().collect())
             .unwrap_or_default()
-    }
-
-    #[test]
-    fn every_option_is_documented() {
-        let (raft, limits, locks) = documented_keys();
-        let want_ops = keys(toml::Value::try_from(OperationsConfig::default()).expect("ops"));
-        assert_eq!(
-            documented_operations_keys()
-                .iter()
-                .map(|k| k.to_string())
-                .collect::<BTreeSet<_>>(),
-            want_ops
-        );
-        let want_pools = keys(toml::Value::try_from(PoolsConfig::default()).expect("pools"));
-        assert_eq!(
-            documented_pools_keys()
-                .iter()
-                .map(|k| k.to_string())
-                .collect::<BTreeSet<_>>(),
-            want_pools
-        );
-        let want_status = keys(toml::Value::try_from(StatusConfig::default()).expect("status"));
-        assert_eq!(
-            documented_status_keys()
-                .iter()
-                .map(|k| k.to_string())
-                .collect::<BTreeSet<_>>(),
-            want_status
-        );
-        let want_locks = keys(toml::Value::try_from(LocksConfig::default()).expect("locks"));
-        assert_eq!(
-            locks.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>(),
-            want_locks
-        );
-        let want_raft = keys(toml::Value::try_from(RaftConfig::default()).expect("raft"));
-        let want_limits = keys(toml::Value::try_from(Limits::default()).expect("limits"));
-        assert_eq!(
-            raft.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>(),
-            want_raft
-        );
-        assert_eq!(
-            limits
-                .iter()
-                .map(|k| k.to_string())
-                .collect::<BTreeSet<_>>(),
-            want_limits
-        );
     }
 
     #[test]
