@@ -62,7 +62,7 @@ pub const OPTIONS: &[ConfigOption] = &[
     ),
     top(
         "initial_members",
-        "[]",
+        "`[]`",
         "The members `{id, peer_addr, client_addr}` a fresh cluster bootstraps with, the same on every node; the smallest id initializes the cluster once. Empty on a node that joins later (`steward member add-learner`).",
     ),
     opt(

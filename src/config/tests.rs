@@ -403,12 +403,13 @@ const README_END: &str = "<!-- end of generated configuration reference -->";
 /// README's configuration reference, as `options` writes it: the table of every option, and
 /// the old names still read.
 fn readme_reference() -> String {
-    let mut out = options::reference_table().expect("table");
+    let mut out = format!("\n{}", options::reference_table().expect("table"));
     out.push_str("\nOld names, still read with a warning naming the new one (a file that sets both is refused):\n\n");
     out.push_str("| old name | new name |\n|---|---|\n");
     for (old, new) in renamed::RENAMED {
         out.push_str(&format!("| `{old}` | `{new}` |\n"));
     }
+    out.push('\n');
     out
 }
 
