@@ -2,9 +2,29 @@
 //! errors. Every limit the server enforces is named here with its unit and default.
 //!
 //! Read by `steward serve` (src/main.rs) and `steward dev`; the server takes a validated `Config`.
+//!
+//! Where the options are described: `options::OPTIONS` is the one operator reference (meaning,
+//! and the default of the top-level keys); the sections' `Default` impls below hold every other
+//! default. Config files (src/cli/node_config.rs) and README's "Configuration" table are written
+//! from those two; the `///` docs on the fields below say what the code needs to know.
+//!
+//! Naming rule for limits and defaults, the same in every section:
+//! - a bound ends in `_max` (or `_min`), after the unit: `object_bytes_max`, `deadline_ms_max`,
+//!   `election_timeout_ms_min`;
+//! - the value used when a request does not say ends in `_default`, after the unit:
+//!   `list_page_default`, `deadline_ms_default`;
+//! - an option named by what it is a size of (`quota_bytes`, `watch_buffer`, `watch_history`,
+//!   `client_request_burst`, `client_requests_per_second`) or by when it acts
+//!   (`snapshot_logs_since_last`, `*_interval_ms`) takes no suffix.
+//!
+//! Keys renamed to this rule are still read under their old names, with a warning naming the new
+//! one (`renamed::RENAMED`); a file that sets both names of one option is refused.
+
+pub mod options;
+pub mod renamed;
+mod validate;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -209,7 +229,7 @@ pub struct OperationsConfig {
     pub params_bytes_max: u32,
     /// Largest response or error of one report (compact JSON), in bytes.
     pub result_bytes_max: u32,
-    /// Largest `max_attempts` an operation may have.
+    /// Most attempts an operation may have, whether its submit asks or `attempts_default` gives.
     pub attempts_max: u32,
     /// Longest deadline an operation may have, in ms.
     pub deadline_ms_max: u64,
@@ -236,13 +256,13 @@ pub struct OperationsConfig {
     /// success deletes the resource.
     pub decommission_verb: String,
     /// Attempts an operation gets unless the submit asks for another number.
-    pub max_attempts: u32,
+    pub attempts_default: u32,
     /// Time from submit after which an operation is failed or aborted, unless the submit asks
     /// for another one, in ms; 0: no deadline.
-    pub deadline_ms: u64,
+    pub deadline_ms_default: u64,
     /// Deadlines of particular verbs (e.g. `{ backup = 21600000 }`), in ms, in place of
-    /// `deadline_ms`; 0: no deadline. A submit may still ask for its own.
-    pub verb_deadline_ms: BTreeMap<String, u64>,
+    /// `deadline_ms_default`; 0: no deadline. A submit may still ask for its own.
+    pub verb_deadline_ms_default: BTreeMap<String, u64>,
 }
 
 impl Default for OperationsConfig {
@@ -264,9 +284,9 @@ impl Default for OperationsConfig {
             read_lock_verbs: vec!["backup".to_string()],
             delete_verbs: vec!["delete".to_string()],
             decommission_verb: "delete".to_string(),
-            max_attempts: 3,
-            deadline_ms: 24 * 3_600_000,
-            verb_deadline_ms: BTreeMap::new(),
+            attempts_default: 3,
+            deadline_ms_default: 24 * 3_600_000,
+            verb_deadline_ms_default: BTreeMap::new(),
         }
     }
 }
@@ -309,16 +329,16 @@ impl Default for LocksConfig {
 pub struct RaftConfig {
     pub cluster_name: String,
     pub heartbeat_interval_ms: u64,
-    pub election_timeout_min_ms: u64,
-    pub election_timeout_max_ms: u64,
+    pub election_timeout_ms_min: u64,
+    pub election_timeout_ms_max: u64,
     /// Build a snapshot after this many log entries since the last one.
     pub snapshot_logs_since_last: u64,
     /// Entries kept in the log behind the last snapshot, for slow followers.
-    pub max_in_snapshot_log_to_keep: u64,
+    pub log_behind_snapshot_max: u64,
     /// Timeout of one peer RPC (append, vote); snapshots get 10x.
     pub rpc_timeout_ms: u64,
     /// Entries per append request to a follower.
-    pub max_payload_entries: u64,
+    pub payload_entries_max: u64,
 }
 
 impl Default for RaftConfig {
@@ -326,12 +346,12 @@ impl Default for RaftConfig {
         RaftConfig {
             cluster_name: "steward".to_string(),
             heartbeat_interval_ms: 100,
-            election_timeout_min_ms: 500,
-            election_timeout_max_ms: 1000,
+            election_timeout_ms_min: 500,
+            election_timeout_ms_max: 1000,
             snapshot_logs_since_last: 100_000,
-            max_in_snapshot_log_to_keep: 5_000,
+            log_behind_snapshot_max: 5_000,
             rpc_timeout_ms: 2_000,
-            max_payload_entries: 512,
+            payload_entries_max: 512,
         }
     }
 }
@@ -345,17 +365,17 @@ pub const QUOTA_BYTES_MIN: u64 = 1 << 20;
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
     /// Largest object (its JSON), in bytes.
-    pub max_object_bytes: usize,
+    pub object_bytes_max: usize,
     /// Largest gRPC request, in bytes.
-    pub max_request_bytes: usize,
+    pub request_bytes_max: usize,
     /// Largest list page a client may ask for.
-    pub max_list_page: u32,
+    pub list_page_max: u32,
     /// Page size when a client does not ask for one.
-    pub default_list_page: u32,
+    pub list_page_default: u32,
     /// Most operations in one txn.
-    pub max_txn_ops: usize,
+    pub txn_ops_max: usize,
     /// Most concurrent watchers on one node.
-    pub max_watchers: usize,
+    pub watchers_max: usize,
     /// Events buffered per watcher; a watcher that falls this far behind is cut off.
     pub watch_buffer: usize,
     /// Events kept in memory for watches that resume from an older revision.
@@ -365,7 +385,7 @@ pub struct Limits {
     /// How often an idle watch gets a BOOKMARK with the current revision.
     pub bookmark_interval_ms: u64,
     /// Most proposals waiting for the leader at once on one node.
-    pub max_pending_proposals: usize,
+    pub pending_proposals_max: usize,
     /// Requests one client (its certificate's name, else its IP address) may make per second
     /// on one node, on average.
     pub client_requests_per_second: u32,
@@ -395,17 +415,17 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_object_bytes: 1024 * 1024,
-            max_request_bytes: 4 * 1024 * 1024,
-            max_list_page: 1_000,
-            default_list_page: 500,
-            max_txn_ops: 128,
-            max_watchers: 10_000,
+            object_bytes_max: 1024 * 1024,
+            request_bytes_max: 4 * 1024 * 1024,
+            list_page_max: 1_000,
+            list_page_default: 500,
+            txn_ops_max: 128,
+            watchers_max: 10_000,
             watch_buffer: 1_024,
             watch_history: 100_000,
             watch_history_bytes: 8 * 1024 * 1024,
             bookmark_interval_ms: 5_000,
-            max_pending_proposals: 10_000,
+            pending_proposals_max: 10_000,
             client_requests_per_second: 50_000,
             client_request_burst: 100_000,
             client_calls_max: 10_000,
@@ -415,14 +435,14 @@ impl Default for Limits {
             command_bytes_max: COMMAND_BYTES_MAX_DEFAULT,
             peer_message_bytes_max: crate::raft::message_size::peer_message_bytes_floor(
                 COMMAND_BYTES_MAX_DEFAULT,
-                RaftConfig::default().max_payload_entries,
+                RaftConfig::default().payload_entries_max,
                 1_000,
             ),
         }
     }
 }
 
-/// The default `limits.command_bytes_max`: the default `max_request_bytes` (4 MiB) with a
+/// The default `limits.command_bytes_max`: the default `request_bytes_max` (4 MiB) with a
 /// quarter more for what JSON adds to a request's fields (names, quotes, escapes).
 pub const COMMAND_BYTES_MAX_DEFAULT: usize = 5 * 1024 * 1024;
 
@@ -438,6 +458,12 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("config field {field}: {rule}")]
     Invalid { field: &'static str, rule: String },
+    #[error("config {path}: both {old} (its old name) and {new} are set; keep only {new}")]
+    BothNames {
+        path: PathBuf,
+        old: &'static str,
+        new: &'static str,
+    },
 }
 
 impl Config {
@@ -446,476 +472,41 @@ impl Config {
         &self.operations
     }
 
-    /// Reads and parses a TOML config file (not yet validated).
+    /// Reads and parses a TOML config file (not yet validated). Each old key name it uses is
+    /// logged once, as a warning naming the new one.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        let (config, old_names) = Config::from_toml(&text, path)?;
+        for old in old_names {
+            tracing::warn!(config = %path.display(), "{old}");
+        }
+        Ok(config)
+    }
+
+    /// Parses the text of the config file `path`, reading old key names as their new ones;
+    /// returns the old names it found.
+    pub fn from_toml(
+        text: &str,
+        path: &Path,
+    ) -> Result<(Config, Vec<renamed::OldName>), ConfigError> {
+        let parse_error = |e: &dyn std::fmt::Display| ConfigError::Parse {
             path: path.to_path_buf(),
             message: e.to_string(),
-        })
-    }
-
-    /// Checks every field; the error names the first one that is wrong and the rule.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |field: &'static str, rule: &str| {
-            Err(ConfigError::Invalid {
-                field,
-                rule: rule.to_string(),
-            })
         };
-        if self.id == 0 {
-            return invalid("id", "must be >= 1");
-        }
-        if self.client_addr.parse::<SocketAddr>().is_err() {
-            return invalid(
-                "client_addr",
-                "must be host:port with an IP address, e.g. 127.0.0.1:7001",
-            );
-        }
-        if self.peer_addr.parse::<SocketAddr>().is_err() {
-            return invalid(
-                "peer_addr",
-                "must be host:port with an IP address, e.g. 127.0.0.1:7101",
-            );
-        }
-        if self.client_addr == self.peer_addr {
-            return invalid("peer_addr", "must differ from client_addr");
-        }
-        if let Some(addr) = &self.metrics_addr {
-            if addr.parse::<SocketAddr>().is_err() {
-                return invalid(
-                    "metrics_addr",
-                    "must be host:port with an IP address, e.g. 127.0.0.1:7201",
-                );
-            }
-            if *addr == self.client_addr || *addr == self.peer_addr {
-                return invalid("metrics_addr", "must differ from client_addr and peer_addr");
-            }
-        }
-        if self.data_dir.as_os_str().is_empty() {
-            return invalid("data_dir", "must not be empty");
-        }
-        let mut ids: Vec<u64> = self.initial_members.iter().map(|m| m.id).collect();
-        ids.sort_unstable();
-        if ids.windows(2).any(|w| w[0] == w[1]) {
-            return invalid("initial_members", "ids must be unique");
-        }
-        if ids.contains(&0) {
-            return invalid("initial_members", "ids must be >= 1");
-        }
-        if !self.initial_members.is_empty() && !ids.contains(&self.id) {
-            return invalid(
-                "initial_members",
-                "must include this node's id (or be empty for a node joining later)",
-            );
-        }
-        let r = &self.raft;
-        if r.heartbeat_interval_ms == 0 || r.election_timeout_min_ms <= r.heartbeat_interval_ms {
-            return invalid(
-                "raft.election_timeout_min_ms",
-                "must be greater than raft.heartbeat_interval_ms (> 0)",
-            );
-        }
-        if r.election_timeout_max_ms <= r.election_timeout_min_ms {
-            return invalid(
-                "raft.election_timeout_max_ms",
-                "must be greater than raft.election_timeout_min_ms",
-            );
-        }
-        if r.snapshot_logs_since_last == 0 {
-            return invalid("raft.snapshot_logs_since_last", "must be >= 1");
-        }
-        if r.rpc_timeout_ms == 0 || r.max_payload_entries == 0 {
-            return invalid(
-                "raft.rpc_timeout_ms",
-                "rpc_timeout_ms and max_payload_entries must be >= 1",
-            );
-        }
-        let l = &self.limits;
-        if l.max_object_bytes == 0 || l.max_request_bytes < l.max_object_bytes {
-            return invalid(
-                "limits.max_request_bytes",
-                "must be >= limits.max_object_bytes (> 0)",
-            );
-        }
-        if l.max_object_bytes > crate::state::OBJECT_BYTES_MAX {
-            return invalid(
-                "limits.max_object_bytes",
-                &format!(
-                    "must be <= {} (the state machine's own ceiling)",
-                    crate::state::OBJECT_BYTES_MAX
-                ),
-            );
-        }
-        if l.max_txn_ops > crate::state::TXN_OPS_MAX {
-            return invalid(
-                "limits.max_txn_ops",
-                &format!(
-                    "must be <= {} (the state machine's own ceiling)",
-                    crate::state::TXN_OPS_MAX
-                ),
-            );
-        }
-        if l.max_list_page == 0 || l.default_list_page == 0 || l.default_list_page > l.max_list_page
-        {
-            return invalid(
-                "limits.default_list_page",
-                "must be between 1 and limits.max_list_page",
-            );
-        }
-        if l.max_txn_ops == 0
-            || l.max_watchers == 0
-            || l.watch_buffer == 0
-            || l.watch_history == 0
-            || l.watch_history_bytes == 0
-        {
-            return invalid(
-                "limits",
-                "max_txn_ops, max_watchers, watch_buffer, watch_history and watch_history_bytes must be >= 1",
-            );
-        }
-        if l.bookmark_interval_ms == 0 || l.max_pending_proposals == 0 {
-            return invalid(
-                "limits",
-                "bookmark_interval_ms and max_pending_proposals must be >= 1",
-            );
-        }
-        if l.client_requests_per_second == 0 {
-            return invalid("limits.client_requests_per_second", "must be >= 1");
-        }
-        if l.client_request_burst == 0 {
-            return invalid("limits.client_request_burst", "must be >= 1");
-        }
-        if l.client_calls_max == 0 {
-            return invalid("limits.client_calls_max", "must be >= 1");
-        }
-        if l.quota_bytes < QUOTA_BYTES_MIN {
-            return invalid(
-                "limits.quota_bytes",
-                &format!("must be >= {QUOTA_BYTES_MIN} (1 MiB)"),
-            );
-        }
-        if l.space_check_interval_ms == 0 {
-            return invalid("limits.space_check_interval_ms", "must be >= 1");
-        }
-        if l.command_bytes_max < l.max_request_bytes {
-            return invalid(
-                "limits.command_bytes_max",
-                &format!(
-                    "must be >= limits.max_request_bytes = {} (a legal request must fit)",
-                    l.max_request_bytes
-                ),
-            );
-        }
-        let floor = crate::raft::message_size::peer_message_bytes_floor(
-            l.command_bytes_max,
-            r.max_payload_entries,
-            l.max_list_page,
-        );
-        if l.peer_message_bytes_max < floor {
-            return invalid(
-                "limits.peer_message_bytes_max",
-                &format!(
-                    "must be >= {floor}: raft.max_payload_entries = {} entries of up to \
-                     limits.command_bytes_max = {} bytes, or limits.max_list_page = {} objects, \
-                     with their framing (a smaller limit would stop replication)",
-                    r.max_payload_entries, l.command_bytes_max, l.max_list_page
-                ),
-            );
-        }
-        self.operations().validate()?;
-        self.status.validate()?;
-        self.tls.validate()?;
-        if self.pools.reap_interval_ms == 0 {
-            return invalid("pools.reap_interval_ms", "must be >= 1");
-        }
-        if crate::state::objects::validate::validate_label_value(
-            "pools.reset_state",
-            &self.pools.reset_state,
-        )
-        .is_err()
-            || self.pools.reset_state.is_empty()
-        {
-            return invalid(
-                "pools.reset_state",
-                "must be a label value: 1-63 letters, digits, '-', '_' or '.'",
-            );
-        }
-        if let Err(crate::state::Rejection::Invalid { rule, .. }) =
-            crate::state::operations::check_verb("pools.construct_verb", &self.pools.construct_verb)
-        {
-            return invalid("pools.construct_verb", &rule);
-        }
-        Ok(())
-    }
-}
-
-impl OperationsConfig {
-    fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |field: &'static str, rule: String| Err(ConfigError::Invalid { field, rule });
-        let positive = [
-            ("operations.active_max", self.active_max),
-            ("operations.per_target_max", self.per_target_max),
-            ("operations.params_bytes_max", self.params_bytes_max),
-            ("operations.result_bytes_max", self.result_bytes_max),
-            ("operations.attempts_max", self.attempts_max),
-            ("operations.workers_max", self.workers_max),
-            ("operations.handles_max", self.handles_max),
-            ("operations.capacity_max", self.capacity_max),
-            ("operations.schedule_batch_max", self.schedule_batch_max),
-        ];
-        if let Some((field, _)) = positive.iter().find(|(_, v)| *v == 0) {
-            return invalid(field, "must be >= 1".to_string());
-        }
-        if self.schedule_interval_ms == 0 || self.sweep_interval_ms == 0 {
-            return invalid(
-                "operations.schedule_interval_ms",
-                "schedule_interval_ms and sweep_interval_ms must be >= 1".to_string(),
-            );
-        }
-        if self.deadline_ms_max == 0 {
-            return invalid("operations.deadline_ms_max", "must be >= 1".to_string());
-        }
-        if self.max_attempts == 0 || self.max_attempts > self.attempts_max {
-            return invalid(
-                "operations.max_attempts",
-                format!(
-                    "must be 1..=operations.attempts_max = {}",
-                    self.attempts_max
-                ),
-            );
-        }
-        if self.deadline_ms > self.deadline_ms_max {
-            return invalid(
-                "operations.deadline_ms",
-                format!(
-                    "must be 0 (none) or at most operations.deadline_ms_max = {}",
-                    self.deadline_ms_max
-                ),
-            );
-        }
-        let lists = [
-            ("operations.read_lock_verbs", &self.read_lock_verbs),
-            ("operations.delete_verbs", &self.delete_verbs),
-        ];
-        for (field, verbs) in lists {
-            for verb in verbs {
-                if let Err(r) = crate::state::operations::check_verb(field, verb) {
-                    return invalid(field, r.to_string());
-                }
-            }
-        }
-        for (verb, &deadline) in &self.verb_deadline_ms {
-            let field = "operations.verb_deadline_ms";
-            if let Err(r) = crate::state::operations::check_verb(field, verb) {
-                return invalid(field, r.to_string());
-            }
-            if deadline > self.deadline_ms_max {
-                return invalid(
-                    field,
-                    format!(
-                        "{verb} = {deadline}: must be 0 (none) or at most \
-                         operations.deadline_ms_max = {}",
-                        self.deadline_ms_max
-                    ),
-                );
-            }
-        }
-        if !self.delete_verbs.contains(&self.decommission_verb) {
-            return invalid(
-                "operations.decommission_verb",
-                format!(
-                    "must be one of operations.delete_verbs = {:?} (got {:?}), so a \
-                     decommission deletes the reservation",
-                    self.delete_verbs, self.decommission_verb
-                ),
-            );
-        }
-        Ok(())
+        let mut file: toml::Table = toml::from_str(text).map_err(|e| parse_error(&e))?;
+        let old_names =
+            renamed::rename_old_keys(&mut file).map_err(|both| ConfigError::BothNames {
+                path: path.to_path_buf(),
+                old: both.old,
+                new: both.new,
+            })?;
+        let config = Config::deserialize(toml::Value::Table(file)).map_err(|e| parse_error(&e))?;
+        Ok((config, old_names))
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn base() -> Config {
-        Config {
-            id: 1,
-            client_addr: "127.0.0.1:7001".into(),
-            metrics_addr: None,
-            peer_addr: "127.0.0.1:7101".into(),
-            data_dir: "d".into(),
-            initial_members: vec![MemberConfig {
-                id: 1,
-                peer_addr: "127.0.0.1:7101".into(),
-                client_addr: "127.0.0.1:7001".into(),
-            }],
-            raft: RaftConfig::default(),
-            limits: Limits::default(),
-            locks: LocksConfig::default(),
-            operations: OperationsConfig::default(),
-            status: StatusConfig::default(),
-            pools: PoolsConfig::default(),
-            tls: TlsConfig::plaintext(),
-        }
-    }
-
-    #[test]
-    fn defaults_validate() {
-        base().validate().expect("valid");
-    }
-
-    #[test]
-    fn each_rule_names_its_field() {
-        type Mutate = fn(&mut Config);
-        let cases: Vec<(Mutate, &str)> = vec![
-            (|c| c.id = 0, "id"),
-            (|c| c.client_addr = "nope".into(), "client_addr"),
-            (|c| c.peer_addr = c.client_addr.clone(), "peer_addr"),
-            (|c| c.metrics_addr = Some("nope".into()), "metrics_addr"),
-            (
-                |c| c.metrics_addr = Some(c.peer_addr.clone()),
-                "metrics_addr",
-            ),
-            (|c| c.initial_members[0].id = 2, "initial_members"),
-            (
-                |c| c.raft.election_timeout_min_ms = 50,
-                "raft.election_timeout_min_ms",
-            ),
-            (
-                |c| c.raft.election_timeout_max_ms = 100,
-                "raft.election_timeout_max_ms",
-            ),
-            (
-                |c| c.limits.default_list_page = 5000,
-                "limits.default_list_page",
-            ),
-            (
-                |c| c.limits.max_request_bytes = 1,
-                "limits.max_request_bytes",
-            ),
-            (
-                |c| c.operations.max_attempts = 99,
-                "operations.max_attempts",
-            ),
-            (|c| c.operations.workers_max = 0, "operations.workers_max"),
-            (|c| c.status.items_max = 0, "status.items_max"),
-            (
-                |c| c.status.query_resources_max = 0,
-                "status.query_resources_max",
-            ),
-            (
-                |c| c.operations.decommission_verb = "backup".into(),
-                "operations.decommission_verb",
-            ),
-            (
-                |c| {
-                    let too_long = c.operations.deadline_ms_max + 1;
-                    c.operations
-                        .verb_deadline_ms
-                        .insert("backup".into(), too_long);
-                },
-                "operations.verb_deadline_ms",
-            ),
-            (
-                |c| {
-                    c.operations.verb_deadline_ms.insert("Bad Verb".into(), 1);
-                },
-                "operations.verb_deadline_ms",
-            ),
-            (
-                |c| c.limits.client_requests_per_second = 0,
-                "limits.client_requests_per_second",
-            ),
-            (
-                |c| c.limits.client_request_burst = 0,
-                "limits.client_request_burst",
-            ),
-            (|c| c.limits.client_calls_max = 0, "limits.client_calls_max"),
-            (|c| c.limits.quota_bytes = 1 << 19, "limits.quota_bytes"),
-            (
-                |c| c.limits.command_bytes_max = c.limits.max_request_bytes - 1,
-                "limits.command_bytes_max",
-            ),
-            (
-                |c| c.limits.peer_message_bytes_max -= 1,
-                "limits.peer_message_bytes_max",
-            ),
-            (
-                |c| c.raft.max_payload_entries = 1024,
-                "limits.peer_message_bytes_max",
-            ),
-            (
-                |c| c.limits.space_check_interval_ms = 0,
-                "limits.space_check_interval_ms",
-            ),
-            (|c| c.tls = TlsConfig::default(), "tls.ca_file"),
-            (
-                |c| {
-                    c.tls = TlsConfig {
-                        ca_file: Some("ca.pem".into()),
-                        cert_file: Some("n.pem".into()),
-                        ..TlsConfig::default()
-                    }
-                },
-                "tls.key_file",
-            ),
-            (|c| c.tls.cert_file = Some("n.pem".into()), "tls.cert_file"),
-            (
-                |c| c.tls.client_cert_required = true,
-                "tls.client_cert_required",
-            ),
-        ];
-        for (mutate, field) in cases {
-            let mut c = base();
-            mutate(&mut c);
-            let err = c.validate().expect_err(field).to_string();
-            assert!(err.contains(field), "{err} should name {field}");
-        }
-    }
-
-    #[test]
-    fn tls_is_on_unless_plaintext_is_asked_for() {
-        let head = "id = 1\nclient_addr = \"127.0.0.1:1\"\npeer_addr = \"127.0.0.1:2\"\ndata_dir = \"d\"\n";
-        let bare: Config = toml::from_str(head).expect("parse");
-        let err = bare.validate().expect_err("no tls section").to_string();
-        assert!(
-            err.contains("tls.ca_file") && err.contains("plaintext"),
-            "{err}"
-        );
-        let plain: Config =
-            toml::from_str(&format!("{head}[tls]\nplaintext = true\n")).expect("parse");
-        plain.validate().expect("plaintext asked for");
-        let files = "[tls]\nca_file = \"ca.pem\"\ncert_file = \"n.pem\"\nkey_file = \"n-key.pem\"\nclient_cert_required = true\n";
-        let secure: Config = toml::from_str(&format!("{head}{files}")).expect("parse");
-        secure.validate().expect("certificates named");
-        assert!(secure.tls.client_cert_required);
-    }
-
-    #[test]
-    fn toml_round_trip_and_unknown_fields_refused() {
-        let text = toml::to_string(&base()).expect("serialize");
-        let back: Config = toml::from_str(&text).expect("parse");
-        assert_eq!(back, base());
-        let bad = format!("bogus = 1\n{text}");
-        assert!(toml::from_str::<Config>(&bad).is_err());
-        let mut custom = base();
-        custom.operations.read_lock_verbs = vec!["backup".into(), "snapshot".into()];
-        custom.operations.verb_deadline_ms = [("backup".to_string(), 21_600_000)].into();
-        let text = toml::to_string(&custom).expect("serialize");
-        assert!(text.contains("[operations]"), "{text}");
-        assert_eq!(toml::from_str::<Config>(&text).expect("parse"), custom);
-        // As an operator writes it in a node config.
-        let inline = "[operations]\nverb_deadline_ms = { backup = 21600000, bind = 0 }\n";
-        let head = "id = 1\nclient_addr = \"a:1\"\npeer_addr = \"a:2\"\ndata_dir = \"d\"\n";
-        let ops: Config = toml::from_str(&format!("{head}{inline}")).expect("inline");
-        assert_eq!(
-            ops.operations.verb_deadline_ms.get("backup"),
-            Some(&21_600_000)
-        );
-    }
-}
+mod tests;

@@ -100,8 +100,8 @@ impl Cluster {
             .collect();
         let raft = RaftConfig {
             heartbeat_interval_ms: 50,
-            election_timeout_min_ms: 300,
-            election_timeout_max_ms: 600,
+            election_timeout_ms_min: 300,
+            election_timeout_ms_max: 600,
             ..RaftConfig::default()
         };
         let mut children = vec![];

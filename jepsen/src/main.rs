@@ -474,7 +474,7 @@ fn raft_config(snapshot_every: Option<u64>) -> steward::config::RaftConfig {
     let mut raft = steward::config::RaftConfig::default();
     if let Some(every) = snapshot_every {
         raft.snapshot_logs_since_last = every;
-        raft.max_in_snapshot_log_to_keep = every / 10;
+        raft.log_behind_snapshot_max = every / 10;
     }
     raft
 }

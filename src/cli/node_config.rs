@@ -1,5 +1,6 @@
-//! Node config files for people: every option of `Config`, `RaftConfig` and `Limits` written
-//! out with a one-line explanation, the tunables commented out at their defaults.
+//! Node config files for people: every option of `Config` written out with its explanation from
+//! `config::options` (the one place options are described), the tunables commented out at their
+//! defaults.
 //!
 //! `steward dev` writes its configs with `render`, and cluster-configs/ holds the same output
 //! for 3- and 5-node loopback clusters; a test keeps those files in step with this code and with
@@ -7,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::config::options::{option, section_options};
 use crate::config::{
     Config, Limits, LocksConfig, MemberConfig, OperationsConfig, PoolsConfig, RaftConfig,
     StatusConfig,
@@ -23,264 +25,6 @@ pub const METRICS_PORT_OFFSET: u16 = 200;
 pub const LOOPBACK_NODES_MAX: u64 = 9;
 /// The highest base port: node 9's metrics port, `base + 209`, must still be a port.
 pub const BASE_PORT_MAX: u16 = u16::MAX - METRICS_PORT_OFFSET - 9;
-
-/// `(key, explanation)` for every `[raft]` option, in file order.
-const RAFT_DOCS: &[(&str, &str)] = &[
-    (
-        "cluster_name",
-        "Name of the Raft group, used in logs and metrics.",
-    ),
-    (
-        "heartbeat_interval_ms",
-        "How often the leader sends heartbeats to followers, in ms.",
-    ),
-    (
-        "election_timeout_min_ms",
-        "A follower that hears no leader for a random time in [min, max] ms starts an election.",
-    ),
-    (
-        "election_timeout_max_ms",
-        "Upper bound of that random election timeout, in ms; must exceed the minimum.",
-    ),
-    (
-        "snapshot_logs_since_last",
-        "Build a snapshot after this many log entries since the last one.",
-    ),
-    (
-        "max_in_snapshot_log_to_keep",
-        "Entries kept in the log behind the last snapshot, for slow followers.",
-    ),
-    (
-        "rpc_timeout_ms",
-        "Timeout of one peer RPC (append, vote), in ms; snapshot transfers get 10x.",
-    ),
-    (
-        "max_payload_entries",
-        "Most log entries in one append request to a follower.",
-    ),
-];
-
-/// `(key, explanation)` for every `[limits]` option, in file order.
-const LIMITS_DOCS: &[(&str, &str)] = &[
-    (
-        "max_object_bytes",
-        "Largest object (its JSON), in bytes; at most the state machine's own ceiling.",
-    ),
-    (
-        "max_request_bytes",
-        "Largest gRPC request, in bytes; at least max_object_bytes.",
-    ),
-    (
-        "max_list_page",
-        "Largest list page a client may ask for, in objects.",
-    ),
-    (
-        "default_list_page",
-        "Page size when a client does not ask for one; at most max_list_page.",
-    ),
-    ("max_txn_ops", "Most operations in one txn."),
-    ("max_watchers", "Most concurrent watchers on one node."),
-    (
-        "watch_buffer",
-        "Events buffered per watcher; a watcher that falls this far behind is cut off.",
-    ),
-    (
-        "watch_history",
-        "Events kept in memory for watches that resume from an older revision.",
-    ),
-    (
-        "watch_history_bytes",
-        "Bytes of objects (approximate, as JSON) those events may hold; the oldest go first.",
-    ),
-    (
-        "bookmark_interval_ms",
-        "How often an idle watch gets a BOOKMARK with the current revision, in ms.",
-    ),
-    (
-        "max_pending_proposals",
-        "Most proposals waiting for the leader at once on one node.",
-    ),
-    (
-        "client_requests_per_second",
-        "Requests one client (its certificate's name, else its IP) may make per second on one node.",
-    ),
-    (
-        "client_request_burst",
-        "Requests one client may make at once after a quiet spell (its token bucket's size).",
-    ),
-    (
-        "client_calls_max",
-        "Calls one client may have in flight on one node; a watch or a wait counts until it ends.",
-    ),
-    (
-        "quota_bytes",
-        "Most bytes the data dir (log database, snapshot) may hold; beyond it writes that grow the state are refused (NOSPACE alarm).",
-    ),
-    (
-        "disk_reserve_bytes",
-        "Free bytes kept on the data dir's file system; below it the node raises NOSPACE too.",
-    ),
-    (
-        "space_check_interval_ms",
-        "How often the node measures its data dir and free disk, in ms.",
-    ),
-    (
-        "command_bytes_max",
-        "Largest command as written in the log (JSON), in bytes; at least max_request_bytes.",
-    ),
-    (
-        "peer_message_bytes_max",
-        "Largest peer message or client API answer, in bytes; at least what raft.max_payload_entries commands of command_bytes_max (or a max_list_page page) need.",
-    ),
-];
-
-/// `(key, explanation)` for every `[locks]` option, in file order.
-const LOCKS_DOCS: &[(&str, &str)] = &[
-    (
-        "lock_delay_ms",
-        "After a WRITE lock expires unreleased, it cannot be granted again for this long, in ms.",
-    ),
-    (
-        "sweep_interval_ms",
-        "How often the leader looks for expired holders and waiters, in ms.",
-    ),
-    (
-        "holders_max",
-        "Most holders of one lock (READ holders share it).",
-    ),
-    ("waiters_max", "Most waiters queued on one lock."),
-    ("locks_max", "Most locks (held or waited on) in the store."),
-    (
-        "details_bytes_max",
-        "Largest details JSON of one holder or waiter, in bytes.",
-    ),
-];
-
-/// `(key, explanation)` for every `[operations]` option, in file order.
-const OPERATIONS_DOCS: &[(&str, &str)] = &[
-    ("active_max", "Operations not yet ended, in the store."),
-    (
-        "per_target_max",
-        "Operations not yet ended on one target resource.",
-    ),
-    (
-        "finished_max",
-        "Ended operations kept for queries and idempotent submits; the oldest are forgotten.",
-    ),
-    (
-        "params_bytes_max",
-        "Largest params of one operation (compact JSON), in bytes.",
-    ),
-    (
-        "result_bytes_max",
-        "Largest response or error of one worker report, in bytes.",
-    ),
-    ("attempts_max", "Largest max_attempts an operation may have."),
-    (
-        "deadline_ms_max",
-        "Longest deadline an operation may have, in ms.",
-    ),
-    ("workers_max", "Most registered workers."),
-    ("handles_max", "Most Kind:verb handles of one worker."),
-    (
-        "capacity_max",
-        "Largest capacity (concurrent operations) a worker may ask for.",
-    ),
-    (
-        "schedule_interval_ms",
-        "How often the leader looks for operations to assign when nothing else wakes it, in ms.",
-    ),
-    (
-        "schedule_batch_max",
-        "Most assignments the leader has in flight (proposed, not yet answered).",
-    ),
-    (
-        "sweep_interval_ms",
-        "How often the leader looks for dead workers and passed deadlines, in ms.",
-    ),
-    (
-        "read_lock_verbs",
-        "Verbs that take their target's READ lock (they may run together); others take its WRITE lock.",
-    ),
-    ("delete_verbs", "Verbs whose success deletes the target."),
-    (
-        "decommission_verb",
-        "Verb of the operation that decommissions an ended (or toDelete) reservation; one of delete_verbs.",
-    ),
-    (
-        "max_attempts",
-        "Attempts an operation gets when its submit does not say.",
-    ),
-    (
-        "deadline_ms",
-        "Deadline of an operation from its submit when the submit does not say, in ms; 0: none.",
-    ),
-    (
-        "verb_deadline_ms",
-        "Deadlines of particular verbs in place of deadline_ms, in ms (e.g. { backup = 21600000 }); 0: none.",
-    ),
-];
-
-/// `(key, explanation)` for every `[status]` option (deployment status), in file order.
-const STATUS_DOCS: &[(&str, &str)] = &[
-    (
-        "resources_max",
-        "Most resources (AppContext and cluster-only) in one deployment.",
-    ),
-    (
-        "resource_bytes_max",
-        "Largest raw metadata + spec + status of one deployment resource, as JSON bytes.",
-    ),
-    (
-        "items_max",
-        "Most resources or updates in one StatusService request, hence one replicated command.",
-    ),
-    (
-        "query_resources_max",
-        "Most resources one all/detail/rsync status answer lists.",
-    ),
-];
-
-/// `(key, explanation)` for every `[pools]` option, in file order.
-const POOLS_DOCS: &[(&str, &str)] = &[
-    (
-        "reap_interval_ms",
-        "How often the leader looks for pool leases past their state's expiry, in ms.",
-    ),
-    (
-        "reset_state",
-        "The state a reaped pool resource goes to (a janitor cleans dirty ones).",
-    ),
-    (
-        "construct_verb",
-        "The verb of the operations that build virtual resources (MasonConstruct:<verb>).",
-    ),
-];
-
-/// The documented keys of `[pools]`.
-pub fn documented_pools_keys() -> Vec<&'static str> {
-    POOLS_DOCS.iter().map(|d| d.0).collect()
-}
-
-/// The documented keys of `[status]`.
-pub fn documented_status_keys() -> Vec<&'static str> {
-    STATUS_DOCS.iter().map(|d| d.0).collect()
-}
-
-/// The documented keys of `[operations]`.
-pub fn documented_operations_keys() -> Vec<&'static str> {
-    OPERATIONS_DOCS.iter().map(|d| d.0).collect()
-}
-
-/// The documented keys of `[raft]`, `[limits]` and `[locks]`, for tests that check nothing is
-/// missing.
-pub fn documented_keys() -> (Vec<&'static str>, Vec<&'static str>, Vec<&'static str>) {
-    (
-        RAFT_DOCS.iter().map(|d| d.0).collect(),
-        LIMITS_DOCS.iter().map(|d| d.0).collect(),
-        LOCKS_DOCS.iter().map(|d| d.0).collect(),
-    )
-}
 
 /// Loopback node `id` on the default ports: client 127.0.0.1:700N, peer 127.0.0.1:710N.
 pub fn loopback_member(id: u64) -> MemberConfig {
@@ -402,30 +146,23 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
         out.push_str(&format!("# {line}\n"));
     }
     out.push_str("#\n# Every [raft], [limits], [locks], [operations], [status] and [pools] option is listed with its default; uncomment a line to change it.\n\n");
-    out.push_str("# This node's id (>= 1). Never reuse the id of a removed node.\n");
+    doc_line(&mut out, "id")?;
     out.push_str(&format!("id = {}\n", config.id));
-    out.push_str(
-        "# Where the client API (Resources, Cluster) listens; clients use it as an endpoint.\n",
-    );
+    doc_line(&mut out, "client_addr")?;
     out.push_str(&format!("client_addr = {}\n", quote(&config.client_addr)));
-    out.push_str("# Where the peer (Raft) service listens; only other nodes connect here.\n");
+    doc_line(&mut out, "peer_addr")?;
     out.push_str(&format!("peer_addr = {}\n", quote(&config.peer_addr)));
-    out.push_str(
-        "# Where Prometheus scrapes GET /metrics (plain HTTP); remove the line to serve none.\n",
-    );
+    doc_line(&mut out, "metrics_addr")?;
     match &config.metrics_addr {
         Some(addr) => out.push_str(&format!("metrics_addr = {}\n", quote(addr))),
         None => out.push_str("# metrics_addr = \"127.0.0.1:7201\"\n"),
     }
-    out.push_str("# Raft log, vote and snapshots live here (a relative path is relative to the working directory).\n");
+    doc_line(&mut out, "data_dir")?;
     out.push_str(&format!(
         "data_dir = {}\n",
         quote(&config.data_dir.display().to_string())
     ));
-    out.push_str(
-        "# The members a fresh cluster bootstraps with, the same on every node; the smallest id\n",
-    );
-    out.push_str("# initializes the cluster once. Empty on a node that joins later (`steward member add-learner`).\n");
+    doc_line(&mut out, "initial_members")?;
     if config.initial_members.is_empty() {
         out.push_str("initial_members = []\n");
     } else {
@@ -440,46 +177,40 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
         }
         out.push_str("]\n");
     }
-    render_tls(&mut out, &config.tls);
+    render_tls(&mut out, &config.tls)?;
     section(
         &mut out,
         "raft",
-        RAFT_DOCS,
         &toml::Value::try_from(&config.raft)?,
         &toml::Value::try_from(RaftConfig::default())?,
     )?;
     section(
         &mut out,
         "limits",
-        LIMITS_DOCS,
         &toml::Value::try_from(&config.limits)?,
         &toml::Value::try_from(Limits::default())?,
     )?;
     section(
         &mut out,
         "locks",
-        LOCKS_DOCS,
         &toml::Value::try_from(&config.locks)?,
         &toml::Value::try_from(LocksConfig::default())?,
     )?;
     section(
         &mut out,
         "operations",
-        OPERATIONS_DOCS,
         &toml::Value::try_from(config.operations())?,
         &toml::Value::try_from(OperationsConfig::default())?,
     )?;
     section(
         &mut out,
         "status",
-        STATUS_DOCS,
         &toml::Value::try_from(&config.status)?,
         &toml::Value::try_from(StatusConfig::default())?,
     )?;
     section(
         &mut out,
         "pools",
-        POOLS_DOCS,
         &toml::Value::try_from(&config.pools)?,
         &toml::Value::try_from(PoolsConfig::default())?,
     )?;
@@ -487,13 +218,13 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
 }
 
 /// Writes `[tls]`: the files when TLS is on, else `plaintext = true` with how to turn TLS on.
-fn render_tls(out: &mut String, tls: &crate::config::TlsConfig) {
+fn render_tls(out: &mut String, tls: &crate::config::TlsConfig) -> anyhow::Result<()> {
     out.push_str("\n[tls]\n");
     out.push_str(
         "# TLS on the client API and the peer port is required unless plaintext = true is set.\n",
     );
     if tls.plaintext {
-        out.push_str("# Plaintext: anyone who reaches the ports can read and write; for loopback trials only.\n");
+        doc_line(out, "tls.plaintext")?;
         out.push_str("plaintext = true\n");
         out.push_str("# For TLS, remove plaintext and name the PEM files (steward dev --tls makes a throw-away set):\n");
         out.push_str("# ca_file = \"certs/ca.pem\"\n");
@@ -507,39 +238,65 @@ fn render_tls(out: &mut String, tls: &crate::config::TlsConfig) {
                     .unwrap_or_default(),
             )
         };
-        out.push_str("# The CA (PEM) that signed every node's and client's certificate.\n");
+        doc_line(out, "tls.ca_file")?;
         out.push_str(&format!("ca_file = {}\n", path(&tls.ca_file)));
-        out.push_str(
-            "# This node's certificate, valid for the names clients and peers dial, and its key.\n",
-        );
+        doc_line(out, "tls.cert_file")?;
         out.push_str(&format!("cert_file = {}\n", path(&tls.cert_file)));
+        doc_line(out, "tls.key_file")?;
         out.push_str(&format!("key_file = {}\n", path(&tls.key_file)));
     }
-    out.push_str("# Clients of the client API must present a certificate signed by the CA (the peer port always requires one).\n");
+    doc_line(out, "tls.client_cert_required")?;
     if tls.client_cert_required {
         out.push_str("client_cert_required = true\n");
     } else {
         out.push_str("# client_cert_required = false\n");
     }
+    Ok(())
 }
+
+/// Writes the explanation of the option `key` (dotted) as a comment line.
+fn doc_line(out: &mut String, key: &str) -> anyhow::Result<()> {
+    let option = option(key).ok_or_else(|| anyhow::anyhow!("{key} is not in config::options"))?;
+    comment(out, option.doc);
+    Ok(())
+}
+
+/// Writes `text` as `# ` comment lines of at most `COMMENT_WIDTH` columns (a longer word gets
+/// a line of its own).
+fn comment(out: &mut String, text: &str) {
+    let mut line = String::from("#");
+    for word in text.split_whitespace() {
+        if line.len() > 1 && line.len() + 1 + word.len() > COMMENT_WIDTH {
+            out.push_str(&line);
+            out.push('\n');
+            line = String::from("#");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+}
+
+/// The widest comment line `render` writes.
+const COMMENT_WIDTH: usize = 100;
 
 /// Writes `[name]` with one explained line per option.
 fn section(
     out: &mut String,
     name: &str,
-    docs: &[(&str, &str)],
     values: &toml::Value,
     defaults: &toml::Value,
 ) -> anyhow::Result<()> {
     out.push_str(&format!("\n[{name}]\n"));
-    for (key, doc) in docs {
+    for (key, doc) in section_options(name) {
         let value = values
             .get(key)
             .ok_or_else(|| anyhow::anyhow!("{name}.{key} is documented but not a field"))?;
         let default = defaults
             .get(key)
             .ok_or_else(|| anyhow::anyhow!("{name}.{key} has no default"))?;
-        out.push_str(&format!("# {doc}\n"));
+        comment(out, doc);
         if value == default {
             out.push_str(&format!("# {key} = {default}\n"));
         } else {
@@ -554,541 +311,4 @@ fn quote(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde::Deserialize;
-    use std::collections::BTreeSet;
-
-    fn keys(value: toml::Value) -> BTreeSet<String> {
-        value
-            .as_table()
-            .map(|t| t.keys().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    #[test]
-    fn every_option_is_documented() {
-        let (raft, limits, locks) = documented_keys();
-        let want_ops = keys(toml::Value::try_from(OperationsConfig::default()).expect("ops"));
-        assert_eq!(
-            documented_operations_keys()
-                .iter()
-                .map(|k| k.to_string())
-                .collect::<BTreeSet<_>>(),
-            want_ops
-        );
-        let want_pools = keys(toml::Value::try_from(PoolsConfig::default()).expect("pools"));
-        assert_eq!(
-            documented_pools_keys()
-                .iter()
-                .map(|k| k.to_string())
-                .collect::<BTreeSet<_>>(),
-            want_pools
-        );
-        let want_status = keys(toml::Value::try_from(StatusConfig::default()).expect("status"));
-        assert_eq!(
-            documented_status_keys()
-                .iter()
-                .map(|k| k.to_string())
-                .collect::<BTreeSet<_>>(),
-            want_status
-        );
-        let want_locks = keys(toml::Value::try_from(LocksConfig::default()).expect("locks"));
-        assert_eq!(
-            locks.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>(),
-            want_locks
-        );
-        let want_raft = keys(toml::Value::try_from(RaftConfig::default()).expect("raft"));
-        let want_limits = keys(toml::Value::try_from(Limits::default()).expect("limits"));
-        assert_eq!(
-            raft.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>(),
-            want_raft
-        );
-        assert_eq!(
-            limits
-                .iter()
-                .map(|k| k.to_string())
-                .collect::<BTreeSet<_>>(),
-            want_limits
-        );
-    }
-
-    #[test]
-    fn rendered_configs_parse_back_and_validate() {
-        for nodes in [1, 3, 5] {
-            for id in 1..=nodes {
-                let config = loopback_config(id, nodes, Path::new("./steward-data"));
-                let text = render(&config, "test").expect("render");
-                let back: Config = toml::from_str(&text).expect("parse");
-                assert_eq!(back, config);
-                back.validate().expect("valid");
-            }
-        }
-    }
-
-    #[test]
-    fn tls_configs_parse_back() {
-        let mut config = loopback_config(2, 3, Path::new("d"));
-        config.tls = crate::config::TlsConfig {
-            ca_file: Some("certs/ca.pem".into()),
-            cert_file: Some("certs/steward-node-2.pem".into()),
-            key_file: Some("certs/steward-node-2-key.pem".into()),
-            client_cert_required: true,
-            ..Default::default()
-        };
-        let text = render(&config, "test").expect("render");
-        assert!(!text.contains("\nplaintext = true\n"), "{text}");
-        let back: Config = toml::from_str(&text).expect("parse");
-        assert_eq!(back, config);
-        back.validate().expect("valid");
-    }
-
-    #[test]
-    fn changed_tunables_are_written_uncommented() {
-        let mut config = loopback_config(1, 1, Path::new("d"));
-        config.raft.heartbeat_interval_ms = 50;
-        config.initial_members.clear();
-        let text = render(&config, "test").expect("render");
-        assert!(
-            text.contains("\nheartbeat_interval_ms = 50  # default: 100\n"),
-            "{text}"
-        );
-        assert!(text.contains("\ninitial_members = []\n"), "{text}");
-        let back: Config = toml::from_str(&text).expect("parse");
-        assert_eq!(back, config);
-    }
-
-    #[test]
-    fn loopback_ports_follow_the_node_id() {
-        let m = loopback_member(3);
-        assert_eq!(
-            (m.client_addr.as_str(), m.peer_addr.as_str()),
-            ("127.0.0.1:7003", "127.0.0.1:7103")
-        );
-        let c = loopback_config_at(BASE_PORT_MAX, 9, 9, Path::new("d"));
-        assert_eq!(c.metrics_addr.as_deref(), Some("127.0.0.1:65535"));
-        assert_eq!(c.initial_members[0].client_addr, "127.0.0.1:65327");
-    }
-
-    // ---- cluster-configs/ ----
-
-    fn cluster_configs_dir() -> std::path::PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster-configs")
-    }
-
-    /// `# key = value` lines become `key = value`; explanations stay comments.
-    fn uncomment(text: &str) -> String {
-        let mut out = String::new();
-        for line in text.lines() {
-            let option = line.strip_prefix("# ").filter(|rest| {
-                rest.split_once(" = ").is_some_and(|(key, _)| {
-                    !key.is_empty()
-                        && key
-                            .chars()
-                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-                })
-            });
-            out.push_str(option.unwrap_or(line));
-            out.push('\n');
-        }
-        out
-    }
-
-    /// Fails when a file under cluster-configs/ differs from what `render` writes today.
-    /// `STEWARD_BLESS_CONFIGS=1 cargo test --lib cluster_configs` rewrites them.
-    #[test]
-    fn cluster_configs_are_current() {
-        let bless = std::env::var_os("STEWARD_BLESS_CONFIGS").is_some();
-        let loopback = [3, 5].into_iter().flat_map(|nodes| {
-            (1..=nodes).map(move |id| {
-                (
-                    format!("{nodes}-node/node{id}.toml"),
-                    loopback_config(id, nodes, Path::new("./steward-data")),
-                    cluster_configs_title(id, nodes),
-                )
-            })
-        });
-        let compose = (1..=COMPOSE_NODES).map(|id| {
-            (
-                format!("docker/node{id}.toml"),
-                compose_config(id),
-                compose_title(id),
-            )
-        });
-        {
-            for (file, config, title) in loopback.chain(compose) {
-                let path = cluster_configs_dir().join(file);
-                let want = render(&config, &title).expect("render");
-                if bless {
-                    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-                    std::fs::write(&path, &want).expect("write");
-                }
-                let got = std::fs::read_to_string(&path).unwrap_or_default();
-                assert!(
-                    got == want,
-                    "{} is stale; rewrite with STEWARD_BLESS_CONFIGS=1 cargo test --lib cluster_configs",
-                    path.display()
-                );
-            }
-        }
-    }
-
-    /// cluster-configs/docker/docker-compose.yml runs one service per Compose config, named as
-    /// the members dial it, with that config mounted and the client and metrics ports published.
-    #[test]
-    fn compose_file_agrees_with_the_node_configs() {
-        let path = cluster_configs_dir().join("docker/docker-compose.yml");
-        let text = std::fs::read_to_string(&path).expect("docker-compose.yml");
-        let doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("yaml");
-        for id in 1..=COMPOSE_NODES {
-            let member = compose_member(id);
-            let host = member.peer_addr.split(':').next().expect("host");
-            let service = &doc["services"][host];
-            assert_eq!(service["hostname"], host, "service {host}");
-            let file = format!("/etc/steward/node{id}.toml");
-            assert_eq!(service["command"][2], file.as_str(), "service {host}");
-            let volumes = format!("{:?}", service["volumes"]);
-            assert!(
-                volumes.contains(&format!("./node{id}.toml:{file}:ro")),
-                "{host}: {volumes}"
-            );
-            let ports = format!("{:?}", service["ports"]);
-            for port in [COMPOSE_CLIENT_PORT, COMPOSE_METRICS_PORT] {
-                assert!(ports.contains(&format!("}}:{port}")), "{host}: {ports}");
-            }
-            // The node's TLS files, and only those, are bind-mounted read-only from the
-            // certificates dir, named as `steward certs create` names them.
-            let tls = compose_config(id).tls;
-            let files = [&tls.ca_file, &tls.cert_file, &tls.key_file]
-                .map(|f| f.as_ref().expect("TLS file").display().to_string());
-            let binds: Vec<(String, String)> = service["volumes"]
-                .as_sequence()
-                .expect("volumes")
-                .iter()
-                .filter(|v| v["type"] == "bind")
-                .map(|v| {
-                    assert_eq!(v["read_only"], true, "{host}: {v:?}");
-                    let text = |key: &str| v[key].as_str().expect(key).to_string();
-                    (text("target"), text("source"))
-                })
-                .collect();
-            let want: Vec<(String, String)> = files
-                .iter()
-                .map(|f| {
-                    let name = f.rsplit('/').next().expect("file name");
-                    (f.clone(), format!("${{STEWARD_CERTS:-./certs}}/{name}"))
-                })
-                .collect();
-            assert_eq!(binds, want, "{host}: certificate mounts");
-            assert!(
-                files[1].ends_with(&format!("/{}.pem", crate::tls::node_common_name(id))),
-                "{host}: {}",
-                files[1]
-            );
-            // Its healthcheck asks the node itself over mutual TLS with the mounted files.
-            let test: Vec<String> = service["healthcheck"]["test"]
-                .as_sequence()
-                .expect("healthcheck test")
-                .iter()
-                .map(|a| a.as_str().expect("string").to_string())
-                .collect();
-            assert_eq!(test[0], "CMD", "{host}");
-            let probe = health_probe(&test[1..], host);
-            assert_eq!(
-                probe.endpoints,
-                format!("127.0.0.1:{COMPOSE_CLIENT_PORT}"),
-                "{host}"
-            );
-            let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
-            assert_eq!(
-                [path(&probe.cacert), path(&probe.cert), path(&probe.key)],
-                files.map(Some),
-                "{host}: healthcheck TLS files"
-            );
-        }
-    }
-
-    /// A `steward ... cluster health` probe command (program first), parsed by the real command
-    /// line: its global options.
-    fn health_probe(command: &[String], what: &str) -> crate::cli::GlobalOpts {
-        use clap::Parser;
-        assert_eq!(
-            command.first().map(String::as_str),
-            Some("/usr/local/bin/steward"),
-            "{what}: {command:?}"
-        );
-        let cli = crate::cli::Cli::try_parse_from(command)
-            .unwrap_or_else(|e| panic!("{what}: {command:?}: {e}"));
-        assert!(
-            matches!(
-                cli.command,
-                crate::cli::Command::Cluster(super::super::member::ClusterCommand::Health)
-            ),
-            "{what}: {command:?} is not `cluster health`"
-        );
-        cli.global
-    }
-
-    /// The files a `kubectl create secret generic steward-tls --from-file=...` command in `text`
-    /// (continued over lines ending in `\`) puts in the Secret, by key.
-    fn secret_files(text: &str, what: &str) -> BTreeSet<String> {
-        let start = text
-            .find("kubectl create secret generic steward-tls")
-            .unwrap_or_else(|| panic!("{what}: no `kubectl create secret generic steward-tls`"));
-        let mut files = BTreeSet::new();
-        for line in text[start..].lines() {
-            for arg in line.split_whitespace() {
-                if let Some(from) = arg.strip_prefix("--from-file=") {
-                    let key = match from.split_once('=') {
-                        Some((key, _)) => key,
-                        None => from.rsplit('/').next().unwrap_or(from),
-                    };
-                    files.insert(key.to_string());
-                }
-            }
-            if !line.trim_end().ends_with('\\') {
-                break;
-            }
-        }
-        files
-    }
-
-    /// cluster-configs/kubernetes/steward.yaml holds together: each pod's config (a ConfigMap key
-    /// named after the pod) parses, validates and has the pod's node id; the members are the
-    /// pods' stable names under the headless Service; the StatefulSet runs as many pods as there
-    /// are configs, mounts the data dir the configs name, probes gRPC health on the client
-    /// port; a PodDisruptionBudget allows one pod down. TLS: each config serves its node's
-    /// certificate from the Secret steward-tls, mounted where the configs look; the readiness
-    /// probe runs `steward cluster health` on the client port over mutual TLS with files of that
-    /// Secret; and the `kubectl create secret` commands of the manifest's header and of the
-    /// README put exactly the files the pods read into it (not the CA's key).
-    #[test]
-    fn kubernetes_manifests_agree_with_the_node_configs() {
-        let path = cluster_configs_dir().join("kubernetes/steward.yaml");
-        let text = std::fs::read_to_string(&path).expect("steward.yaml");
-        let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
-            .map(|d| serde_yaml::Value::deserialize(d).expect("yaml document"))
-            .collect();
-        let find = |kind: &str, name: &str| {
-            docs.iter()
-                .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
-                .unwrap_or_else(|| panic!("no {kind} {name}"))
-                .clone()
-        };
-        let headless = find("Service", "steward");
-        assert_eq!(headless["spec"]["clusterIP"], "None");
-        assert_eq!(headless["spec"]["publishNotReadyAddresses"], true);
-        let sts = find("StatefulSet", "steward");
-        assert_eq!(sts["spec"]["serviceName"], "steward");
-        let replicas = sts["spec"]["replicas"].as_u64().expect("replicas");
-        let data = find("ConfigMap", "steward-config")["data"].clone();
-        let data = data.as_mapping().expect("configmap data");
-        assert_eq!(data.len() as u64, replicas, "one config per pod");
-        let pod = &sts["spec"]["template"]["spec"];
-        let container = &pod["containers"][0];
-        let args: Vec<&str> = container["args"]
-            .as_sequence()
-            .expect("args")
-            .iter()
-            .filter_map(|a| a.as_str())
-            .collect();
-        assert_eq!(args, ["serve", "--config", "/etc/steward/$(POD_NAME).toml"]);
-        assert_eq!(
-            container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
-            "metadata.name"
-        );
-        let mount = |name: &str| {
-            container["volumeMounts"]
-                .as_sequence()
-                .expect("mounts")
-                .iter()
-                .find(|m| m["name"] == name)
-                .and_then(|m| m["mountPath"].as_str())
-                .map(str::to_string)
-                .unwrap_or_else(|| panic!("no mount {name}"))
-        };
-        assert_eq!(mount("config"), "/etc/steward");
-        let tls_volume = pod["volumes"]
-            .as_sequence()
-            .expect("volumes")
-            .iter()
-            .find(|v| v["name"] == "tls")
-            .expect("volume tls");
-        assert_eq!(tls_volume["secret"]["secretName"], "steward-tls");
-        let tls_dir = PathBuf::from(mount("tls"));
-        let probe_command: Vec<String> = container["readinessProbe"]["exec"]["command"]
-            .as_sequence()
-            .expect("readiness probe exec command")
-            .iter()
-            .map(|a| a.as_str().expect("string").to_string())
-            .collect();
-        let probe = health_probe(&probe_command, "readinessProbe");
-        // Every file the pods read from the Secret, by key.
-        let mut secret_keys = BTreeSet::new();
-        for file in [&probe.cacert, &probe.cert, &probe.key] {
-            let file = file.as_ref().expect("probe TLS file");
-            assert_eq!(file.parent(), Some(tls_dir.as_path()), "probe: {file:?}");
-            secret_keys.insert(
-                file.file_name()
-                    .expect("name")
-                    .to_string_lossy()
-                    .into_owned(),
-            );
-        }
-        for ordinal in 0..replicas {
-            let key = format!("steward-{ordinal}.toml");
-            let toml_text = data
-                .get(serde_yaml::Value::from(key.as_str()))
-                .and_then(|v| v.as_str())
-                .unwrap_or_else(|| panic!("no {key}"));
-            let config: Config = toml::from_str(toml_text).unwrap_or_else(|e| panic!("{key}: {e}"));
-            config.validate().unwrap_or_else(|e| panic!("{key}: {e}"));
-            assert_eq!(config.id, ordinal + 1, "{key}");
-            assert_eq!(
-                config.data_dir.display().to_string(),
-                mount("data"),
-                "{key}"
-            );
-            let members: Vec<(u64, String, String)> = config
-                .initial_members
-                .iter()
-                .map(|m| (m.id, m.peer_addr.clone(), m.client_addr.clone()))
-                .collect();
-            let want: Vec<(u64, String, String)> = (0..replicas)
-                .map(|o| {
-                    (
-                        o + 1,
-                        format!("steward-{o}.steward:{COMPOSE_PEER_PORT}"),
-                        format!("steward-{o}.steward:{COMPOSE_CLIENT_PORT}"),
-                    )
-                })
-                .collect();
-            assert_eq!(members, want, "{key}");
-            let port = |addr: &str| addr.rsplit(':').next().and_then(|p| p.parse::<u64>().ok());
-            assert_eq!(
-                port(&probe.endpoints),
-                port(&config.client_addr),
-                "{key}: readiness probes the client port"
-            );
-            let tls = &config.tls;
-            assert!(
-                !tls.plaintext && tls.client_cert_required,
-                "{key}: mutual TLS"
-            );
-            assert_eq!(
-                tls.ca_file, probe.cacert,
-                "{key}: the probe trusts the nodes' CA"
-            );
-            let node = crate::tls::node_common_name(config.id);
-            for (file, name) in [
-                (&tls.cert_file, format!("{node}.pem")),
-                (&tls.key_file, format!("{node}-key.pem")),
-            ] {
-                assert_eq!(file.as_ref(), Some(&tls_dir.join(&name)), "{key}");
-                secret_keys.insert(name);
-            }
-        }
-        assert!(!secret_keys.contains("ca-key.pem"));
-        assert_eq!(
-            secret_files(&text, "steward.yaml"),
-            secret_keys,
-            "steward.yaml's header: kubectl create secret"
-        );
-        let readme =
-            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-                .expect("README.md");
-        assert_eq!(
-            secret_files(&readme, "README.md"),
-            secret_keys,
-            "README.md: kubectl create secret"
-        );
-        let pdb = find("PodDisruptionBudget", "steward");
-        assert_eq!(pdb["spec"]["maxUnavailable"], 1);
-        assert_eq!(
-            sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"],
-            "data"
-        );
-    }
-
-    /// Every file loads and validates, and its commented-out options are exactly the defaults of
-    /// src/config.rs, with none missing.
-    #[test]
-    fn cluster_configs_load_with_documented_defaults() {
-        let mut files = Vec::new();
-        for dir in std::fs::read_dir(cluster_configs_dir()).expect("cluster-configs/") {
-            let dir = dir.expect("entry").path();
-            for file in std::fs::read_dir(&dir).into_iter().flatten() {
-                let file = file.expect("entry").path();
-                if file.extension().is_some_and(|e| e == "toml") {
-                    files.push(file);
-                }
-            }
-        }
-        assert!(
-            files.len() >= 11,
-            "expected the 3-node, 5-node and Compose configs, found {files:?}"
-        );
-        let full_raft = keys(toml::Value::try_from(RaftConfig::default()).expect("raft"));
-        let full_limits = keys(toml::Value::try_from(Limits::default()).expect("limits"));
-        let full_locks = keys(toml::Value::try_from(LocksConfig::default()).expect("locks"));
-        let full_ops = keys(toml::Value::try_from(OperationsConfig::default()).expect("ops"));
-        for file in files {
-            let name = file.display().to_string();
-            let config = Config::load(&file).unwrap_or_else(|e| panic!("{e}"));
-            config.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
-            let stem = file
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or_default();
-            assert_eq!(
-                stem,
-                format!("node{}", config.id),
-                "{name}: file name and id differ"
-            );
-            let text = uncomment(&std::fs::read_to_string(&file).expect("read"));
-            let table: toml::Value =
-                toml::from_str(&text).unwrap_or_else(|e| panic!("{name} uncommented: {e}"));
-            assert_eq!(
-                keys(table["raft"].clone()),
-                full_raft,
-                "{name}: [raft] options missing or unknown"
-            );
-            assert_eq!(
-                keys(table["limits"].clone()),
-                full_limits,
-                "{name}: [limits] options missing or unknown"
-            );
-            assert_eq!(
-                keys(table["locks"].clone()),
-                full_locks,
-                "{name}: [locks] options missing or unknown"
-            );
-            assert_eq!(
-                keys(table["operations"].clone()),
-                full_ops,
-                "{name}: [operations] options missing or unknown"
-            );
-            let defaults: Config = toml::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(
-                *defaults.operations(),
-                OperationsConfig::default(),
-                "{name}: commented [operations] defaults differ"
-            );
-            assert_eq!(
-                defaults.locks,
-                LocksConfig::default(),
-                "{name}: commented [locks] defaults differ"
-            );
-            assert_eq!(
-                defaults.raft,
-                RaftConfig::default(),
-                "{name}: commented [raft] defaults differ"
-            );
-            assert_eq!(
-                defaults.limits,
-                Limits::default(),
-                "{name}: commented [limits] defaults differ"
-            );
-        }
-    }
-}
+mod tests;

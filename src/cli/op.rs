@@ -100,10 +100,10 @@ pub struct SubmitArgs {
     /// Create the target in the same step from this object JSON (it must not exist yet).
     #[arg(long, value_parser = parse_json)]
     pub create: Option<Value>,
-    /// Attempts before the operation fails (default: the server's operations.max_attempts).
+    /// Attempts before the operation fails (default: the server's operations.attempts_default).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_attempts: Option<u32>,
-    /// Fail or abort the operation this long after submit (default: operations.deadline_ms).
+    /// Fail or abort the operation this long after submit (default: operations.deadline_ms_default).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub deadline: Option<Duration>,
     /// Take this resource's lock, KIND/NAME in the same namespace, instead of the target's

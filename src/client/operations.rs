@@ -40,9 +40,9 @@ pub struct SubmitOptions {
     pub idempotency_key: Option<String>,
     /// The target object, created in the same step (it must not exist yet).
     pub create: Option<Value>,
-    /// `None`: the server's default (operations.max_attempts).
+    /// `None`: the server's default (operations.attempts_default).
     pub max_attempts: Option<u32>,
-    /// `None`: the server's default (operations.deadline_ms).
+    /// `None`: the server's default (operations.deadline_ms_default).
     pub deadline: Option<Duration>,
     /// (kind, name) of the resource whose lock the operation takes instead of its target's, in
     /// the target's namespace (a backup locks its deployment).

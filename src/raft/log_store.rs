@@ -62,7 +62,7 @@ pub const REPLICATION_PAYLOAD_BYTES_MAX: usize = 2 << 20;
 pub const RECENT_ENTRIES_BYTES_MAX: usize = 4 << 20;
 
 /// At most this many durable entries stay in memory, however small: several payloads of
-/// `raft.max_payload_entries` (512 by default).
+/// `raft.payload_entries_max` (512 by default).
 pub const RECENT_ENTRIES_MAX: usize = 4096;
 
 /// Log index -> the entry as serde_json (the payload holds `serde_json::Value`s, which only a

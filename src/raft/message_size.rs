@@ -5,12 +5,12 @@
 //! (which is the floor for the default client limits), and by the peer transport (network.rs,
 //! forward.rs), which refuses a message over the limit before sending it.
 //!
-//! The trap this avoids: openraft sends up to `raft.max_payload_entries` entries per
+//! The trap this avoids: openraft sends up to `raft.payload_entries_max` entries per
 //! AppendEntries and cannot split a request by bytes. A limit below what one legal request needs
 //! would be refused on every retry, and the follower would never catch up. So the floor is the
 //! largest of what each kind of message can legally carry:
 //!
-//! - AppendEntries: `max_payload_entries` x (`command_bytes_max` + `ENTRY_FRAMING_BYTES`) +
+//! - AppendEntries: `payload_entries_max` x (`command_bytes_max` + `ENTRY_FRAMING_BYTES`) +
 //!   `MESSAGE_FRAMING_BYTES`. Every normal entry's command passed the leader's admission
 //!   (`Node::admit`), which refuses a command whose JSON exceeds `limits.command_bytes_max`;
 //!   `ENTRY_FRAMING_BYTES` covers the log id, the leader's time stamp and the `Guarded` wrapper
@@ -21,7 +21,7 @@
 //! - A snapshot chunk: `SNAPSHOT_CHUNK_BYTES` of body, the first one also the header (the vote
 //!   and the snapshot's meta, a membership), within `MESSAGE_FRAMING_BYTES`.
 //! - A client API list answer (the same limit bounds the client API's encoding):
-//!   `max_list_page` objects of at most `2 x OBJECT_BYTES_MAX` each (an operation's result may
+//!   `list_page_max` objects of at most `2 x OBJECT_BYTES_MAX` each (an operation's result may
 //!   take an object past `OBJECT_BYTES_MAX`, by at most that much again).
 //!
 //! With the default limits: 512 x (5 MiB + 1 KiB) + 64 KiB = 2 560.6 MiB, the AppendEntries term;
@@ -43,15 +43,15 @@ pub const MESSAGE_FRAMING_BYTES: usize = 64 * 1024;
 /// The least `limits.peer_message_bytes_max` may be (see the module comment for each term).
 pub fn peer_message_bytes_floor(
     command_bytes_max: usize,
-    max_payload_entries: u64,
-    max_list_page: u32,
+    payload_entries_max: u64,
+    list_page_max: u32,
 ) -> usize {
-    let entries = usize::try_from(max_payload_entries).unwrap_or(usize::MAX);
+    let entries = usize::try_from(payload_entries_max).unwrap_or(usize::MAX);
     let append = entries.saturating_mul(command_bytes_max.saturating_add(ENTRY_FRAMING_BYTES));
     let forward = FORWARD_BATCH_BYTES_MAX
         .max(command_bytes_max)
         .saturating_add(FORWARD_BATCH_COMMANDS_MAX + 2);
-    let list = (max_list_page as usize).saturating_mul(2 * OBJECT_BYTES_MAX);
+    let list = (list_page_max as usize).saturating_mul(2 * OBJECT_BYTES_MAX);
     append
         .max(forward)
         .max(SNAPSHOT_CHUNK_BYTES)

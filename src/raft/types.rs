@@ -48,12 +48,12 @@ pub fn raft_settings(
     openraft::Config {
         cluster_name: r.cluster_name.clone(),
         heartbeat_interval: r.heartbeat_interval_ms,
-        election_timeout_min: r.election_timeout_min_ms,
-        election_timeout_max: r.election_timeout_max_ms,
+        election_timeout_min: r.election_timeout_ms_min,
+        election_timeout_max: r.election_timeout_ms_max,
         install_snapshot_timeout: r.rpc_timeout_ms * 10,
-        max_payload_entries: r.max_payload_entries,
+        max_payload_entries: r.payload_entries_max,
         snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(r.snapshot_logs_since_last),
-        max_in_snapshot_log_to_keep: r.max_in_snapshot_log_to_keep,
+        max_in_snapshot_log_to_keep: r.log_behind_snapshot_max,
         enable_pre_vote: Some(true),
         ..Default::default()
     }

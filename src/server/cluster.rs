@@ -327,7 +327,7 @@ impl ClusterService {
 
     /// How long AddLearner waits for the new learner to catch up.
     fn catch_up_timeout(&self) -> Duration {
-        Duration::from_millis(self.node.config.raft.election_timeout_max_ms * 20)
+        Duration::from_millis(self.node.config.raft.election_timeout_ms_max * 20)
     }
 
     fn busy() -> Status {
@@ -804,7 +804,7 @@ impl Cluster for ClusterService {
             .transfer_leader(to)
             .await
             .map_err(|e| errors::unavailable(format!("raft stopped: {e}"), None))?;
-        let timeout = Duration::from_millis(self.node.config.raft.election_timeout_max_ms * 5);
+        let timeout = Duration::from_millis(self.node.config.raft.election_timeout_ms_max * 5);
         self.node
             .raft
             .wait(Some(timeout))

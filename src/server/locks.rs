@@ -385,7 +385,7 @@ impl Locks for LocksService {
 /// after the grace of one election timeout that follows every change of leader.
 pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let interval = Duration::from_millis(node.config.locks.sweep_interval_ms);
-    let grace_ms = node.config.raft.election_timeout_max_ms;
+    let grace_ms = node.config.raft.election_timeout_ms_max;
     let lock_delay_ms = node.config.locks.lock_delay_ms;
     loop {
         tokio::select! {

@@ -110,7 +110,7 @@ impl RunningNode {
 pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
     crate::bugs::check_env()?;
     // NOT_APPLIED's RetryInfo: about the time a new leader takes to appear.
-    errors::set_election_timeout(Duration::from_millis(config.raft.election_timeout_min_ms));
+    errors::set_election_timeout(Duration::from_millis(config.raft.election_timeout_ms_min));
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
     let client_listener = TcpListener::bind(&config.client_addr)
@@ -180,7 +180,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
     let client_server = server_builder(tls.as_ref().map(|t| t.client_api.clone()), "client API")?;
     let peer_server = server_builder(tls.map(|t| t.peer_server), "peer")?;
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let max_msg = config.limits.max_request_bytes;
+    let max_msg = config.limits.request_bytes_max;
     let max_answer = config.limits.peer_message_bytes_max;
     let (health, health_service) = tonic_health::server::health_reporter();
     let mut servers = vec![

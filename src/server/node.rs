@@ -63,7 +63,7 @@ pub struct Node {
     pub metrics: Arc<Metrics>,
     /// Serialises membership changes on this node: a second one is refused, not queued.
     pub membership_lock: tokio::sync::Mutex<()>,
-    /// Bounds proposals in flight through this node (limits.max_pending_proposals).
+    /// Bounds proposals in flight through this node (limits.pending_proposals_max).
     pending: Semaphore,
     /// Batches the commands this node forwards to the leader.
     forwarder: Forwarder,
@@ -87,7 +87,7 @@ impl Node {
     ) -> Node {
         Node {
             id: config.id,
-            pending: Semaphore::new(config.limits.max_pending_proposals),
+            pending: Semaphore::new(config.limits.pending_proposals_max),
             forwarder: Forwarder::new(
                 channels.clone(),
                 Duration::from_millis(config.raft.rpc_timeout_ms * 5),
@@ -125,7 +125,7 @@ impl Node {
 
     /// How long to wait for a leader to appear before answering Unavailable.
     fn leader_wait(&self) -> Duration {
-        Duration::from_millis((self.config.raft.election_timeout_max_ms * 5).max(5_000))
+        Duration::from_millis((self.config.raft.election_timeout_ms_max * 5).max(5_000))
     }
 
     /// The current leader and its addresses, waiting for one up to a few election timeouts or
@@ -267,7 +267,7 @@ impl Node {
     /// Refused, in this order: a command that may grow the state while a NOSPACE alarm is raised
     /// (apply would refuse it; not appending it keeps refused writes out of the log), a command
     /// whose JSON exceeds `limits.command_bytes_max` (peer message sizes rely on it,
-    /// `raft::message_size`), and one more proposal than `limits.max_pending_proposals`. Every
+    /// `raft::message_size`), and one more proposal than `limits.pending_proposals_max`. Every
     /// refusal is marked not applied. The permit is held until the proposal is answered.
     pub fn admit(&self, command: &Command) -> Result<SemaphorePermit<'_>, Status> {
         if let Err(rejection) = self.state().ensure_space_for(command) {
@@ -288,10 +288,10 @@ impl Node {
         }
         self.pending.try_acquire().map_err(|_| {
             errors::not_applied(errors::overloaded(
-                "limits.max_pending_proposals",
+                "limits.pending_proposals_max",
                 format!(
-                    "too many proposals in flight on node {} (limits.max_pending_proposals = {})",
-                    self.id, limits.max_pending_proposals
+                    "too many proposals in flight on node {} (limits.pending_proposals_max = {})",
+                    self.id, limits.pending_proposals_max
                 ),
             ))
         })

@@ -68,16 +68,16 @@ pub fn policy(
     };
     let deadline_ms = match deadline_ms {
         0 => c
-            .verb_deadline_ms
+            .verb_deadline_ms_default
             .get(verb)
             .copied()
-            .unwrap_or(c.deadline_ms),
+            .unwrap_or(c.deadline_ms_default),
         d => d,
     };
     OpPolicy {
         lock: Some(OpLock::on_target(target, mode)),
         max_attempts: if max_attempts == 0 {
-            c.max_attempts
+            c.attempts_default
         } else {
             max_attempts
         },
@@ -238,13 +238,13 @@ impl OperationsService {
         if json.trim().is_empty() {
             return Ok(None);
         }
-        let max = self.node.config.limits.max_object_bytes;
+        let max = self.node.config.limits.object_bytes_max;
         if json.len() > max {
             return Err(errors::limit(
-                "limits.max_object_bytes",
+                "limits.object_bytes_max",
                 format!(
                     "create_object_json is {} bytes; the limit is {max} bytes \
-                     (limits.max_object_bytes)",
+                     (limits.object_bytes_max)",
                     json.len()
                 ),
             ));
@@ -340,14 +340,14 @@ impl Operations for OperationsService {
         let req = request.into_inner();
         let limits = &self.node.config.limits;
         let limit = match req.limit {
-            0 => limits.default_list_page,
-            n if n > limits.max_list_page => {
+            0 => limits.list_page_default,
+            n if n > limits.list_page_max => {
                 return Err(errors::limit_with_code(
                     tonic::Code::InvalidArgument,
-                    "limits.max_list_page",
+                    "limits.list_page_max",
                     format!(
-                        "limit: {n} is more than limits.max_list_page = {}",
-                        limits.max_list_page
+                        "limit: {n} is more than limits.list_page_max = {}",
+                        limits.list_page_max
                     ),
                 ))
             }
@@ -454,15 +454,15 @@ mod tests {
             (lock.name.as_str(), lock.mode),
             ("Director/default/d1", StateLockMode::Write)
         );
-        assert_eq!(create.max_attempts, config.max_attempts);
-        assert_eq!(create.deadline_ms, Some(config.deadline_ms));
+        assert_eq!(create.max_attempts, config.attempts_default);
+        assert_eq!(create.deadline_ms, Some(config.deadline_ms_default));
         assert!(!create.deletes_target);
         let backup = policy(&config, &target, "backup", 5, 60_000);
         assert_eq!(backup.lock.expect("a lock").mode, StateLockMode::Read);
         assert_eq!((backup.max_attempts, backup.deadline_ms), (5, Some(60_000)));
         assert!(policy(&config, &target, "delete", 0, 0).deletes_target);
         let no_deadline = OperationsConfig {
-            deadline_ms: 0,
+            deadline_ms_default: 0,
             ..OperationsConfig::default()
         };
         assert_eq!(
@@ -470,7 +470,8 @@ mod tests {
             None
         );
         let per_verb = OperationsConfig {
-            verb_deadline_ms: [("backup".to_string(), 3_600_000), ("bind".to_string(), 0)].into(),
+            verb_deadline_ms_default: [("backup".to_string(), 3_600_000), ("bind".to_string(), 0)]
+                .into(),
             ..OperationsConfig::default()
         };
         let deadline = |verb, asked| policy(&per_verb, &target, verb, 0, asked).deadline_ms;
@@ -481,7 +482,7 @@ mod tests {
             "the submit's own wins"
         );
         assert_eq!(deadline("bind", 0), None, "0: no deadline for that verb");
-        assert_eq!(deadline("create", 0), Some(per_verb.deadline_ms));
+        assert_eq!(deadline("create", 0), Some(per_verb.deadline_ms_default));
     }
 
     #[test]

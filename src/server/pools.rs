@@ -36,7 +36,7 @@ impl PoolsService {
         check_pool_action(&action).map_err(|r| errors::rejection(&r))?;
         let command = Command::Pools(PoolCommand {
             action,
-            grace_ms: self.node.config.raft.election_timeout_max_ms,
+            grace_ms: self.node.config.raft.election_timeout_ms_max,
         });
         match self.node.propose(command).await? {
             Response::Object { object, revision } => Ok((vec![info(&object)], revision)),
@@ -215,7 +215,7 @@ impl LeaseService for PoolsService {
         let events = self.node.hub.subscribe_pools();
         let command = Command::Pools(PoolCommand {
             action,
-            grace_ms: self.node.config.raft.election_timeout_max_ms,
+            grace_ms: self.node.config.raft.election_timeout_ms_max,
         });
         let (object, revision, leased) = match self.node.propose(command).await? {
             Response::Object { object, revision } => (object, revision, Vec::new()),
@@ -360,7 +360,7 @@ impl LeaseService for PoolsService {
         check_pool_action(&action).map_err(|r| errors::rejection(&r))?;
         let command = Command::Pools(PoolCommand {
             action,
-            grace_ms: self.node.config.raft.election_timeout_max_ms,
+            grace_ms: self.node.config.raft.election_timeout_ms_max,
         });
         match self.node.propose(command).await? {
             Response::Txn { objects, revision } => Ok(GrpcResponse::new(PoolSyncVirtualReply {
@@ -428,7 +428,7 @@ impl LeaseService for PoolsService {
 /// against the entry's time.
 pub async fn run_reaper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let interval = Duration::from_millis(node.config.pools.reap_interval_ms);
-    let grace_ms = node.config.raft.election_timeout_max_ms;
+    let grace_ms = node.config.raft.election_timeout_ms_max;
     let dest = node.config.pools.reset_state.clone();
     loop {
         tokio::select! {
@@ -489,7 +489,7 @@ pub async fn run_reaper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<
 pub async fn run_mason(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
     use tokio::sync::broadcast::error::TryRecvError;
     let interval = Duration::from_millis(node.config.pools.reap_interval_ms);
-    let grace_ms = node.config.raft.election_timeout_max_ms;
+    let grace_ms = node.config.raft.election_timeout_ms_max;
     let config = node.config.operations();
     let verb = node.config.pools.construct_verb.clone();
     let mut pools = node.hub.subscribe_pools();

@@ -35,12 +35,12 @@ impl ResourcesService {
 
     /// Parses and checks an object from the wire against the size limit and the structural rules.
     fn parse_object(&self, json: &str) -> Result<Resource, Status> {
-        let max = self.node.config.limits.max_object_bytes;
+        let max = self.node.config.limits.object_bytes_max;
         if json.len() > max {
             return Err(errors::limit(
-                "limits.max_object_bytes",
+                "limits.object_bytes_max",
                 format!(
-                    "object is {} bytes; the limit is {max} bytes (limits.max_object_bytes)",
+                    "object is {} bytes; the limit is {max} bytes (limits.object_bytes_max)",
                     json.len()
                 ),
             ));
@@ -263,14 +263,14 @@ impl Resources for ResourcesService {
         }
         let limits = &self.node.config.limits;
         let limit = match req.limit {
-            0 => limits.default_list_page,
-            n if n > limits.max_list_page => {
+            0 => limits.list_page_default,
+            n if n > limits.list_page_max => {
                 return Err(errors::limit_with_code(
                     tonic::Code::InvalidArgument,
-                    "limits.max_list_page",
+                    "limits.list_page_max",
                     format!(
-                        "limit: {n} is above the largest page, {} (limits.max_list_page)",
-                        limits.max_list_page
+                        "limit: {n} is above the largest page, {} (limits.list_page_max)",
+                        limits.list_page_max
                     ),
                 ))
             }
@@ -363,16 +363,16 @@ impl Resources for ResourcesService {
     async fn txn(&self, request: Request<TxnRequest>) -> Result<GrpcResponse<TxnReply>, Status> {
         let caller = auth::caller(&request);
         let req = request.into_inner();
-        let max = self.node.config.limits.max_txn_ops;
+        let max = self.node.config.limits.txn_ops_max;
         if req.ops.is_empty() {
             return Err(errors::invalid("ops", "a txn needs at least one op"));
         }
         if req.ops.len() > max {
             return Err(errors::limit_with_code(
                 tonic::Code::InvalidArgument,
-                "limits.max_txn_ops",
+                "limits.txn_ops_max",
                 format!(
-                    "ops: {} ops is above the txn limit of {max} (limits.max_txn_ops)",
+                    "ops: {} ops is above the txn limit of {max} (limits.txn_ops_max)",
                     req.ops.len()
                 ),
             ));

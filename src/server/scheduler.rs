@@ -162,7 +162,7 @@ async fn decommission_round(node: &Node, config: &OperationsConfig) -> usize {
 pub async fn run_op_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let config = node.config.operations();
     let interval = Duration::from_millis(config.sweep_interval_ms);
-    let grace_ms = node.config.raft.election_timeout_max_ms;
+    let grace_ms = node.config.raft.election_timeout_ms_max;
     let limits = op_limits(config);
     loop {
         tokio::select! {

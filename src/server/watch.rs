@@ -112,7 +112,7 @@ impl WatchHub {
             history_max: limits.watch_history,
             history_bytes_max: limits.watch_history_bytes,
             buffer: limits.watch_buffer,
-            watchers_max: limits.max_watchers,
+            watchers_max: limits.watchers_max,
             auth_revision: AtomicU64::new(0),
         }
     }
@@ -197,9 +197,9 @@ impl WatchHub {
         let mut inner = self.lock();
         if inner.watchers.len() >= self.watchers_max {
             return Err(errors::overloaded(
-                "limits.max_watchers",
+                "limits.watchers_max",
                 format!(
-                    "too many watchers on this node (limits.max_watchers = {})",
+                    "too many watchers on this node (limits.watchers_max = {})",
                     self.watchers_max
                 ),
             ));

@@ -15,12 +15,12 @@ use crate::harness::{create, director, get, test_raft, TestCluster};
 async fn forwarded_writes_pass_the_leaders_pending_bound() {
     // One proposal in flight per node: two followers forwarding at once exceed the leader's.
     let limits = Limits {
-        max_pending_proposals: 1,
+        pending_proposals_max: 1,
         ..Limits::default()
     };
     let cluster = TestCluster::start_with(3, test_raft(10_000, 1_000), limits).await;
     let leader = cluster.wait_leader().await;
-    let needle = format!("on node {leader} (limits.max_pending_proposals = 1)");
+    let needle = format!("on node {leader} (limits.pending_proposals_max = 1)");
     let stop = Arc::new(AtomicBool::new(false));
     let (found, mut refusals) = mpsc::unbounded_channel();
     for follower in cluster.followers().await {
@@ -76,21 +76,21 @@ async fn forwarded_writes_pass_the_leaders_pending_bound() {
 /// 64 KiB, 16 to a message, one object to a list page.
 fn small_limits() -> (steward::config::RaftConfig, Limits) {
     let raft = steward::config::RaftConfig {
-        max_payload_entries: 16,
+        payload_entries_max: 16,
         ..test_raft(10_000, 1_000)
     };
     let mut limits = Limits {
-        max_object_bytes: 32 * 1024,
-        max_request_bytes: 64 * 1024,
+        object_bytes_max: 32 * 1024,
+        request_bytes_max: 64 * 1024,
         command_bytes_max: 64 * 1024,
-        max_list_page: 1,
-        default_list_page: 1,
+        list_page_max: 1,
+        list_page_default: 1,
         ..Limits::default()
     };
     limits.peer_message_bytes_max = steward::raft::message_size::peer_message_bytes_floor(
         limits.command_bytes_max,
-        raft.max_payload_entries,
-        limits.max_list_page,
+        raft.payload_entries_max,
+        limits.list_page_max,
     );
     (raft, limits)
 }
@@ -111,7 +111,7 @@ async fn a_command_over_its_limit_is_refused_on_every_path_and_peers_over_theirs
     let cluster = TestCluster::start_with(3, raft, limits).await;
     let leader = cluster.wait_leader().await;
     let follower = cluster.followers().await[0];
-    // ~30 KiB as sent (under max_object_bytes and max_request_bytes), ~114 KiB as a command.
+    // ~30 KiB as sent (under object_bytes_max and request_bytes_max), ~114 KiB as a command.
     for (id, name) in [(leader, "big-l"), (follower, "big-f")] {
         let mut client = cluster.res(id).await;
         let status = create(&mut client, expanding(name, 6_000))

@@ -13,11 +13,11 @@ fn obj(v: serde_json::Value) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_precise_codes_and_change_nothing() {
     let limits = Limits {
-        max_object_bytes: 4096,
-        max_request_bytes: 16384,
-        max_txn_ops: 4,
-        max_list_page: 50,
-        default_list_page: 10,
+        object_bytes_max: 4096,
+        request_bytes_max: 16384,
+        txn_ops_max: 4,
+        list_page_max: 50,
+        list_page_default: 10,
         ..Limits::default()
     };
     let cluster = TestCluster::start_with(3, test_raft(10_000, 1_000), limits).await;
@@ -110,7 +110,7 @@ async fn bad_requests_get_precise_codes_and_change_nothing() {
                 serde_json::json!({"kind":"Director","apiVersion":"v1","metadata":ok_meta("x"),"spec":{"b":"z".repeat(5000)}}),
             ),
             Code::ResourceExhausted,
-            "max_object_bytes",
+            "object_bytes_max",
         ),
         (
             "already exists",
@@ -193,7 +193,7 @@ async fn bad_requests_get_precise_codes_and_change_nothing() {
         .await
         .expect_err("page too big");
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
-    assert!(e.message().contains("max_list_page"), "{e:?}");
+    assert!(e.message().contains("list_page_max"), "{e:?}");
     let e = c
         .list(ListRequest {
             kind: "Director".into(),
@@ -226,7 +226,7 @@ async fn bad_requests_get_precise_codes_and_change_nothing() {
         .await
         .expect_err("txn too big");
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
-    assert!(e.message().contains("max_txn_ops"), "{e:?}");
+    assert!(e.message().contains("txn_ops_max"), "{e:?}");
     let e = c
         .txn(TxnRequest {
             ops: vec![],
@@ -252,7 +252,7 @@ async fn bad_requests_get_precise_codes_and_change_nothing() {
         .expect_err("watch without kind");
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
 
-    // A request over limits.max_request_bytes is refused by the transport before it is decoded.
+    // A request over limits.request_bytes_max is refused by the transport before it is decoded.
     let huge = obj(
         serde_json::json!({"kind":"Director","apiVersion":"v1","metadata":ok_meta("huge"),"spec":{"b":"z".repeat(20_000)}}),
     );

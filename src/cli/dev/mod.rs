@@ -245,8 +245,8 @@ fn start_child(
     let mut config =
         node_config::loopback_config_at(args.base_port, id, args.nodes, &args.data_dir);
     config.raft.heartbeat_interval_ms = DEV_HEARTBEAT_INTERVAL_MS;
-    config.raft.election_timeout_min_ms = DEV_ELECTION_TIMEOUT_MIN_MS;
-    config.raft.election_timeout_max_ms = DEV_ELECTION_TIMEOUT_MAX_MS;
+    config.raft.election_timeout_ms_min = DEV_ELECTION_TIMEOUT_MIN_MS;
+    config.raft.election_timeout_ms_max = DEV_ELECTION_TIMEOUT_MAX_MS;
     if let Some(pki) = pki {
         let files = pki
             .nodes

@@ -77,8 +77,8 @@ fn the_default_is_the_floor_of_the_default_limits() {
     let config = crate::config::Limits::default();
     let floor = peer_message_bytes_floor(
         config.command_bytes_max,
-        crate::config::RaftConfig::default().max_payload_entries,
-        config.max_list_page,
+        crate::config::RaftConfig::default().payload_entries_max,
+        config.list_page_max,
     );
     assert_eq!(config.peer_message_bytes_max, floor);
     // The module comment's figure: the list term, 3 000 MiB, plus the framing.

@@ -73,13 +73,13 @@ fn table() -> Vec<Row> {
         (
             Rejection::TooLarge {
                 field: "spec".into(),
-                rule: "70000 bytes, over limits.max_object_bytes = 65536".into(),
+                rule: "70000 bytes, over limits.object_bytes_max = 65536".into(),
             },
             Code::ResourceExhausted,
             "LIMIT_EXCEEDED",
             vec![
                 ("field", "spec".into()),
-                ("limit", "limits.max_object_bytes".into()),
+                ("limit", "limits.object_bytes_max".into()),
             ],
         ),
         (
@@ -425,13 +425,13 @@ fn not_applied_sets_the_reason_keeps_the_code_and_the_leader_hint() {
     assert_eq!(info(&internal).0, "NOT_APPLIED");
 
     // A more specific reason that already says "not applied" stays.
-    let overloaded = not_applied(overloaded("limits.max_pending_proposals", "busy"));
+    let overloaded = not_applied(overloaded("limits.pending_proposals_max", "busy"));
     assert_eq!(overloaded.code(), Code::ResourceExhausted);
     let (reason, _, metadata) = info(&overloaded);
     assert_eq!(reason, "OVERLOADED");
     assert_eq!(
         metadata.get("limit").map(String::as_str),
-        Some("limits.max_pending_proposals")
+        Some("limits.pending_proposals_max")
     );
     assert_eq!(trailer(&overloaded, NOT_APPLIED).as_deref(), Some("true"));
     assert_eq!(
@@ -533,7 +533,7 @@ fn helpers_name_the_field_and_the_limit() {
         info(&status).2.get("field").map(String::as_str),
         Some("ops[1].object_json")
     );
-    let status = limit("limits.max_object_bytes", "too big");
+    let status = limit("limits.object_bytes_max", "too big");
     assert_eq!(status.code(), Code::ResourceExhausted);
     assert_eq!(info(&status).0, "LIMIT_EXCEEDED");
     let status = lock_wait_expired("l", Duration::from_millis(400));

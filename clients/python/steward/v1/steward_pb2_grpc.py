@@ -92,7 +92,7 @@ class ResourcesServicer:
         """Create an object. Its kind, namespace ("default" when absent) and name must be free; the
         server sets uid, resourceVersion, generation (1) and creationTimestamp and ignores any given.
         Errors: AlreadyExists ALREADY_EXISTS; InvalidArgument INVALID_ARGUMENT (a malformed object);
-        ResourceExhausted LIMIT_EXCEEDED (limits.max_object_bytes); FailedPrecondition
+        ResourceExhausted LIMIT_EXCEEDED (limits.object_bytes_max); FailedPrecondition
         FENCE_REJECTED (a stale fence).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -109,7 +109,7 @@ class ResourcesServicer:
 
     def List(self, request, context):
         """List objects of a kind, in one namespace or all, filtered by a label selector, in key order,
-        in pages of at most limits.max_list_page. Errors: InvalidArgument INVALID_ARGUMENT (no
+        in pages of at most limits.list_page_max. Errors: InvalidArgument INVALID_ARGUMENT (no
         kind, a bad selector, a page above the limit, a foreign continue_token).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -143,7 +143,7 @@ class ResourcesServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Txn(self, request, context):
-        """Apply 1 to limits.max_txn_ops operations (never more than 128) atomically, in order: every
+        """Apply 1 to limits.txn_ops_max operations (never more than 128) atomically, in order: every
         op and precondition holds, or nothing changes. Each op that changes an object takes the next
         revision, as it would alone. A refusal is that of the first failing op (its ErrorInfo
         carries `op_index`). Errors: InvalidArgument INVALID_ARGUMENT (no ops, too many, an empty
@@ -157,7 +157,7 @@ class ResourcesServicer:
         """Stream EVENT_TYPE_ADDED / MODIFIED / DELETED events of matching objects from a revision,
         plus EVENT_TYPE_BOOKMARK events while idle. Errors: InvalidArgument INVALID_ARGUMENT (no
         kind, a bad selector); OutOfRange REVISION_COMPACTED (start_revision no longer kept: list
-        again and watch from its revision + 1); ResourceExhausted OVERLOADED (limits.max_watchers
+        again and watch from its revision + 1); ResourceExhausted OVERLOADED (limits.watchers_max
         watchers on the node); the stream ends with ResourceExhausted WATCH_TOO_SLOW when the
         client falls limits.watch_buffer events behind.
         """
@@ -849,7 +849,7 @@ class OperationsServicer:
         ALREADY_EXISTS (create_object_json names an existing object); InvalidArgument
         INVALID_ARGUMENT (max_attempts above operations.attempts_max, deadline_ms above
         operations.deadline_ms_max, ...); ResourceExhausted LIMIT_EXCEEDED (operations.active_max,
-        operations.per_target_max, operations.params_bytes_max, limits.max_object_bytes).
+        operations.per_target_max, operations.params_bytes_max, limits.object_bytes_max).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -864,7 +864,7 @@ class OperationsServicer:
         raise NotImplementedError('Method not implemented!')
 
     def List(self, request, context):
-        """Retained operations in submit order, filtered, in pages of at most limits.max_list_page.
+        """Retained operations in submit order, filtered, in pages of at most limits.list_page_max.
         Errors: InvalidArgument INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
