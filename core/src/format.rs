@@ -434,3 +434,84 @@ impl From<AnyCommand> for Command {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+
+    /// (format-1 entry, the format-2 entry it must become).
+    fn pairs() -> Vec<(Value, Value)> {
+        let key = json!({"kind": "Director", "namespace": "default", "name": "d1"});
+        let release = json!({"name": "l", "holder": "h", "token": 7});
+        vec![
+            (
+                json!({"RetireNode": {"node_id": 3}}),
+                json!({"members": {"Retire": {"node_id": 3}}}),
+            ),
+            (
+                json!({"LockRelease": release}),
+                json!({"locks": {"Release": release}}),
+            ),
+            (
+                json!({"LockRefresh": {"name": "l", "holder": "h", "token": 7, "ttl_ms": 500}}),
+                json!({"locks": {"Refresh": {"name": "l", "holder": "h", "token": 7, "ttl_ms": 500}}}),
+            ),
+            (
+                json!({"LockCancelWait": {"name": "l", "holder": "h", "wait_id": 9}}),
+                json!({"locks": {"CancelWait": {"name": "l", "holder": "h", "wait_id": 9}}}),
+            ),
+            (
+                json!({"LockSweep": {"names": ["a"], "grace_ms": 1, "lock_delay_ms": 2}}),
+                json!({"locks": {"Sweep": {"names": ["a"], "grace_ms": 1, "lock_delay_ms": 2}}}),
+            ),
+            (
+                json!({"WorkerHeartbeat": {"worker": "w"}}),
+                json!({"operations": {"Heartbeat": {"worker": "w"}}}),
+            ),
+            (
+                json!({"Delete": {"key": key, "expected_revision": 4}}),
+                json!({"objects": {"Delete": {"key": key, "expected_revision": 4}}}),
+            ),
+            (
+                json!({"Txn": {"ops": [{"Delete": {"key": key, "expected_revision": null}}]}}),
+                json!({"objects": {"Txn": {"ops": [{"Delete": {"key": key, "expected_revision": null}}]}}}),
+            ),
+            (
+                json!({"Guarded": {"auth_revision": 2, "command": {"LockRelease": release}}}),
+                json!({"guarded": {"auth_revision": 2, "command": {"locks": {"Release": release}}}}),
+            ),
+        ]
+    }
+
+    #[test]
+    fn format_1_entries_become_the_format_2_commands() {
+        for (old, new) in pairs() {
+            let from_old: Command = serde_json::from_value(old.clone()).expect("format 1 reads");
+            let from_new: Command = serde_json::from_value(new.clone()).expect("format 2 reads");
+            let written = serde_json::to_value(&from_old).expect("write");
+            assert_eq!(written, new, "{old} was read as {from_old:?}");
+            assert_eq!(serde_json::to_value(&from_new).expect("write"), new);
+        }
+    }
+
+    #[test]
+    fn format_2_is_what_is_written() {
+        let proposal = crate::Proposal {
+            time_ms: 5,
+            command: MemberCommand::Retire { node_id: 1 }.into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&proposal).expect("write"),
+            r#"{"time_ms":5,"command":{"members":{"Retire":{"node_id":1}}}}"#
+        );
+        assert_eq!(LOG_FORMAT, 2);
+    }
+
+    #[test]
+    fn an_unknown_tag_is_refused() {
+        let err = serde_json::from_value::<Command>(json!({"Frobnicate": {}})).unwrap_err();
+        assert!(err.to_string().contains("unknown variant"), "{err}");
+    }
+}

@@ -29,5 +29,6 @@ mod reservations;
 mod space;
 mod tls;
 mod unsent;
+mod upgrade;
 mod walkthrough;
 mod watch;
