@@ -37,7 +37,9 @@
 //! - `state`: `State`, what every capability keeps in it, and the accessors of no one capability.
 //! - `apply`: `apply_effects`, the cross-cutting guard (time, term, auth revision,
 //!   space, mirrors) in front of each capability's apply.
-//! - `snapshot`: the snapshot body and its format versions.
+//! - `snapshot`: the snapshot body and its format versions; `format`: every format in one place.
+//! - `invariants`: what every entry must keep (revisions, one event each, tokens, time), checked
+//!   in release builds too.
 //! - `wait`: when a wait or deadline has ended (`wait_ended`), for every queue and deadline.
 //! - `bugs`: deliberate bugs for the fault-injection suite's "can fail" runs (test builds only).
 
@@ -48,6 +50,7 @@ pub mod bugs;
 pub mod command;
 pub mod deployments;
 pub mod format;
+pub mod invariants;
 pub mod locks;
 pub mod objects;
 pub mod operations;

@@ -302,6 +302,12 @@ impl LockTable {
         self.last_token
     }
 
+    /// Sets the token counter, for tests of the invariant checks.
+    #[cfg(test)]
+    pub(crate) fn set_last_token_for_test(&mut self, token: u64) {
+        self.last_token = token;
+    }
+
     /// Names with something for a sweep to do at `now_ms`, earliest due first, at most
     /// `LOCK_SWEEP_NAMES_MAX`.
     pub(crate) fn due(&self, now_ms: u64) -> Vec<String> {
