@@ -63,6 +63,12 @@ impl fmt::Display for Alarm {
 }
 
 /// A change to the alarm table (`Command::Alarm`).
+/// What an alarm command answers: every raised alarm after it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AlarmReply {
+    pub alarms: Vec<Alarm>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum AlarmAction {
     /// Raised by `node_id` itself; raising one that is already raised changes nothing.
@@ -164,9 +170,9 @@ impl AlarmTable {
                 !(node_id.is_none_or(|id| id == *n) && kind.is_none_or(|kind| kind == *k))
             }),
         }
-        Response::Alarms {
+        Response::Alarms(AlarmReply {
             alarms: self.iter().cloned().collect(),
-        }
+        })
     }
 }
 
@@ -184,7 +190,7 @@ mod tests {
 
     fn listed(r: Response) -> Vec<(u64, u64, String)> {
         match r {
-            Response::Alarms { alarms } => alarms
+            Response::Alarms(AlarmReply { alarms }) => alarms
                 .into_iter()
                 .map(|a| (a.node_id, a.raised_ms, a.reason))
                 .collect(),
@@ -240,7 +246,7 @@ mod tests {
         // Raising one already held is not refused at the limit.
         assert!(matches!(
             t.apply(&raise(1, "r"), 2),
-            Response::Alarms { .. }
+            Response::Alarms(AlarmReply { .. })
         ));
         assert_eq!(AlarmKind::parse("nospace"), Some(AlarmKind::NoSpace));
         assert_eq!(AlarmKind::parse("corrupt"), None);

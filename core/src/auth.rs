@@ -127,6 +127,15 @@ impl User {
 }
 
 /// A change to users or to whether authentication is on (`Command::Auth`).
+/// What an auth command answers: whether authentication is on, the auth revision, and the user
+/// changed (none for a deletion or an on/off switch).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuthReply {
+    pub enabled: bool,
+    pub revision: u64,
+    pub user: Option<User>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum AuthAction {
     /// A new user; refused if the name is taken.
@@ -245,7 +254,7 @@ impl AuthTable {
         match self.try_apply(action, now_ms) {
             Ok(()) => {
                 self.revision += 1;
-                Response::Auth {
+                Response::Auth(AuthReply {
                     enabled: self.enabled,
                     revision: self.revision,
                     user: match action {
@@ -256,7 +265,7 @@ impl AuthTable {
                             self.users.get(name).map(|u| User::clone(u))
                         }
                     },
-                }
+                })
             }
             Err(r) => Response::Rejected(r),
         }
@@ -531,19 +540,19 @@ mod tests {
         assert_eq!(t, AuthTable::default(), "a refusal changes nothing");
         assert!(matches!(
             t.apply(&add("root", &["admin"]), 2),
-            Response::Auth { revision: 1, .. }
+            Response::Auth(AuthReply { revision: 1, .. })
         ));
         assert!(matches!(
             t.apply(&add("alice", &["read-write:a"]), 3),
-            Response::Auth { revision: 2, .. }
+            Response::Auth(AuthReply { revision: 2, .. })
         ));
         assert!(matches!(
             t.apply(&AuthAction::Enable { enabled: true }, 4),
-            Response::Auth {
+            Response::Auth(AuthReply {
                 enabled: true,
                 revision: 3,
                 ..
-            }
+            })
         ));
         let before = t.clone();
         let delete_root = AuthAction::DeleteUser {
@@ -568,10 +577,13 @@ mod tests {
             grant: vec![Role::Admin],
             revoke: vec![],
         };
-        assert!(matches!(t.apply(&promote, 6), Response::Auth { .. }));
+        assert!(matches!(
+            t.apply(&promote, 6),
+            Response::Auth(AuthReply { .. })
+        ));
         assert!(matches!(
             t.apply(&delete_root, 7),
-            Response::Auth { revision: 5, .. }
+            Response::Auth(AuthReply { revision: 5, .. })
         ));
         assert!(!t.users.contains_key("root"));
     }

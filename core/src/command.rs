@@ -13,17 +13,20 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::alarms::{Alarm, AlarmAction};
-use crate::auth::{AuthAction, User};
+use crate::auth::AuthAction;
 use crate::deployments::DeploymentAction;
-use crate::locks::{Fence, LockHolder, LockMode};
+use crate::locks::{Fence, LockMode};
 use crate::objects::resource::{ObjectKey, Resource};
-use crate::operations::{OpState, OpTally, Operation, OperationId, Worker};
+use crate::operations::{OpState, OperationId};
 use crate::pools::PoolAction;
 
+pub use crate::alarms::AlarmReply;
+pub use crate::auth::AuthReply;
 pub use crate::deployments::command::DeploymentCommand;
 pub use crate::locks::command::LockCommand;
-pub use crate::objects::command::{ObjectCommand, TxnOp};
-pub use crate::operations::command::{OperationCommand, WorkerReport};
+pub use crate::locks::command::LockReply;
+pub use crate::objects::command::{ObjectCommand, ObjectReply, TxnOp};
+pub use crate::operations::command::{OperationCommand, OperationReply, WorkerReport};
 pub use crate::pools::command::PoolCommand;
 pub use crate::reservations::command::ReservationCommand;
 
@@ -278,56 +281,72 @@ impl Command {
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub enum Response {
-    /// Create/update/update-status: the object as stored. Delete: the object as deleted, its
-    /// resourceVersion set to the deletion revision.
-    Object { object: Resource, revision: u64 },
-    /// One object per op, as `Object` would have returned it.
-    Txn {
-        objects: Vec<Resource>,
-        revision: u64,
-    },
-    /// RetireNode, blank or membership entries, and lock commands that found nothing to do.
+    /// Object commands, and the deployment and pool commands (which answer the objects they
+    /// wrote).
+    Objects(ObjectReply),
+    /// Lock commands.
+    Locks(LockReply),
+    /// Operation, worker and reservation commands.
+    Operations(OperationReply),
+    /// Auth commands.
+    Auth(AuthReply),
+    /// Alarm commands.
+    Alarms(AlarmReply),
+    /// Member commands, blank or membership entries.
     Done { revision: u64 },
-    /// LockAcquire granted at once (or re-acquired: refreshed, upgraded, downgraded).
-    LockGranted { holder: LockHolder },
-    /// LockAcquire queued; `position` is 1-based (1: next in line). The grant, if it comes,
-    /// is a `LockEvent` of type `Granted` carrying this `wait_id`.
-    LockQueued { wait_id: u64, position: u32 },
-    /// LockRelease: this token is no longer valid.
-    LockReleased { token: u64 },
-    /// LockRefresh: the grant with its new expiry.
-    LockRefreshed { holder: LockHolder },
-    /// LockCancelWait: the waiter is gone; `released_token` is the grant it had already been
-    /// given, now released.
-    LockWaitCancelled { released_token: Option<u64> },
-    /// LockSweep: holders expired, waiters timed out, waiters granted.
-    LockSwept {
-        expired: u32,
-        waiters_expired: u32,
-        granted: u32,
-    },
-    /// OpSubmit: the operation as stored; `created` is false when the idempotency key named an
-    /// existing one (then nothing changed).
-    OpSubmitted { operation: Operation, created: bool },
-    /// OpAssign, OpReport, OpAbort: the operation after the command.
-    Operation { operation: Operation },
-    /// WorkerRegister, WorkerHeartbeat: the worker after the command.
-    Worker { worker: Worker },
-    /// WorkerDeregister: what became of its assignments.
-    WorkerDeregistered { tally: OpTally },
-    /// OpSweep: workers removed, assignments taken back, operations ended or aborting.
-    OpSwept { tally: OpTally },
-    /// Auth: whether authentication is on, the auth revision, and the user changed (none for
-    /// a deletion or an on/off switch).
-    Auth {
-        enabled: bool,
-        revision: u64,
-        user: Option<User>,
-    },
-    /// Alarm: every raised alarm after it.
-    Alarms { alarms: Vec<Alarm> },
     /// The command changed nothing (except, possibly, the state's time).
     Rejected(Rejection),
+}
+
+/// A command family and the reply its apply gives: `Node::propose` takes a family's command and
+/// returns its reply (or the rejection, or an error for any other reply, which is a bug).
+pub trait Family: Into<Command> {
+    /// What an applied command of this family answers.
+    type Reply;
+    /// The family's reply in `response`; `Err` gives back a reply of another family (boxed:
+    /// only a bug takes that path).
+    fn reply(response: Response) -> Result<Self::Reply, Box<Response>>;
+}
+
+macro_rules! replies {
+    ($($family:ty => $variant:ident($reply:ty)),* $(,)?) => {
+        $(impl Family for $family {
+            type Reply = $reply;
+            fn reply(response: Response) -> Result<$reply, Box<Response>> {
+                match response {
+                    Response::$variant(reply) => Ok(reply),
+                    other => Err(Box::new(other)),
+                }
+            }
+        })*
+    };
+}
+
+replies! {
+    ObjectCommand => Objects(ObjectReply),
+    DeploymentCommand => Objects(ObjectReply),
+    PoolCommand => Objects(ObjectReply),
+    LockCommand => Locks(LockReply),
+    OperationCommand => Operations(OperationReply),
+    ReservationCommand => Operations(OperationReply),
+    AuthAction => Auth(AuthReply),
+    AlarmAction => Alarms(AlarmReply),
+}
+
+/// What a member command answers: the store revision after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Done {
+    pub revision: u64,
+}
+
+impl Family for MemberCommand {
+    type Reply = Done;
+    fn reply(response: Response) -> Result<Done, Box<Response>> {
+        match response {
+            Response::Done { revision } => Ok(Done { revision }),
+            other => Err(Box::new(other)),
+        }
+    }
 }
 
 /// Why a command was refused. These are answers, not failures: they are replicated like any
@@ -600,10 +619,10 @@ mod tests {
             other => panic!("{other:?}"),
         }
         for r in [
-            Response::Object {
+            Response::Objects(ObjectReply::Object {
                 object: obj,
                 revision: 5,
-            },
+            }),
             Response::Done { revision: 1 },
             Response::Rejected(Rejection::TxnOpFailed {
                 index: 0,

@@ -60,16 +60,20 @@ mod snapshot;
 pub mod state;
 pub mod wait;
 
+pub use alarms::AlarmReply;
 pub use apply::{apply, apply_blank, apply_effects, ApplyContext, Effects, SNAPSHOT_FORMAT};
-pub use command::{Command, Event, EventType, MemberCommand, Proposal, Rejection, Response};
+pub use auth::AuthReply;
+pub use command::{
+    Command, Done, Event, EventType, Family, MemberCommand, Proposal, Rejection, Response,
+};
 pub use deployments::command::DeploymentCommand;
-pub use locks::command::LockCommand;
+pub use locks::command::{LockCommand, LockReply};
 pub use locks::{
     Fence, Lock, LockEvent, LockEventType, LockHolder, LockLimits, LockMode, LockWaiter,
     LOCK_DELAY_MS_MAX, LOCK_HOLDER_CHARS_MAX, LOCK_NAME_CHARS_MAX, LOCK_SWEEP_NAMES_MAX,
     LOCK_TTL_MS_MAX, LOCK_WAIT_MS_MAX,
 };
-pub use objects::command::{ObjectCommand, TxnOp, TXN_OPS_MAX};
+pub use objects::command::{ObjectCommand, ObjectReply, TxnOp, TXN_OPS_MAX};
 pub use objects::queries::ListPage;
 pub use objects::raw_json::RawJson;
 pub use objects::resource::{ObjectKey, ObjectMeta, Resource, DEFAULT_NAMESPACE};
@@ -78,7 +82,7 @@ pub use objects::validate::{
     validate_api_version, validate_key, validate_kind, validate_label_key, validate_label_value,
     validate_object, validate_object_size, ANNOTATIONS_BYTES_MAX, OBJECT_BYTES_MAX,
 };
-pub use operations::command::{OperationCommand, WorkerReport};
+pub use operations::command::{OperationCommand, OperationReply, WorkerReport};
 pub use operations::{
     Dispatch, Handle, OpEvent, OpFilter, OpLimits, OpLock, OpPolicy, OpResult, OpState, OpTally,
     Operation, OperationId, OpsDue, Transition, Worker, OP_IDEMPOTENCY_KEY_CHARS_MAX,

@@ -19,6 +19,7 @@
 //! `steward_auth_refusals_total{code}`. When authentication is off every call is allowed, and
 //! writes are still guarded, so one that raced with turning it on is refused and re-sent.
 
+use crate::state::AuthReply;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -35,7 +36,6 @@ use crate::server::client_limits::{client_key, ClientKey};
 use crate::server::errors;
 use crate::server::node::Node;
 use crate::state::auth::{allows, Access, AuthAction, AuthTable, Role, User};
-use crate::state::{Command, Response};
 
 tokio::task_local! {
     /// The auth revision the current call was authorized at; `Node::propose` guards writes
@@ -529,15 +529,12 @@ impl AuthApi {
     }
 
     async fn change(&self, action: AuthAction) -> Result<(bool, u64, Option<User>), Status> {
-        match self.node.propose(Command::Auth(action)).await? {
-            Response::Auth {
-                enabled,
-                revision,
-                user,
-            } => Ok((enabled, revision, user)),
-            Response::Rejected(r) => Err(errors::rejection(&r)),
-            other => Err(errors::internal("auth change", format!("{other:?}"))),
-        }
+        let AuthReply {
+            enabled,
+            revision,
+            user,
+        } = self.node.propose(action).await?;
+        Ok((enabled, revision, user))
     }
 
     fn user_reply(user: Option<User>, token: String, revision: u64) -> UserReply {

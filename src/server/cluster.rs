@@ -4,6 +4,7 @@
 //! API. One change at a time: a second concurrent one is refused with FailedPrecondition. A removed
 //! node's id is retired in the replicated state first, so it can never be added again.
 
+use crate::state::AlarmReply;
 use crate::state::MemberCommand;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use crate::server::node::Node;
 use crate::server::peer::NodeView;
 use crate::server::space::{self, Compaction};
 use crate::state::alarms::{AlarmAction, AlarmKind};
-use crate::state::{Command, Rejection, Response};
+use crate::state::Rejection;
 
 /// A node whose applied index is more than this many entries behind the leader's commit
 /// index is reported as behind by `steward cluster status`.
@@ -512,15 +513,10 @@ impl Cluster for ClusterService {
             kind,
         };
         tracing::info!(%action, "disarming alarms");
-        match self.node.propose(Command::Alarms(action)).await? {
-            Response::Alarms { alarms } => Ok(GrpcResponse::new(AlarmsReply {
-                alarms: alarm_messages(alarms.iter()),
-            })),
-            Response::Rejected(r) => Err(errors::rejection(&r)),
-            other => Err(errors::internal_message(format!(
-                "unexpected answer to alarm disarm: {other:?}"
-            ))),
-        }
+        let AlarmReply { alarms } = self.node.propose(action).await?;
+        Ok(GrpcResponse::new(AlarmsReply {
+            alarms: alarm_messages(alarms.iter()),
+        }))
     }
 
     #[tracing::instrument(level = "info", skip_all)]
@@ -735,13 +731,9 @@ impl Cluster for ClusterService {
             ));
         }
         // Retire the id first: even if the removal below fails half-way, the id is never reused.
-        if let Response::Rejected(r) = self
-            .node
-            .propose(Command::Members(MemberCommand::Retire { node_id: id }))
-            .await?
-        {
-            return Err(errors::rejection(&r));
-        }
+        self.node
+            .propose(MemberCommand::Retire { node_id: id })
+            .await?;
         tracing::info!(id, voter, "removing member");
         let change = if voter {
             ChangeMembers::RemoveVoters(BTreeSet::from([id]))

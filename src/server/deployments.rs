@@ -2,6 +2,7 @@
 //! structural checks, propose it (any node; followers forward), and answer the mirror object.
 //! `Status` reads after the barrier the request asks for and answers the seed's JSON.
 
+use crate::state;
 use crate::state::DeploymentCommand;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use crate::state::deployments::{
     self, check_action, status_json, AppResource, Bundle, ContextState, DeploymentAction, Header,
     ResourceKey, RsyncStatus, StatusMode, StatusQuery, DEPLOYMENT_KIND,
 };
-use crate::state::{Command, ObjectKey, Response, DEFAULT_NAMESPACE};
+use crate::state::{ObjectKey, DEFAULT_NAMESPACE};
 
 pub struct DeploymentsService {
     node: Arc<Node>,
@@ -39,17 +40,16 @@ impl DeploymentsService {
         let key = ResourcesService::parse_key(DEPLOYMENT_KIND, namespace, name)?;
         let limits = self.node.config.status.limits();
         check_action(&action, &limits).map_err(|r| errors::rejection(&r))?;
-        let command = Command::Deployments(DeploymentCommand {
+        let command = DeploymentCommand {
             key,
             action,
             limits,
-        });
+        };
         match self.node.propose(command).await? {
-            Response::Object { object, revision } => Ok(GrpcResponse::new(ObjectReply {
+            state::ObjectReply::Object { object, revision } => Ok(GrpcResponse::new(ObjectReply {
                 object_json: object.to_json(),
                 revision,
             })),
-            Response::Rejected(r) => Err(errors::rejection(&r)),
             other => Err(errors::internal_message(format!(
                 "unexpected response to a deployment command: {other:?}"
             ))),

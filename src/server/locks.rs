@@ -8,6 +8,7 @@
 //! leads: it names the locks its clock says are due, and apply re-checks with leader time.
 
 use crate::state::LockCommand;
+use crate::state::LockReply;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +23,7 @@ use crate::server::errors;
 use crate::server::node::{CancelOnDrop, Node};
 use crate::server::resources::consistency;
 use crate::server::watch::relay;
-use crate::state::{self, Command, LockEvent, LockEventType, LockLimits, Response, State};
+use crate::state::{self, LockEvent, LockEventType, LockLimits, Response, State};
 
 pub struct LocksService {
     node: Arc<Node>,
@@ -143,7 +144,7 @@ fn grant(name: &str, h: &state::LockHolder) -> GrpcResponse<LockGrant> {
     })
 }
 
-fn unexpected(what: &str, r: &Response) -> Status {
+fn unexpected(what: &str, r: &impl std::fmt::Debug) -> Status {
     errors::internal(what, format!("unexpected response {r:?}"))
 }
 
@@ -159,11 +160,11 @@ impl LocksService {
     ) -> Result<GrpcResponse<LockGrant>, Status> {
         let mut guard = CancelOnDrop::new(
             self.node.clone(),
-            Command::Locks(LockCommand::CancelWait {
+            LockCommand::CancelWait {
                 name: name.to_string(),
                 holder: holder.to_string(),
                 wait_id,
-            }),
+            },
             "lock wait",
         );
         let deadline = tokio::time::Instant::now() + wait;
@@ -199,10 +200,10 @@ impl LocksService {
                 },
                 _ = tokio::time::sleep_until(deadline) => {
                     if let Some(cancel) = guard.disarm() {
-                        match self.node.propose(cancel).await? {
-                            Response::Rejected(r) => return Err(errors::rejection(&r)),
-                            _ => return Err(not_granted(name, wait)),
-                        }
+                        return match self.node.propose_command(cancel).await? {
+                            Response::Rejected(r) => Err(errors::rejection(&r)),
+                            _ => Err(not_granted(name, wait)),
+                        };
                     }
                 }
             }
@@ -247,7 +248,7 @@ impl Locks for LocksService {
         let req = request.into_inner();
         let mode = mode_from_proto(req.mode)?;
         let details = details_from_json(&req.details_json)?;
-        let command = Command::Locks(LockCommand::Acquire {
+        let command = LockCommand::Acquire {
             name: req.name.clone(),
             holder: req.holder.clone(),
             mode,
@@ -255,12 +256,12 @@ impl Locks for LocksService {
             details,
             wait_ms: req.wait_ms,
             limits: self.limits(),
-        });
+        };
         // Subscribe before proposing: the grant of a queued wait can come right after.
         let events = self.node.hub.subscribe_locks();
         match self.node.propose(command).await? {
-            Response::LockGranted { holder } => Ok(grant(&req.name, &holder)),
-            Response::LockQueued { wait_id, .. } => {
+            LockReply::Granted { holder } => Ok(grant(&req.name, &holder)),
+            LockReply::Queued { wait_id, .. } => {
                 self.wait_for_grant(
                     events,
                     &req.name,
@@ -270,7 +271,6 @@ impl Locks for LocksService {
                 )
                 .await
             }
-            Response::Rejected(r) => Err(errors::rejection(&r)),
             other => Err(unexpected("lock acquire", &other)),
         }
     }
@@ -281,15 +281,14 @@ impl Locks for LocksService {
         request: Request<RefreshRequest>,
     ) -> Result<GrpcResponse<LockGrant>, Status> {
         let req = request.into_inner();
-        let command = Command::Locks(LockCommand::Refresh {
+        let command = LockCommand::Refresh {
             name: req.name.clone(),
             holder: req.holder,
             token: req.token,
             ttl_ms: (req.ttl_ms > 0).then_some(req.ttl_ms),
-        });
+        };
         match self.node.propose(command).await? {
-            Response::LockRefreshed { holder } => Ok(grant(&req.name, &holder)),
-            Response::Rejected(r) => Err(errors::rejection(&r)),
+            LockReply::Refreshed { holder } => Ok(grant(&req.name, &holder)),
             other => Err(unexpected("lock refresh", &other)),
         }
     }
@@ -300,14 +299,13 @@ impl Locks for LocksService {
         request: Request<ReleaseRequest>,
     ) -> Result<GrpcResponse<ReleaseReply>, Status> {
         let req = request.into_inner();
-        let command = Command::Locks(LockCommand::Release {
+        let command = LockCommand::Release {
             name: req.name,
             holder: req.holder,
             token: req.token,
-        });
+        };
         match self.node.propose(command).await? {
-            Response::LockReleased { token } => Ok(GrpcResponse::new(ReleaseReply { token })),
-            Response::Rejected(r) => Err(errors::rejection(&r)),
+            LockReply::Released { token } => Ok(GrpcResponse::new(ReleaseReply { token })),
             other => Err(unexpected("lock release", &other)),
         }
     }
@@ -398,17 +396,17 @@ pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver
         if names.is_empty() {
             continue;
         }
-        let command = Command::Locks(LockCommand::Sweep {
+        let command = LockCommand::Sweep {
             names,
             grace_ms,
             lock_delay_ms,
-        });
-        match node.propose_local(command).await {
-            Ok(Response::LockSwept {
+        };
+        match node.propose_local(command.into()).await {
+            Ok(Response::Locks(LockReply::Swept {
                 expired,
                 waiters_expired,
                 granted,
-            }) => {
+            })) => {
                 tracing::debug!(expired, waiters_expired, granted, "lock sweep applied");
             }
             Ok(_) => {}

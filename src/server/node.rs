@@ -21,7 +21,7 @@ use crate::raft::types::{
 use crate::server::errors;
 use crate::server::forward::{ForwardError, Forwarder};
 use crate::server::watch::WatchHub;
-use crate::state::{Command, Proposal, Response, State};
+use crate::state::{Command, Family, Proposal, Response, State};
 
 /// Where time comes from. Only the leader reads it, to stamp proposals; apply never does.
 pub trait Clock: Send + Sync + 'static {
@@ -202,14 +202,21 @@ impl Node {
         m.state == ServerState::Leader
     }
 
+    /// Replicates a command of one family (`LockCommand`, `ObjectCommand`, ...) and returns that
+    /// family's reply. A rejection comes back as its status, from the one error table, so no
+    /// caller matches `Rejected` itself; a reply of another family is a bug, an internal error.
+    pub async fn propose<C: Family>(&self, command: C) -> Result<C::Reply, Status> {
+        reply::<C>(self.propose_command(command.into()).await?)
+    }
+
     /// Replicates `command` and returns the state machine's response. Any node may call it: a
     /// follower forwards the command to the leader, which stamps the time and proposes it.
-    #[tracing::instrument(level = "debug", skip_all, fields(node = self.id))]
     ///
     /// A client call's command carries the auth revision it was authorized at
     /// (`auth::AUTH_REVISION`, set by the auth layer), so apply refuses it if users or roles
     /// changed in between.
-    pub async fn propose(&self, command: Command) -> Result<Response, Status> {
+    #[tracing::instrument(level = "debug", skip_all, fields(node = self.id))]
+    pub async fn propose_command(&self, command: Command) -> Result<Response, Status> {
         let command = match crate::server::auth::current_revision() {
             Some(auth_revision) => Command::Guarded {
                 auth_revision,
@@ -413,10 +420,10 @@ pub struct CancelOnDrop {
 }
 
 impl CancelOnDrop {
-    pub fn new(node: Arc<Node>, command: Command, what: &'static str) -> CancelOnDrop {
+    pub fn new(node: Arc<Node>, command: impl Into<Command>, what: &'static str) -> CancelOnDrop {
         CancelOnDrop {
             node,
-            command: Some(command),
+            command: Some(command.into()),
             what,
         }
     }
@@ -433,7 +440,7 @@ impl Drop for CancelOnDrop {
             let node = self.node.clone();
             let what = self.what;
             tokio::spawn(async move {
-                if let Err(e) = node.propose(command).await {
+                if let Err(e) = node.propose_command(command).await {
                     tracing::warn!(error = %e, what, "could not cancel an abandoned wait; the sweeper removes it at its deadline");
                 }
             });
@@ -445,4 +452,18 @@ impl Drop for CancelOnDrop {
 pub enum LocalProposeError {
     NotLeader(Status),
     Other(Status),
+}
+
+/// The reply of family `C` in `response`: a rejection becomes its status (the error table), a
+/// reply of another family an internal error (apply answers each family with its own reply).
+pub fn reply<C: Family>(response: Response) -> Result<C::Reply, Status> {
+    match response {
+        Response::Rejected(rejection) => Err(errors::rejection(&rejection)),
+        response => C::reply(response).map_err(|other| {
+            errors::internal(
+                std::any::type_name::<C>(),
+                format!("answered with another family's reply: {other:?}"),
+            )
+        }),
+    }
 }

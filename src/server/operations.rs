@@ -6,6 +6,7 @@
 //! watch relays this node's operation events. Every decision is the state machine's.
 
 use crate::state::OperationCommand;
+use crate::state::OperationReply;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -22,8 +23,8 @@ use crate::server::resources::{consistency, ResourcesService};
 use crate::server::watch::relay;
 use crate::state::auth::Access;
 use crate::state::{
-    self, Command, LockMode as StateLockMode, ObjectKey, OpFilter, OpLimits, OpLock, OpPolicy,
-    OpResult, OpState, OperationId, Resource, Response,
+    self, LockMode as StateLockMode, ObjectKey, OpFilter, OpLimits, OpLock, OpPolicy, OpResult,
+    OpState, OperationId, Resource,
 };
 
 pub struct OperationsService {
@@ -203,11 +204,15 @@ pub fn operation_info(op: &state::Operation) -> OperationInfo {
     }
 }
 
-/// An `Operation` reply to a command, or its rejection.
-pub fn operation_reply(what: &str, r: Response) -> Result<GrpcResponse<OperationInfo>, Status> {
+/// An `Operation` reply to a command.
+pub fn operation_reply(
+    what: &str,
+    r: OperationReply,
+) -> Result<GrpcResponse<OperationInfo>, Status> {
     match r {
-        Response::Operation { operation } => Ok(GrpcResponse::new(operation_info(&operation))),
-        Response::Rejected(r) => Err(errors::rejection(&r)),
+        OperationReply::Operation { operation } => {
+            Ok(GrpcResponse::new(operation_info(&operation)))
+        }
         other => Err(errors::internal(
             what,
             format!("unexpected response {other:?}"),
@@ -283,7 +288,7 @@ impl Operations for OperationsService {
                 lock.name = key.to_string();
             }
         }
-        let command = Command::Operations(OperationCommand::Submit {
+        let command = OperationCommand::Submit {
             params: json_or_null("params_json", &req.params_json)?,
             idempotency_key: (!req.idempotency_key.is_empty()).then_some(req.idempotency_key),
             create: self.parse_create(&req.create_object_json)?,
@@ -291,15 +296,14 @@ impl Operations for OperationsService {
             verb: req.verb,
             policy,
             limits: op_limits(config),
-        });
+        };
         match self.node.propose(command).await? {
-            Response::OpSubmitted { operation, created } => {
+            OperationReply::Submitted { operation, created } => {
                 Ok(GrpcResponse::new(SubmitOperationReply {
                     operation: Some(operation_info(&operation)),
                     created,
                 }))
             }
-            Response::Rejected(r) => Err(errors::rejection(&r)),
             other => Err(errors::internal(
                 "operation submit",
                 format!("unexpected response {other:?}"),
@@ -401,10 +405,10 @@ impl Operations for OperationsService {
         if let Some(ns) = namespace {
             auth::check(&self.node, caller.as_ref(), Access::Write(&ns))?;
         }
-        let command = Command::Operations(OperationCommand::Abort {
+        let command = OperationCommand::Abort {
             id,
             limits: op_limits(self.node.config.operations()),
-        });
+        };
         operation_reply("operation abort", self.node.propose(command).await?)
     }
 

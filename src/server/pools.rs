@@ -2,6 +2,7 @@
 //! and proposed (any node; followers forward), reads come after the barrier asked for. Also the
 //! leader's reaper, which proposes a `Reset` of the leases whose state's expiry passed.
 
+use crate::state::OperationReply;
 use crate::state::{OperationCommand, PoolCommand};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,19 +35,15 @@ impl PoolsService {
 
     async fn propose(&self, action: PoolAction) -> Result<(Vec<PoolResource>, u64), Status> {
         check_pool_action(&action).map_err(|r| errors::rejection(&r))?;
-        let command = Command::Pools(PoolCommand {
+        let command = PoolCommand {
             action,
             grace_ms: self.node.config.raft.election_timeout_ms_max,
-        });
+        };
         match self.node.propose(command).await? {
-            Response::Object { object, revision } => Ok((vec![info(&object)], revision)),
-            Response::Txn { objects, revision } => {
+            state::ObjectReply::Object { object, revision } => Ok((vec![info(&object)], revision)),
+            state::ObjectReply::Txn { objects, revision } => {
                 Ok((objects.iter().map(info).collect(), revision))
             }
-            Response::Rejected(r) => Err(errors::rejection(&r)),
-            other => Err(errors::internal_message(format!(
-                "unexpected response to a pool command: {other:?}"
-            ))),
         }
     }
 
@@ -125,17 +122,15 @@ impl PoolsService {
         claim: ClaimView,
         wait: Duration,
     ) -> Result<GrpcResponse<PoolResourceReply>, Status> {
-        let cancel = |release| {
-            Command::Pools(PoolCommand {
-                action: PoolAction::CancelWait {
-                    claim: name.clone(),
-                    owner: claim.owner.clone(),
-                    request_id: claim.request_id.clone(),
-                    state: claim.state.clone(),
-                    release,
-                },
-                grace_ms: 0,
-            })
+        let cancel = |release| PoolCommand {
+            action: PoolAction::CancelWait {
+                claim: name.clone(),
+                owner: claim.owner.clone(),
+                request_id: claim.request_id.clone(),
+                state: claim.state.clone(),
+                release,
+            },
+            grace_ms: 0,
         };
         let mut guard = CancelOnDrop::new(self.node.clone(), cancel(true), "pool wait");
         let deadline = tokio::time::Instant::now() + wait;
@@ -164,11 +159,10 @@ impl PoolsService {
                 _ = tokio::time::sleep_until(deadline) => {
                     guard.disarm();
                     return match self.node.propose(cancel(false)).await? {
-                        Response::Txn { objects, .. } => match objects.iter().find(|o| o.kind == POOL_KIND) {
+                        state::ObjectReply::Txn { objects, .. } => match objects.iter().find(|o| o.kind == POOL_KIND) {
                             Some(o) => Ok(GrpcResponse::new(reply_from(&self.node.state(), o))),
                             None => Err(not_granted(&claim, wait)),
                         },
-                        Response::Rejected(r) => Err(errors::rejection(&r)),
                         _ => Err(not_granted(&claim, wait)),
                     };
                 }
@@ -213,21 +207,20 @@ impl LeaseService for PoolsService {
         check_pool_action(&action).map_err(|r| errors::rejection(&r))?;
         // Subscribed before proposing, so the grant cannot be missed.
         let events = self.node.hub.subscribe_pools();
-        let command = Command::Pools(PoolCommand {
+        let command = PoolCommand {
             action,
             grace_ms: self.node.config.raft.election_timeout_ms_max,
-        });
+        };
         let (object, revision, leased) = match self.node.propose(command).await? {
-            Response::Object { object, revision } => (object, revision, Vec::new()),
+            state::ObjectReply::Object { object, revision } => (object, revision, Vec::new()),
             // A virtual resource, and the resources leased with it.
-            Response::Txn {
+            state::ObjectReply::Txn {
                 mut objects,
                 revision,
             } if !objects.is_empty() => {
                 let object = objects.remove(0);
                 (object, revision, objects.iter().map(info).collect())
             }
-            Response::Rejected(r) => return Err(errors::rejection(&r)),
             other => {
                 return Err(errors::internal_message(format!(
                     "unexpected response to an acquire: {other:?}"
@@ -358,16 +351,17 @@ impl LeaseService for PoolsService {
             .collect();
         let action = PoolAction::SyncVirtual { configs };
         check_pool_action(&action).map_err(|r| errors::rejection(&r))?;
-        let command = Command::Pools(PoolCommand {
+        let command = PoolCommand {
             action,
             grace_ms: self.node.config.raft.election_timeout_ms_max,
-        });
+        };
         match self.node.propose(command).await? {
-            Response::Txn { objects, revision } => Ok(GrpcResponse::new(PoolSyncVirtualReply {
-                changed: u32::try_from(objects.len()).unwrap_or(u32::MAX),
-                revision,
-            })),
-            Response::Rejected(r) => Err(errors::rejection(&r)),
+            state::ObjectReply::Txn { objects, revision } => {
+                Ok(GrpcResponse::new(PoolSyncVirtualReply {
+                    changed: u32::try_from(objects.len()).unwrap_or(u32::MAX),
+                    revision,
+                }))
+            }
             other => Err(errors::internal_message(format!(
                 "unexpected response to a virtual config sync: {other:?}"
             ))),
@@ -437,21 +431,21 @@ pub async fn run_reaper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<
         }
         if let Some(claims) = node.sweep_due(0, State::pool_claims_expired) {
             if !claims.is_empty() {
-                let command = Command::Pools(PoolCommand {
+                let command = PoolCommand {
                     action: PoolAction::ExpireClaims { claims },
                     grace_ms,
-                });
-                if node.propose_local(command).await.is_err() {
+                };
+                if node.propose_local(command.into()).await.is_err() {
                     tracing::debug!("claim expiry not applied (leadership changed)");
                 }
             }
         }
         if node.sweep_due(0, State::pools_reconcile_due) == Some(true) {
-            let command = Command::Pools(PoolCommand {
+            let command = PoolCommand {
                 action: PoolAction::Reconcile,
                 grace_ms,
-            });
-            if node.propose_local(command).await.is_err() {
+            };
+            if node.propose_local(command.into()).await.is_err() {
                 tracing::debug!("dynamic pool reconcile not applied (leadership changed)");
             }
         }
@@ -461,16 +455,16 @@ pub async fn run_reaper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<
         if names.is_empty() {
             continue;
         }
-        let command = Command::Pools(PoolCommand {
+        let command = PoolCommand {
             action: PoolAction::Reset {
                 names,
                 dest: dest.clone(),
             },
             grace_ms,
-        });
+        };
         let span = tracing::debug_span!("pool_reap", node = node.id);
-        match node.propose_local(command).instrument(span).await {
-            Ok(Response::Txn { objects, .. }) => {
+        match node.propose_local(command.into()).instrument(span).await {
+            Ok(Response::Objects(state::ObjectReply::Txn { objects, .. })) => {
                 for o in &objects {
                     tracing::info!(name = %o.metadata.name, "pool lease expired; reset");
                 }
@@ -512,7 +506,7 @@ pub async fn run_mason(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<b
                     let target =
                         state::ObjectKey::new(CONSTRUCT_KIND, state::DEFAULT_NAMESPACE, &name);
                     let policy = crate::server::operations::policy(config, &target, &verb, 0, 0);
-                    let command = Command::Operations(OperationCommand::Submit {
+                    let command = OperationCommand::Submit {
                         target,
                         verb: verb.clone(),
                         params,
@@ -520,22 +514,22 @@ pub async fn run_mason(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<b
                         create: None,
                         policy,
                         limits: crate::server::operations::op_limits(config),
-                    });
-                    (name, command)
+                    };
+                    (name, Command::from(command))
                 }
                 MasonDue::Ended { name } => {
-                    let command = Command::Pools(PoolCommand {
+                    let command = PoolCommand {
                         action: PoolAction::Constructed { name: name.clone() },
                         grace_ms,
-                    });
-                    (name, command)
+                    };
+                    (name, Command::from(command))
                 }
             };
             let what = command.to_string();
             let span = tracing::debug_span!("mason", node = node.id, resource = %name);
             match node.propose_local(command).instrument(span).await {
                 Ok(Response::Rejected(r)) => tracing::debug!(%name, reason = %r, "{what} refused"),
-                Ok(Response::OpSubmitted { operation, .. }) => {
+                Ok(Response::Operations(OperationReply::Submitted { operation, .. })) => {
                     tracing::info!(%name, id = %operation.id, "construct operation submitted");
                 }
                 Ok(_) => tracing::info!(%name, "virtual resource construction ended"),

@@ -22,7 +22,7 @@ use crate::server::errors;
 use crate::server::node::Node;
 use crate::server::watch::{Delivery, WatchFilter};
 use crate::state::auth::Access;
-use crate::state::{self, Command, ObjectKey, Rejection, Resource, Response, Selector, TxnOp};
+use crate::state::{self, ObjectKey, Rejection, Resource, Selector, TxnOp};
 
 pub struct ResourcesService {
     node: Arc<Node>,
@@ -111,7 +111,7 @@ impl ResourcesService {
     async fn update_with(
         &self,
         request: Request<UpdateRequest>,
-        command: impl FnOnce(Resource, Option<u64>, Option<state::Fence>) -> Command,
+        command: impl FnOnce(Resource, Option<u64>, Option<state::Fence>) -> ObjectCommand,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
         let caller = auth::caller(&request);
         let req = request.into_inner();
@@ -127,13 +127,15 @@ impl ResourcesService {
             .await
     }
 
-    async fn write_object(&self, command: Command) -> Result<GrpcResponse<ObjectReply>, Status> {
+    async fn write_object(
+        &self,
+        command: ObjectCommand,
+    ) -> Result<GrpcResponse<ObjectReply>, Status> {
         match self.node.propose(command).await? {
-            Response::Object { object, revision } => Ok(GrpcResponse::new(ObjectReply {
+            state::ObjectReply::Object { object, revision } => Ok(GrpcResponse::new(ObjectReply {
                 object_json: object.to_json(),
                 revision,
             })),
-            Response::Rejected(r) => Err(errors::rejection(&r)),
             other => Err(errors::internal(
                 "unexpected response to an object write",
                 format!("{other:?}"),
@@ -226,7 +228,7 @@ impl Resources for ResourcesService {
             Access::Write(&object.metadata.namespace),
         )?;
         let fence = Self::fence(&req.fence);
-        self.write_object(Command::Objects(ObjectCommand::Create { object, fence }))
+        self.write_object(ObjectCommand::Create { object, fence })
             .await
     }
 
@@ -316,11 +318,11 @@ impl Resources for ResourcesService {
         request: Request<UpdateRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
         self.update_with(request, |object, expected_revision, fence| {
-            Command::Objects(ObjectCommand::Update {
+            ObjectCommand::Update {
                 object,
                 expected_revision,
                 fence,
-            })
+            }
         })
         .await
     }
@@ -331,11 +333,11 @@ impl Resources for ResourcesService {
         request: Request<UpdateRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
         self.update_with(request, |object, expected_revision, fence| {
-            Command::Objects(ObjectCommand::UpdateStatus {
+            ObjectCommand::UpdateStatus {
                 object,
                 expected_revision,
                 fence,
-            })
+            }
         })
         .await
     }
@@ -351,11 +353,11 @@ impl Resources for ResourcesService {
         auth::check(&self.node, caller.as_ref(), Access::Write(&key.namespace))?;
         let expected_revision = (req.expected_revision != 0).then_some(req.expected_revision);
         let fence = Self::fence(&req.fence);
-        self.write_object(Command::Objects(ObjectCommand::Delete {
+        self.write_object(ObjectCommand::Delete {
             key,
             expected_revision,
             fence,
-        }))
+        })
         .await
     }
 
@@ -393,16 +395,11 @@ impl Resources for ResourcesService {
             auth::check(&self.node, caller.as_ref(), Access::Write(ns))?;
         }
         let fence = Self::fence(&req.fence);
-        match self
-            .node
-            .propose(Command::Objects(ObjectCommand::Txn { ops, fence }))
-            .await?
-        {
-            Response::Txn { objects, revision } => Ok(GrpcResponse::new(TxnReply {
+        match self.node.propose(ObjectCommand::Txn { ops, fence }).await? {
+            state::ObjectReply::Txn { objects, revision } => Ok(GrpcResponse::new(TxnReply {
                 objects_json: objects.iter().map(Resource::to_json).collect(),
                 revision,
             })),
-            Response::Rejected(r) => Err(errors::rejection(&r)),
             other => Err(errors::internal(
                 "unexpected response to a txn",
                 format!("{other:?}"),

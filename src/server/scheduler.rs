@@ -14,6 +14,7 @@
 //! tick it proposes the decommission of each reservation that has ended or is marked
 //! `toDelete` (no grace: a reservation's end is a time, not a lapse of heartbeats).
 
+use crate::state::OperationReply;
 use crate::state::{OperationCommand, ReservationCommand};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -26,7 +27,7 @@ use tracing::Instrument;
 use crate::config::OperationsConfig;
 use crate::server::node::Node;
 use crate::server::operations::{op_limits, policy};
-use crate::state::{Command, LockLimits, OperationId, Response, State};
+use crate::state::{LockLimits, OperationId, Response, State};
 
 fn lock_limits(node: &Node) -> LockLimits {
     let l = &node.config.locks;
@@ -74,13 +75,13 @@ fn schedule_round(node: &Arc<Node>, pending: &Pending, answered: &Arc<Notify>) -
         let span = tracing::debug_span!("assign", node = node.id, id = %d.id);
         tokio::spawn(
             async move {
-                let command = Command::Operations(OperationCommand::Assign {
+                let command = OperationCommand::Assign {
                     id: d.id,
                     worker: d.worker,
                     lock_limits,
-                });
-                match node.propose_local(command).await {
-                    Ok(Response::Operation { operation }) => {
+                };
+                match node.propose_local(command.into()).await {
+                    Ok(Response::Operations(OperationReply::Operation { operation })) => {
                         tracing::debug!(worker = ?operation.worker, epoch = operation.epoch, "assigned");
                         // From the queued transition before the assignment to the assignment.
                         if let [.., queued, assigned] = operation.transitions.as_slice() {
@@ -135,17 +136,20 @@ async fn decommission_round(node: &Node, config: &OperationsConfig) -> usize {
     let verb = &config.decommission_verb;
     let proposals = due.into_iter().map(|target| {
         let policy = policy(config, &target, verb, 0, 0);
-        node.propose_local(Command::Reservations(ReservationCommand::Decommission {
-            target,
-            verb: verb.clone(),
-            policy,
-            limits,
-        }))
+        node.propose_local(
+            ReservationCommand::Decommission {
+                target,
+                verb: verb.clone(),
+                policy,
+                limits,
+            }
+            .into(),
+        )
     });
     let mut submitted = 0;
     for result in futures::future::join_all(proposals).await {
         match result {
-            Ok(Response::OpSubmitted { operation, .. }) => {
+            Ok(Response::Operations(OperationReply::Submitted { operation, .. })) => {
                 submitted += 1;
                 tracing::info!(id = %operation.id, target = %operation.target, "decommission submitted");
             }
@@ -178,15 +182,17 @@ pub async fn run_op_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Recei
         if due.is_empty() {
             continue;
         }
-        let command = Command::Operations(OperationCommand::Sweep {
+        let command = OperationCommand::Sweep {
             workers: due.workers,
             operations: due.operations,
             grace_ms,
             limits,
-        });
+        };
         let span = tracing::debug_span!("op_sweep", node = node.id);
-        match node.propose_local(command).instrument(span).await {
-            Ok(Response::OpSwept { tally }) => tracing::debug!(?tally, "operation sweep applied"),
+        match node.propose_local(command.into()).instrument(span).await {
+            Ok(Response::Operations(OperationReply::Swept { tally })) => {
+                tracing::debug!(?tally, "operation sweep applied")
+            }
             Ok(Response::Rejected(r)) => tracing::debug!(reason = %r, "operation sweep refused"),
             Ok(_) => {}
             Err(_) => tracing::debug!("operation sweep not applied (leadership changed)"),

@@ -18,7 +18,6 @@ use crate::config::Limits;
 use crate::raft::types::{LogId, NodeId, WatchReceiver};
 use crate::server::node::Node;
 use crate::state::alarms::{AlarmAction, AlarmKind};
-use crate::state::Command;
 
 /// How long a compaction waits for its snapshot to be built.
 pub const COMPACT_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -190,11 +189,11 @@ pub async fn check(node: &Node) {
         return;
     }
     tracing::warn!(%reason, "raising the NOSPACE alarm: writes that may grow the state will be refused");
-    let command = Command::Alarms(AlarmAction::Raise {
+    let command = AlarmAction::Raise {
         node_id: node.id,
         kind: AlarmKind::NoSpace,
         reason,
-    });
+    };
     // Through any leader; if there is none, the next check tries again.
     if let Err(status) = node.propose(command).await {
         tracing::warn!(error = %status.message(), "cannot raise the NOSPACE alarm yet");

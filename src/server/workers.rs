@@ -10,6 +10,7 @@
 //! refused with Aborted.
 
 use crate::state::OperationCommand;
+use crate::state::OperationReply;
 use std::collections::BTreeSet;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -30,9 +31,7 @@ use crate::server::operations::{
 };
 use crate::server::resources::consistency;
 use crate::state::auth::Access;
-use crate::state::{
-    self, Command, Handle, OpState, OperationId, Rejection, Response, WorkerReport,
-};
+use crate::state::{self, Handle, OpState, OperationId, Rejection, WorkerReport};
 
 /// How often an assignment stream re-reads the worker's assignments from the state.
 const ASSIGNMENTS_RESCAN: Duration = Duration::from_secs(1);
@@ -61,13 +60,16 @@ pub fn worker_info(w: &state::Worker, now_ms: u64) -> WorkerInfo {
     }
 }
 
-fn worker_reply(node: &Node, what: &str, r: Response) -> Result<GrpcResponse<WorkerInfo>, Status> {
+fn worker_reply(
+    node: &Node,
+    what: &str,
+    r: OperationReply,
+) -> Result<GrpcResponse<WorkerInfo>, Status> {
     match r {
-        Response::Worker { worker } => {
+        OperationReply::Worker { worker } => {
             let now_ms = node.state().time_ms();
             Ok(GrpcResponse::new(worker_info(&worker, now_ms)))
         }
-        Response::Rejected(r) => Err(errors::rejection(&r)),
         other => Err(errors::internal(
             what,
             format!("unexpected response {other:?}"),
@@ -200,13 +202,13 @@ impl Workers for WorkersService {
                     .map_err(|e| errors::invalid(&format!("handles[{i}]"), e))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let command = Command::Operations(OperationCommand::RegisterWorker {
+        let command = OperationCommand::RegisterWorker {
             worker: req.worker,
             handles,
             capacity: req.capacity,
             ttl_ms: req.ttl_ms,
             limits: op_limits(self.node.config.operations()),
-        });
+        };
         let r = self.node.propose(command).await?;
         worker_reply(&self.node, "worker register", r)
     }
@@ -224,7 +226,7 @@ impl Workers for WorkersService {
         let worker = request.into_inner().worker;
         let r = self
             .node
-            .propose(Command::Operations(OperationCommand::Heartbeat { worker }))
+            .propose(OperationCommand::Heartbeat { worker })
             .await?;
         worker_reply(&self.node, "worker heartbeat", r)
     }
@@ -239,19 +241,18 @@ impl Workers for WorkersService {
             &request,
             Access::Worker(&request.get_ref().worker),
         )?;
-        let command = Command::Operations(OperationCommand::DeregisterWorker {
+        let command = OperationCommand::DeregisterWorker {
             worker: request.into_inner().worker,
             limits: op_limits(self.node.config.operations()),
-        });
+        };
         match self.node.propose(command).await? {
-            Response::WorkerDeregistered { tally } => {
+            OperationReply::WorkerDeregistered { tally } => {
                 Ok(GrpcResponse::new(DeregisterWorkerReply {
                     requeued: tally.requeued,
                     failed: tally.failed,
                     aborted: tally.aborted,
                 }))
             }
-            Response::Rejected(r) => Err(errors::rejection(&r)),
             other => Err(errors::internal(
                 "worker deregister",
                 format!("unexpected response {other:?}"),
@@ -287,14 +288,14 @@ impl Workers for WorkersService {
             Access::Worker(&request.get_ref().worker),
         )?;
         let req = request.into_inner();
-        let command = Command::Operations(OperationCommand::Report {
+        let command = OperationCommand::Report {
             id: parse_id("id", &req.id)?,
             report: report_from_proto(&req)?,
             worker: req.worker,
             attempt: req.attempt,
             epoch: req.epoch,
             limits: op_limits(self.node.config.operations()),
-        });
+        };
         operation_reply("operation report", self.node.propose(command).await?)
     }
 

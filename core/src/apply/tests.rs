@@ -1,5 +1,6 @@
 //! Table-driven `apply` sequences with made-up leader times: every operation, every rejection.
 
+use crate::command::{AlarmReply, AuthReply, ObjectReply};
 use crate::command::{MemberCommand, ObjectCommand};
 use crate::objects::command::TXN_OPS_MAX;
 use serde_json::json;
@@ -41,11 +42,11 @@ impl Log {
     /// Runs a command that must succeed and returns its object(s).
     pub(super) fn ok(&mut self, time_ms: u64, cmd: Command) -> Vec<Resource> {
         match self.run(time_ms, cmd) {
-            Response::Object { object, revision } => {
+            Response::Objects(ObjectReply::Object { object, revision }) => {
                 assert_eq!(revision, self.state.revision());
                 vec![object]
             }
-            Response::Txn { objects, revision } => {
+            Response::Objects(ObjectReply::Txn { objects, revision }) => {
                 assert_eq!(revision, self.state.revision());
                 objects
             }
@@ -629,11 +630,11 @@ fn a_guarded_command_applies_only_at_the_auth_revision_it_was_authorized_at() {
         token_sha256: None,
     });
     match log.run(20, add) {
-        Response::Auth {
+        Response::Auth(AuthReply {
             revision: 1,
             enabled: false,
             user: Some(user),
-        } => assert_eq!((user.name.as_str(), user.created_ms), ("root", 20)),
+        }) => assert_eq!((user.name.as_str(), user.created_ms), ("root", 20)),
         other => panic!("{other:?}"),
     }
     // Authorized before the change: refused, nothing applied, and it says so.
@@ -676,7 +677,7 @@ fn no_space_refuses_growth_until_disarmed() {
             reason: "data dir holds 9 MiB".into(),
         }),
     );
-    let Response::Alarms { alarms } = raised else {
+    let Response::Alarms(AlarmReply { alarms }) = raised else {
         panic!("expected alarms, got {raised:?}");
     };
     let no_space = Rejection::NoSpace {
@@ -722,6 +723,6 @@ fn no_space_refuses_growth_until_disarmed() {
             kind: None,
         }),
     );
-    assert_eq!(disarmed, Response::Alarms { alarms: vec![] });
+    assert_eq!(disarmed, Response::Alarms(AlarmReply { alarms: vec![] }));
     log.ok(21, create(director("c")));
 }

@@ -5,6 +5,7 @@
 //! the mirror (a Pod's status changed, its readiness did not) is none.
 
 use crate::command::DeploymentCommand;
+use crate::command::ObjectReply;
 use std::sync::Arc;
 
 use crate::apply::{emit, ApplyContext};
@@ -123,8 +124,8 @@ fn try_apply(
 }
 
 fn object_response(state: &State, object: Arc<Resource>) -> Response {
-    Response::Object {
+    Response::Objects(ObjectReply::Object {
         object: Arc::unwrap_or_clone(object),
         revision: state.revision,
-    }
+    })
 }

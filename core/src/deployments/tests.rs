@@ -2,6 +2,7 @@
 //! reports, the mirror object, each status mode's shape against golden JSON built from the
 //! seed's table, filters, limits and snapshots.
 
+use crate::command::ObjectReply;
 use crate::command::{DeploymentCommand, ObjectCommand};
 use serde_json::{json, Value};
 
@@ -54,7 +55,7 @@ impl Log {
 
     fn ok(&mut self, action: DeploymentAction) -> Resource {
         match self.run(action.clone()) {
-            Response::Object { object, .. } => object,
+            Response::Objects(ObjectReply::Object { object, .. }) => object,
             other => panic!("{action:?}: expected the mirror, got {other:?}"),
         }
     }

@@ -10,6 +10,7 @@
 //! ever. Every grant point (`grant_queue`) first drops such waiters with the `WaitExpired` event
 //! the sweep emits, and they are no queue for a new acquire (`blocker`, `enqueue`).
 
+use crate::command::LockReply;
 use serde_json::Value;
 
 use super::rules::{
@@ -32,7 +33,7 @@ pub(crate) struct LockContext {
     pub(crate) log_index: u64,
     /// `State::term_started_ms`: leader time of the current term's first stamped entry.
     pub(crate) term_started_ms: Option<u64>,
-    /// The store revision, for `Response::Done` (lock commands never change it).
+    /// The store revision, for `LockReply::Done` (lock commands never change it).
     pub(crate) revision: u64,
 }
 
@@ -84,7 +85,7 @@ impl LockTable {
             operation: Some(grant.operation),
         };
         match self.acquire(ctx, &req, events)? {
-            Response::LockGranted { holder } => Ok(holder),
+            Response::Locks(LockReply::Granted { holder }) => Ok(holder),
             // An acquire with wait_ms 0 is granted or refused, never queued.
             other => Err(Rejection::Invalid {
                 field: "wait_ms".to_string(),
@@ -241,7 +242,7 @@ impl LockTable {
             };
             events.push(holder_event(LockEventType::Granted, lock, &holder, now));
             lock.holders.push(holder.clone());
-            Ok(Response::LockGranted { holder })
+            Ok(Response::Locks(LockReply::Granted { holder }))
         })
     }
 
@@ -264,7 +265,7 @@ impl LockTable {
             let h = &mut lock.holders[i];
             h.ttl_ms = ttl_ms.or(h.ttl_ms);
             h.expires_at_ms = expiry(now, h.ttl_ms);
-            Ok(Response::LockRefreshed { holder: h.clone() })
+            Ok(Response::Locks(LockReply::Refreshed { holder: h.clone() }))
         })
     }
 
@@ -288,7 +289,7 @@ impl LockTable {
             let released = lock.holders.remove(i);
             events.push(holder_event(LockEventType::Released, lock, &released, now));
             grant_queue(lock, now, last_token, events);
-            Ok(Response::LockReleased { token })
+            Ok(Response::Locks(LockReply::Released { token }))
         })
     }
 
@@ -326,7 +327,7 @@ impl LockTable {
                 released_token = Some(released.token);
             }
             grant_queue(lock, now, last_token, events);
-            Ok(Response::LockWaitCancelled { released_token })
+            Ok(Response::Locks(LockReply::WaitCancelled { released_token }))
         })
     }
 
@@ -357,11 +358,11 @@ impl LockTable {
                 })?;
             }
         }
-        Ok(Response::LockSwept {
+        Ok(Response::Locks(LockReply::Swept {
             expired: tally.expired,
             waiters_expired: tally.waiters_expired,
             granted: tally.granted,
-        })
+        }))
     }
 }
 
@@ -438,7 +439,7 @@ fn reacquire(
     if held == LockMode::Write && req.mode == LockMode::Read {
         grant_queue(lock, now, last_token, events);
     }
-    Ok(Response::LockGranted { holder })
+    Ok(Response::Locks(LockReply::Granted { holder }))
 }
 
 /// Queue an acquire at the back. `no_room`: the lock entry would be new and the table is full.
@@ -471,10 +472,10 @@ fn enqueue(
         wait_until_ms: now.saturating_add(req.wait_ms),
         holders_max: req.limits.holders_max,
     });
-    Ok(Response::LockQueued {
+    Ok(Response::Locks(LockReply::Queued {
         wait_id: ctx.log_index,
         position: u32_of(lock.waiters.len()),
-    })
+    }))
 }
 
 /// Why an acquire by a new holder cannot be granted now, first reason first.
@@ -737,9 +738,9 @@ fn expiry(now: u64, ttl_ms: Option<u64>) -> Option<u64> {
 }
 
 fn done(ctx: &LockContext) -> Response {
-    Response::Done {
+    Response::Locks(LockReply::Done {
         revision: ctx.revision,
-    }
+    })
 }
 
 fn holder_event(event_type: LockEventType, lock: &Lock, h: &LockHolder, now: u64) -> LockEvent {

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::locks::{LockLimits, LockMode};
+use crate::locks::{LockHolder, LockLimits, LockMode};
 
 /// A lock command (`Command::Locks`), applied by `locks/apply.rs`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -49,4 +49,29 @@ pub enum LockCommand {
         grace_ms: u64,
         lock_delay_ms: u64,
     },
+}
+
+/// What a lock command answers.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub enum LockReply {
+    /// Acquire granted at once (or re-acquired: refreshed, upgraded, downgraded).
+    Granted { holder: LockHolder },
+    /// Acquire queued; `position` is 1-based (1: next in line). The grant, if it comes, is a
+    /// `LockEvent` of type `Granted` carrying this `wait_id`.
+    Queued { wait_id: u64, position: u32 },
+    /// Release: this token is no longer valid.
+    Released { token: u64 },
+    /// Refresh: the grant with its new expiry.
+    Refreshed { holder: LockHolder },
+    /// CancelWait: the waiter is gone; `released_token` is the grant it had already been given,
+    /// now released.
+    WaitCancelled { released_token: Option<u64> },
+    /// Sweep: holders expired, waiters timed out, waiters granted.
+    Swept {
+        expired: u32,
+        waiters_expired: u32,
+        granted: u32,
+    },
+    /// A command that found nothing to do; the store revision.
+    Done { revision: u64 },
 }

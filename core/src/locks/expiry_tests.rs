@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::tests::*;
 use super::*;
+use crate::command::LockReply;
 use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects};
 use crate::command::{Command, Response, TxnOp};
 use crate::objects::raw_json::RawJson;
@@ -51,7 +52,7 @@ fn no_lock_expires_within_the_grace_after_a_leader_change() {
     assert_eq!(log.state.term_started_ms(), None);
     // The new leader's first stamped entry is a sweep: it expires nothing, whatever its grace,
     // and starts the grace.
-    let done = Response::Done { revision: 0 };
+    let done = Response::Locks(LockReply::Done { revision: 0 });
     assert!(
         log.state.sweep_may_act(5_000, 1_000),
         "a sweep starts the clock"
@@ -163,7 +164,7 @@ fn waiters_time_out_in_a_sweep() {
     log.run(2_600, release("d", "h1", 1));
     assert_eq!(log.state.lock_count(), 0);
     let got = log.run(2_601, cancel("d", "h3", late));
-    assert_eq!(got, Response::Done { revision: 0 });
+    assert_eq!(got, Response::Locks(LockReply::Done { revision: 0 }));
 }
 
 #[test]

@@ -10,6 +10,7 @@
 //! `locks_due` agrees with a full scan; and snapshots round-trip.
 
 use crate::command::{LockCommand, ObjectCommand};
+use crate::command::{LockReply, ObjectReply};
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
@@ -430,14 +431,14 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
         // The response against the model's prediction.
         let rejected = matches!(response, Response::Rejected(_));
         match (step, &response) {
-            (Step::Fenced { .. }, Response::Object { .. }) => {
+            (Step::Fenced { .. }, Response::Objects(ObjectReply::Object { .. })) => {
                 prop_assert_eq!(expect_ok, Some(true))
             }
             (Step::Fenced { .. }, Response::Rejected(Rejection::FenceRejected { .. })) => {
                 prop_assert_eq!(expect_ok, Some(false))
             }
-            (Step::Release { .. }, Response::LockReleased { .. })
-            | (Step::Refresh { .. }, Response::LockRefreshed { .. }) => {
+            (Step::Release { .. }, Response::Locks(LockReply::Released { .. }))
+            | (Step::Refresh { .. }, Response::Locks(LockReply::Refreshed { .. })) => {
                 prop_assert_eq!(expect_ok, Some(true))
             }
             (
@@ -446,13 +447,16 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
             ) => {
                 prop_assert_eq!(expect_ok, Some(false))
             }
-            (Step::Sweep { .. }, Response::Done { .. }) => {
+            (Step::Sweep { .. }, Response::Locks(LockReply::Done { .. })) => {
                 prop_assert!(!sweep.is_some_and(|s| s.0))
             }
-            (Step::Sweep { .. }, Response::LockSwept { .. }) => {
+            (Step::Sweep { .. }, Response::Locks(LockReply::Swept { .. })) => {
                 prop_assert!(sweep.is_some_and(|s| s.0))
             }
-            (Step::Cancel { .. }, Response::Done { .. } | Response::LockWaitCancelled { .. }) => {}
+            (
+                Step::Cancel { .. },
+                Response::Locks(LockReply::Done { .. }) | Response::Locks(LockReply::WaitCancelled { .. }),
+            ) => {}
             (
                 Step::Acquire {
                     name,
@@ -480,7 +484,7 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
                 let conflict = others.iter().any(|(_, m, _)| *m == LockMode::Write)
                     || (asked == LockMode::Write && !others.is_empty());
                 match response {
-                    Response::LockGranted { holder: h } => {
+                    Response::Locks(LockReply::Granted { holder: h }) => {
                         prop_assert!(!conflict, "granted {asked} over {others:?}");
                         prop_assert_eq!(h.mode, asked);
                         match own {
@@ -496,7 +500,7 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
                             prop_assert_eq!(queue, 0, "a newcomer jumped the queue");
                         }
                     }
-                    Response::LockQueued { wait_id, .. } => {
+                    Response::Locks(LockReply::Queued { wait_id, .. }) => {
                         prop_assert_eq!(*wait_id, index);
                         model
                             .waits

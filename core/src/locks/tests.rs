@@ -2,6 +2,7 @@
 //! grants, sharing and exclusion, FIFO fairness, upgrade/downgrade, refresh, release, cancel,
 //! tokens, limits, input rules and wire forms. The harness here is shared with `expiry_tests`.
 
+use crate::command::LockReply;
 use crate::command::{LockCommand, ObjectCommand};
 use serde_json::json;
 
@@ -63,7 +64,7 @@ impl Log {
 
     pub(super) fn granted(&mut self, time_ms: u64, cmd: Command) -> LockHolder {
         match self.run(time_ms, cmd) {
-            Response::LockGranted { holder } => holder,
+            Response::Locks(LockReply::Granted { holder }) => holder,
             other => panic!("expected a grant, got {other:?}"),
         }
     }
@@ -71,10 +72,10 @@ impl Log {
     /// Runs an acquire that must queue; returns its wait id (the entry's log index).
     pub(super) fn queued(&mut self, time_ms: u64, cmd: Command, position: u32) -> u64 {
         let got = self.run(time_ms, cmd);
-        let want = Response::LockQueued {
+        let want = Response::Locks(LockReply::Queued {
             wait_id: self.index,
             position,
-        };
+        });
         assert_eq!(got, want);
         self.index
     }
@@ -204,11 +205,11 @@ pub(super) fn sweep(names: &[&str], grace_ms: u64, lock_delay_ms: u64) -> Comman
 }
 
 pub(super) fn swept(expired: u32, waiters_expired: u32, granted: u32) -> Response {
-    Response::LockSwept {
+    Response::Locks(LockReply::Swept {
         expired,
         waiters_expired,
         granted,
-    }
+    })
 }
 
 pub(super) fn fence(lock: &str, token: u64) -> Option<Fence> {
@@ -272,7 +273,7 @@ fn readers_share_and_a_writer_is_alone() {
 
     assert_eq!(
         log.run(1_003, release("d", "h1", 1)),
-        Response::LockReleased { token: 1 }
+        Response::Locks(LockReply::Released { token: 1 })
     );
     log.run(1_004, release("d", "h2", 2));
     assert!(
@@ -418,9 +419,9 @@ fn reacquire_in_the_same_mode_and_refresh_extend_the_grant() {
     };
     assert_eq!(
         got,
-        Response::LockRefreshed {
+        Response::Locks(LockReply::Refreshed {
             holder: refreshed.clone()
-        }
+        })
     );
     let shorter = log.run(1_900, refresh("d", "h1", 1, Some(100)));
     let want = LockHolder {
@@ -428,14 +429,20 @@ fn reacquire_in_the_same_mode_and_refresh_extend_the_grant() {
         expires_at_ms: Some(2_000),
         ..refreshed
     };
-    assert_eq!(shorter, Response::LockRefreshed { holder: want });
+    assert_eq!(
+        shorter,
+        Response::Locks(LockReply::Refreshed { holder: want })
+    );
 
     log.rejected(2_000, refresh("d", "h1", 7, None), not_held("d", "h1", 7));
     log.rejected(2_000, refresh("d", "h2", 1, None), not_held("d", "h2", 1));
     log.rejected(2_000, refresh("e", "h1", 1, None), not_held("e", "h1", 1));
     // Past its expiry but not yet swept, the holder may still refresh (one log order decides).
     let late = log.run(5_000, refresh("d", "h1", 1, None));
-    assert!(matches!(late, Response::LockRefreshed { .. }), "{late:?}");
+    assert!(
+        matches!(late, Response::Locks(LockReply::Refreshed { .. })),
+        "{late:?}"
+    );
     assert!(log.events().is_empty());
 }
 
@@ -460,12 +467,12 @@ fn cancel_wait_removes_the_waiter_or_releases_its_grant() {
     let w2 = log.queued(1_001, acquire("d", "h2", R, None, LONG), 1);
     let w3 = log.queued(1_002, acquire("d", "h3", R, None, LONG), 2);
     log.events();
-    let cancelled = Response::LockWaitCancelled {
+    let cancelled = Response::Locks(LockReply::WaitCancelled {
         released_token: None,
-    };
+    });
     assert_eq!(log.run(1_003, cancel("d", "h2", w2)), cancelled);
     assert_eq!(log.events(), [(WaitCancelled, s("h2"), 0, Some(w2))]);
-    let done = Response::Done { revision: 0 };
+    let done = Response::Locks(LockReply::Done { revision: 0 });
     assert_eq!(log.run(1_004, cancel("d", "h2", w2)), done, "idempotent");
     assert_eq!(log.run(1_005, cancel("d", "h2", w3)), done, "not h2's wait");
     assert_eq!(log.run(1_006, cancel("nope", "h2", w3)), done);
@@ -475,9 +482,9 @@ fn cancel_wait_removes_the_waiter_or_releases_its_grant() {
     assert_eq!(log.holders("d"), [(s("h3"), R, 2)]);
     log.events();
     let got = log.run(1_008, cancel("d", "h3", w3));
-    let released = Response::LockWaitCancelled {
+    let released = Response::Locks(LockReply::WaitCancelled {
         released_token: Some(2),
-    };
+    });
     assert_eq!(got, released);
     assert_eq!(log.events(), [(Released, s("h3"), 2, Some(w3))]);
     assert_eq!(log.state.lock_count(), 0);
@@ -681,7 +688,7 @@ fn wire_forms_and_messages() {
         text.contains(r#""mode":"READ","token":7,"grantedAtMs":1"#),
         "{text}"
     );
-    let response = Response::LockGranted { holder };
+    let response = Response::Locks(LockReply::Granted { holder });
     let text = serde_json::to_string(&response).expect("ser");
     assert_eq!(
         serde_json::from_str::<Response>(&text).expect("de"),
@@ -740,7 +747,10 @@ fn apply_wrapper_keeps_resource_events_and_drops_lock_events() {
         &acquire("d", "h", W, None, 0),
         &mut events,
     );
-    assert!(matches!(got, Response::LockGranted { .. }), "{got:?}");
+    assert!(
+        matches!(got, Response::Locks(LockReply::Granted { .. })),
+        "{got:?}"
+    );
     let create = Command::Objects(ObjectCommand::Create {
         object: director("a"),
         fence: fence("d", 1),

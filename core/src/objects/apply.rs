@@ -3,6 +3,7 @@
 //! was, and each returns the undo record a txn needs to roll it back.
 
 use crate::command::ObjectCommand;
+use crate::command::ObjectReply;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -352,11 +353,11 @@ fn apply_single(
     match apply_object_op(state, ctx, op) {
         Ok(change) => {
             emit(events, &change);
-            Response::Object {
+            Response::Objects(ObjectReply::Object {
                 // The store and the event share the object; the reply takes its own copy.
                 object: Arc::unwrap_or_clone(change.object),
                 revision: state.revision,
-            }
+            })
         }
         Err(rejection) => Response::Rejected(rejection),
     }
@@ -417,8 +418,8 @@ fn apply_txn(
             }
         }
     }
-    Response::Txn {
+    Response::Objects(ObjectReply::Txn {
         objects,
         revision: state.revision,
-    }
+    })
 }

@@ -148,3 +148,18 @@ impl fmt::Display for TxnOp {
         write!(f, "{} {}", self.verb(), self.key())
     }
 }
+
+/// What an object command answers (and a deployment or pool command: the objects it wrote).
+/// `revision` is the store revision after the command (unchanged for a no-op update).
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub enum ObjectReply {
+    /// Create/update/update-status: the object as stored. Delete: the object as deleted, its
+    /// resourceVersion set to the deletion revision.
+    Object { object: Resource, revision: u64 },
+    /// One object per op, as `Object` would have returned it.
+    Txn {
+        objects: Vec<Resource>,
+        revision: u64,
+    },
+}

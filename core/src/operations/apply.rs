@@ -11,6 +11,7 @@
 //! The target shows its operation in the same step (see `target`), so watchers of the resource
 //! see the lifecycle as revisions, in log order with everything else.
 
+use crate::command::OperationReply;
 use crate::command::{OperationCommand, ReservationCommand};
 use std::collections::BTreeSet;
 
@@ -188,7 +189,7 @@ fn register(
             w.last_heartbeat_ms = now;
         });
         return updated
-            .map(|worker| Response::Worker { worker })
+            .map(|worker| Response::Operations(OperationReply::Worker { worker }))
             .ok_or_else(|| not_registered(worker));
     }
     let count = state.ops.worker_count();
@@ -207,7 +208,9 @@ fn register(
         assigned: BTreeSet::new(),
     };
     state.ops.add_worker(registered.clone());
-    Ok(Response::Worker { worker: registered })
+    Ok(Response::Operations(OperationReply::Worker {
+        worker: registered,
+    }))
 }
 
 fn heartbeat(state: &mut State, worker: &str) -> Result<Response, Rejection> {
@@ -217,7 +220,7 @@ fn heartbeat(state: &mut State, worker: &str) -> Result<Response, Rejection> {
         .ops
         .update_worker(worker, |w| w.last_heartbeat_ms = now);
     updated
-        .map(|worker| Response::Worker { worker })
+        .map(|worker| Response::Operations(OperationReply::Worker { worker }))
         .ok_or_else(|| not_registered(worker))
 }
 
@@ -307,10 +310,10 @@ fn submit(
     }
     let stored = publish(state, op, out);
     evict(state, req.limits);
-    Ok(Response::OpSubmitted {
+    Ok(Response::Operations(OperationReply::Submitted {
         operation: stored,
         created: true,
-    })
+    }))
 }
 
 /// Submits the decommission of the reservation on `target` if it is due now and was not
@@ -375,10 +378,10 @@ fn decommission(
 /// refusal (a key reused for other work is a client bug).
 fn repeated(first: &Operation, req: &Submit<'_>) -> Result<Response, Rejection> {
     if first.target == *req.target && first.verb == req.verb && first.params == *req.params {
-        return Ok(Response::OpSubmitted {
+        return Ok(Response::Operations(OperationReply::Submitted {
             operation: first.clone(),
             created: false,
-        });
+        }));
     }
     Err(Rejection::Invalid {
         field: "idempotency_key".to_string(),
@@ -486,7 +489,9 @@ fn assign(
     next.epoch = epoch;
     target::write(state, ctx, write, &mut out.events);
     let stored = publish(state, next, out);
-    Ok(Response::Operation { operation: stored })
+    Ok(Response::Operations(OperationReply::Operation {
+        operation: stored,
+    }))
 }
 
 /// A borrowed `Command::OpReport`.
@@ -516,9 +521,9 @@ fn apply_report(
     match (op.state, req.report) {
         (ended, report) if ended.is_final() => {
             if ended == report.state() || *report == WorkerReport::Started {
-                return Ok(Response::Operation {
+                return Ok(Response::Operations(OperationReply::Operation {
                     operation: op.clone(),
-                });
+                }));
             }
             let action = format!("report {}", report.state());
             return Err(wrong_state(op, &action, ASSIGNED));
@@ -526,9 +531,9 @@ fn apply_report(
         (OpState::Dispatched, WorkerReport::Started) => next.enter(OpState::InProgress, now),
         // A repeat, or a start that crossed the abort: nothing changes.
         (_, WorkerReport::Started) => {
-            return Ok(Response::Operation {
+            return Ok(Response::Operations(OperationReply::Operation {
                 operation: op.clone(),
-            })
+            }))
         }
         (_, WorkerReport::Succeeded { response }) => {
             let result = OpResult::Response(response.clone());
@@ -558,7 +563,9 @@ fn apply_report(
     target::write(state, ctx, write, &mut out.events);
     let stored = publish(state, next, out);
     evict(state, req.limits);
-    Ok(Response::Operation { operation: stored })
+    Ok(Response::Operations(OperationReply::Operation {
+        operation: stored,
+    }))
 }
 
 /// Abort: a queued operation ends `Aborted`; an assigned one becomes `Aborting` (keeping its
@@ -578,9 +585,9 @@ fn abort(
         OpState::Queued => next.end(OpState::Aborted, None, now),
         OpState::Dispatched | OpState::InProgress => next.enter(OpState::Aborting, now),
         OpState::Aborting | OpState::Aborted => {
-            return Ok(Response::Operation {
+            return Ok(Response::Operations(OperationReply::Operation {
                 operation: op.clone(),
-            })
+            }))
         }
         OpState::Succeeded | OpState::Failed => {
             return Err(wrong_state(op, "abort", "not ended"));
@@ -590,7 +597,9 @@ fn abort(
     target::write(state, ctx, write, &mut out.events);
     let stored = publish(state, next, out);
     evict(state, limits);
-    Ok(Response::Operation { operation: stored })
+    Ok(Response::Operations(OperationReply::Operation {
+        operation: stored,
+    }))
 }
 
 /// The grant an assigned operation holds: (lock name, holder, token).

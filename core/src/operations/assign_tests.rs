@@ -2,6 +2,7 @@
 //! lock keeping operations off a target (and unable to touch theirs), stale reports, abort in
 //! every state, backups sharing a READ lock, operations without a lock.
 
+use crate::command::LockReply;
 use crate::command::{LockCommand, ObjectCommand, OperationCommand};
 use serde_json::json;
 
@@ -507,7 +508,10 @@ fn an_operation_ending_does_not_grant_its_lock_to_a_waiter_whose_wait_ended() {
         limits: LOCK_LIMITS,
     });
     let queued = log.run(1_000, waits);
-    assert!(matches!(queued, Response::LockQueued { .. }), "{queued:?}");
+    assert!(
+        matches!(queued, Response::Locks(LockReply::Queued { .. })),
+        "{queued:?}"
+    );
     // The operation ends at the end of that wait: the lock is free, not the broker's for ever.
     log.op_ok(1_100, report(&op, succeeded()));
     assert!(log.state.lock(lock).is_none(), "{:?}", log.state.lock(lock));

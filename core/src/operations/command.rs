@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::locks::LockLimits;
 use crate::objects::resource::{ObjectKey, Resource};
-use crate::operations::{Handle, OpLimits, OpPolicy, OpState, OperationId};
+use crate::operations::{
+    Handle, OpLimits, OpPolicy, OpState, OpTally, Operation, OperationId, Worker,
+};
 
 /// An operation or worker command (`Command::Operations`), applied by `operations/apply.rs`.
 // The large variants are the common ones; boxing would change the shape other layers build.
@@ -92,4 +94,21 @@ impl WorkerReport {
             WorkerReport::Aborted => OpState::Aborted,
         }
     }
+}
+
+/// What an operation, worker or reservation command answers.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub enum OperationReply {
+    /// Submit (and a decommission): the operation as stored; `created` is false when the
+    /// idempotency key named an existing one (then nothing changed).
+    Submitted { operation: Operation, created: bool },
+    /// Assign, Report, Abort: the operation after the command.
+    Operation { operation: Operation },
+    /// RegisterWorker, Heartbeat: the worker after the command.
+    Worker { worker: Worker },
+    /// DeregisterWorker: what became of its assignments.
+    WorkerDeregistered { tally: OpTally },
+    /// Sweep: workers removed, assignments taken back, operations ended or aborting.
+    Swept { tally: OpTally },
 }

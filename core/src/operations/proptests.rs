@@ -9,6 +9,7 @@
 //! round-trip.
 
 use crate::command::{LockCommand, ObjectCommand, OperationCommand};
+use crate::command::{LockReply, OperationReply};
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
@@ -389,12 +390,15 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
             );
         }
         match (step, &response) {
-            (Step::Submit { .. }, Response::OpSubmitted { operation, created }) => {
+            (
+                Step::Submit { .. },
+                Response::Operations(OperationReply::Submitted { operation, created }),
+            ) => {
                 prop_assert!(*created);
                 prop_assert_eq!(operation.id, OperationId(index));
                 model.ops.push(operation.id);
             }
-            (Step::Report { .. }, Response::Operation { .. }) => {
+            (Step::Report { .. }, Response::Operations(OperationReply::Operation { .. })) => {
                 let Command::Operations(OperationCommand::Report {
                     id,
                     worker,
@@ -414,10 +418,10 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
                 );
                 prop_assert!(model.live.contains_key(id) || model.ended.contains(id));
             }
-            (Step::ClientLock { target, .. }, Response::LockGranted { holder }) => {
+            (Step::ClientLock { target, .. }, Response::Locks(LockReply::Granted { holder })) => {
                 model.client_token.insert(*target, holder.token);
             }
-            (Step::ClientLock { target, .. }, Response::LockReleased { .. }) => {
+            (Step::ClientLock { target, .. }, Response::Locks(LockReply::Released { .. })) => {
                 model.client_token.remove(target);
             }
             _ => {}

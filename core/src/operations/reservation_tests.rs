@@ -3,6 +3,7 @@
 //! per-node counters follow every object change, rollbacks and restores included.
 
 use crate::command::{ObjectCommand, ReservationCommand};
+use crate::command::{ObjectReply, OperationReply};
 use serde_json::json;
 
 use super::tests::{assign, key, register, report, succeeded, Log, LIMITS};
@@ -80,10 +81,10 @@ fn an_ended_reservation_is_decommissioned_once_and_its_delete_removes_it() {
     assert_eq!(log.state.reservations_due(T0 + 60_000), vec![key("d1")]);
     let revision = log.state.revision();
     let op = match log.run(T0 + 60_000, decommission("d1")) {
-        Response::OpSubmitted {
+        Response::Operations(OperationReply::Submitted {
             operation,
             created: true,
-        } => operation,
+        }) => operation,
         other => panic!("expected a submit, got {other:?}"),
     };
     assert_eq!(op.verb, "delete");
@@ -131,7 +132,10 @@ fn to_delete_makes_it_due_at_once_and_an_update_without_reservation_keeps_it() {
     let mut plain = super::tests::director("d1");
     plain.spec = crate::RawJson::from_value(&json!({ "options": "{\"a\":1}" }));
     let cmd = update(plain);
-    assert!(matches!(log.run(T0 + 1, cmd), Response::Object { .. }));
+    assert!(matches!(
+        log.run(T0 + 1, cmd),
+        Response::Objects(ObjectReply::Object { .. })
+    ));
     assert_eq!(reservation_of(&log, "d1").expires_at, Some(T0 + 3_600_000));
     assert!(not_due(&mut log, T0 + 2, "d1").contains("ends at"));
 
@@ -140,7 +144,10 @@ fn to_delete_makes_it_due_at_once_and_an_update_without_reservation_keeps_it() {
         json!({ "nodeId": "n", "durationSeconds": 3600, "toDelete": true }),
     );
     let cmd = update(marked);
-    assert!(matches!(log.run(T0 + 3, cmd), Response::Object { .. }));
+    assert!(matches!(
+        log.run(T0 + 3, cmd),
+        Response::Objects(ObjectReply::Object { .. })
+    ));
     assert_eq!(log.state.reservations_due(T0 + 3), vec![key("d1")]);
     let op = log.submit(T0 + 4, decommission("d1"));
     assert_eq!(
@@ -439,7 +446,10 @@ mod model {
                         let uid = log.state.get(&target).map(|o| o.metadata.uid.to_string());
                         let cmd = decommission(&target.name);
                         match log.run(now, cmd) {
-                            Response::OpSubmitted { created: true, .. } => {
+                            Response::Operations(OperationReply::Submitted {
+                                created: true,
+                                ..
+                            }) => {
                                 *submitted.entry(uid.unwrap_or_default()).or_default() += 1;
                             }
                             other => prop_assert!(false, "offered {} but got {:?}", target, other),
@@ -450,7 +460,9 @@ mod model {
                     let due = scan(&log.state, now).1.contains(&key(NAMES[name]));
                     let uid = log.object(NAMES[name]).map(|o| o.metadata.uid.to_string());
                     match log.run(now, decommission(NAMES[name])) {
-                        Response::OpSubmitted { created: true, .. } => {
+                        Response::Operations(OperationReply::Submitted {
+                            created: true, ..
+                        }) => {
                             prop_assert!(due, "{} was not due", NAMES[name]);
                             *submitted.entry(uid.unwrap_or_default()).or_default() += 1;
                         }
@@ -466,10 +478,15 @@ mod model {
                         .find(|o| o.state == OpState::Queued)
                         .map(|o| o.id);
                     if let Some(id) = queued {
-                        if let Response::Operation { operation } = log.run(now, assign(id, "w")) {
+                        if let Response::Operations(OperationReply::Operation { operation }) =
+                            log.run(now, assign(id, "w"))
+                        {
                             let answer = log.run(now, report(&operation, succeeded()));
                             prop_assert!(
-                                matches!(answer, Response::Operation { .. }),
+                                matches!(
+                                    answer,
+                                    Response::Operations(OperationReply::Operation { .. })
+                                ),
                                 "{:?}",
                                 answer
                             );

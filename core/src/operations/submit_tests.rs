@@ -3,6 +3,7 @@
 //! idempotent submits, every submit and registration refusal leaving the state as it was.
 
 use crate::command::{ObjectCommand, OperationCommand};
+use crate::command::{ObjectReply, OperationReply};
 use serde_json::json;
 
 use super::tests::*;
@@ -73,7 +74,7 @@ fn the_seed_lifecycle_create_then_succeed() {
     });
     assert!(matches!(
         log.run(1_350, fenced.clone()),
-        Response::Object { .. }
+        Response::Objects(ObjectReply::Object { .. })
     ));
     log.object_events();
 
@@ -203,10 +204,10 @@ fn an_idempotent_submit_returns_the_first_and_changes_nothing() {
     let again = log.run(1_200, with_key(submit("d1", "update"), "k1"));
     assert_eq!(
         again,
-        Response::OpSubmitted {
+        Response::Operations(OperationReply::Submitted {
             operation: log.op(first),
             created: false
-        }
+        })
     );
     assert_eq!(log.state.with_clock_of(&before), before);
     assert_eq!(log.effects, effects);

@@ -4,6 +4,7 @@
 //! operations, and snapshots.
 
 use crate::command::OperationCommand;
+use crate::command::OperationReply;
 use serde_json::json;
 
 use super::tests::*;
@@ -13,7 +14,7 @@ use crate::state::State;
 use OpState::{Aborted, Aborting, Dispatched, Failed, InProgress, Queued, Succeeded};
 
 fn swept(tally: OpTally) -> Response {
-    Response::OpSwept { tally }
+    Response::Operations(OperationReply::Swept { tally })
 }
 
 #[test]
@@ -231,7 +232,7 @@ fn deregistering_takes_work_back_at_once() {
     };
     assert_eq!(
         log.run(1_200, deregister),
-        Response::WorkerDeregistered { tally }
+        Response::Operations(OperationReply::WorkerDeregistered { tally })
     );
     assert_eq!((log.op(id).state, log.op(id).attempt), (Queued, 2));
     assert_eq!(log.state.lock_count(), 0);

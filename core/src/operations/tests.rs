@@ -2,6 +2,7 @@
 //! made-up leader times and terms (shared with `submit_tests`, `assign_tests`, `sweep_tests` and
 //! `proptests`), and the wire forms of the operation types.
 
+use crate::command::OperationReply;
 use crate::command::{ObjectCommand, OperationCommand};
 use serde_json::json;
 
@@ -82,8 +83,8 @@ impl Log {
     /// Runs a command that must answer an operation; returns it.
     pub(super) fn op_ok(&mut self, time_ms: u64, cmd: Command) -> Operation {
         match self.run(time_ms, cmd) {
-            Response::Operation { operation } => operation,
-            Response::OpSubmitted { operation, .. } => operation,
+            Response::Operations(OperationReply::Operation { operation }) => operation,
+            Response::Operations(OperationReply::Submitted { operation, .. }) => operation,
             other => panic!("expected an operation, got {other:?}"),
         }
     }
@@ -91,17 +92,17 @@ impl Log {
     /// Submits; returns the new operation's id.
     pub(super) fn submit(&mut self, time_ms: u64, cmd: Command) -> OperationId {
         match self.run(time_ms, cmd) {
-            Response::OpSubmitted {
+            Response::Operations(OperationReply::Submitted {
                 operation,
                 created: true,
-            } => operation.id,
+            }) => operation.id,
             other => panic!("expected a new operation, got {other:?}"),
         }
     }
 
     pub(super) fn worker_ok(&mut self, time_ms: u64, cmd: Command) -> Worker {
         match self.run(time_ms, cmd) {
-            Response::Worker { worker } => worker,
+            Response::Operations(OperationReply::Worker { worker }) => worker,
             other => panic!("expected a worker, got {other:?}"),
         }
     }

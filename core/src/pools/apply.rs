@@ -8,6 +8,7 @@
 //! (`grant_waiting`) and an acquire does so before it counts the queue, so they are no queue and
 //! no demand either.
 
+use crate::command::ObjectReply;
 use crate::command::PoolCommand;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -212,17 +213,17 @@ fn with_leased(state: &State, object: Arc<Resource>) -> Response {
 }
 
 fn one(state: &State, object: Arc<Resource>) -> Response {
-    Response::Object {
+    Response::Objects(ObjectReply::Object {
         object: Arc::unwrap_or_clone(object),
         revision: state.revision,
-    }
+    })
 }
 
 fn many(state: &State, objects: Vec<Arc<Resource>>) -> Response {
-    Response::Txn {
+    Response::Objects(ObjectReply::Txn {
         objects: objects.into_iter().map(Arc::unwrap_or_clone).collect(),
         revision: state.revision,
-    }
+    })
 }
 
 /// Applies one pool command (`Command::Pools`).
@@ -335,14 +336,18 @@ fn latest(state: &State, response: Response) -> Response {
         None => o,
     };
     match response {
-        Response::Object { object, .. } => Response::Object {
-            object: now(object),
-            revision: state.revision,
-        },
-        Response::Txn { objects, .. } => Response::Txn {
-            objects: objects.into_iter().map(now).collect(),
-            revision: state.revision,
-        },
+        Response::Objects(ObjectReply::Object { object, .. }) => {
+            Response::Objects(ObjectReply::Object {
+                object: now(object),
+                revision: state.revision,
+            })
+        }
+        Response::Objects(ObjectReply::Txn { objects, .. }) => {
+            Response::Objects(ObjectReply::Txn {
+                objects: objects.into_iter().map(now).collect(),
+                revision: state.revision,
+            })
+        }
         other => other,
     }
 }

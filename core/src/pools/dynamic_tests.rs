@@ -3,6 +3,7 @@
 //! end, resources deleted after their lifespan and replaced, virtual dynamic types built by
 //! Mason for a waiter; every refusal.
 
+use crate::command::ObjectReply;
 use std::collections::BTreeMap;
 
 use super::mason_tests::{built, release, summary, vcluster, Log};
@@ -167,7 +168,9 @@ fn a_virtual_dynamic_type_is_built_for_its_waiter() {
     log.ok(acquire_wait("vcluster", "alice"));
     // Bob waits: a second is created, built from p2, and granted to him when it is free.
     let claim = match log.run(acquire_wait("vcluster", "bob")) {
-        Response::Object { object, .. } => ClaimView::of(&object).expect("a claim"),
+        Response::Objects(ObjectReply::Object { object, .. }) => {
+            ClaimView::of(&object).expect("a claim")
+        }
         other => panic!("{other:?}"),
     };
     assert_eq!(log.state.pools().type_len("vcluster"), 2);

@@ -6,6 +6,7 @@
 //! and shares its lease.
 
 use crate::command::{ObjectCommand, OperationCommand, PoolCommand};
+use crate::command::{ObjectReply, OperationReply};
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
@@ -106,8 +107,12 @@ impl Log {
 
     pub(super) fn ok(&mut self, action: PoolAction) -> Vec<PoolView> {
         match self.run(action.clone()) {
-            Response::Object { object, .. } => PoolView::of(&object).into_iter().collect(),
-            Response::Txn { objects, .. } => objects.iter().filter_map(PoolView::of).collect(),
+            Response::Objects(ObjectReply::Object { object, .. }) => {
+                PoolView::of(&object).into_iter().collect()
+            }
+            Response::Objects(ObjectReply::Txn { objects, .. }) => {
+                objects.iter().filter_map(PoolView::of).collect()
+            }
             other => panic!("{action:?}: {other:?}"),
         }
     }
@@ -160,7 +165,9 @@ impl Log {
                         limits: LIMITS,
                     }));
                     match response {
-                        Response::OpSubmitted { operation, .. } => submitted.push(operation.id),
+                        Response::Operations(OperationReply::Submitted { operation, .. }) => {
+                            submitted.push(operation.id)
+                        }
                         other => panic!("construct submit: {other:?}"),
                     }
                 }
@@ -180,9 +187,8 @@ impl Log {
             lock_limits: LOCK_LIMITS,
         }));
         let op = match assigned {
-            Response::Operation { operation } | Response::OpSubmitted { operation, .. } => {
-                operation
-            }
+            Response::Operations(OperationReply::Operation { operation })
+            | Response::Operations(OperationReply::Submitted { operation, .. }) => operation,
             other => panic!("assign: {other:?}"),
         };
         let reported = self.cmd(Command::Operations(OperationCommand::Report {

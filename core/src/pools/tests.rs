@@ -4,6 +4,7 @@
 //! objects, no resource has two owners, no claim is granted once its wait has ended, and none
 //! whose wait has ended survives an applied command (steps often jump to a claim's deadline).
 
+use crate::command::ObjectReply;
 use crate::command::{ObjectCommand, PoolCommand};
 use std::collections::BTreeMap;
 
@@ -62,9 +63,13 @@ impl Log {
 
     pub(super) fn ok(&mut self, time_ms: u64, action: PoolAction) -> Vec<PoolView> {
         match self.run(time_ms, action.clone()) {
-            Response::Object { object, .. } => vec![PoolView::of(&object).expect("view")],
+            Response::Objects(ObjectReply::Object { object, .. }) => {
+                vec![PoolView::of(&object).expect("view")]
+            }
             // Pool resources only (a cancel or an expiry answers the claims it removed).
-            Response::Txn { objects, .. } => objects.iter().filter_map(PoolView::of).collect(),
+            Response::Objects(ObjectReply::Txn { objects, .. }) => {
+                objects.iter().filter_map(PoolView::of).collect()
+            }
             other => panic!("{action:?}: {other:?}"),
         }
     }
@@ -131,7 +136,9 @@ pub(super) fn acquire_wait(owner: &str, request_id: &str, wait_ms: u64) -> PoolA
 /// Runs an acquire that must queue; returns its claim.
 pub(super) fn queued(log: &mut Log, time_ms: u64, action: PoolAction) -> ClaimView {
     match log.run(time_ms, action.clone()) {
-        Response::Object { object, .. } => ClaimView::of(&object).expect("a claim"),
+        Response::Objects(ObjectReply::Object { object, .. }) => {
+            ClaimView::of(&object).expect("a claim")
+        }
         other => panic!("{action:?}: expected a claim, got {other:?}"),
     }
 }
@@ -479,7 +486,7 @@ fn waits_end_at_their_deadline_or_when_cancelled_and_a_late_grant_is_kept_or_rel
     );
     let before = log.effects.pool_events.len();
     match log.run(T0 + 1_021, expire(vec![claim_name(c.seq)])) {
-        Response::Txn { objects, .. } => assert_eq!(objects.len(), 1),
+        Response::Objects(ObjectReply::Txn { objects, .. }) => assert_eq!(objects.len(), 1),
         other => panic!("{other:?}"),
     }
     assert_eq!(
@@ -641,7 +648,7 @@ proptest! {
                     let time = log.state.time_ms();
                     let ended = log.state.pool_claims_expired(time);
                     prop_assert!(ended.is_empty(), "claims {ended:?} outlived their wait");
-                    if let Response::Object { object, .. } = &response {
+                    if let Response::Objects(ObjectReply::Object { object, .. }) = &response {
                         if let Some(claim) = ClaimView::of(object) {
                             open.insert(claim_name(claim.seq), claim.deadline_ms);
                         }

@@ -4,6 +4,7 @@
 
 use super::tests::*;
 use super::*;
+use crate::command::ObjectReply;
 use crate::command::{Rejection, Response};
 
 fn free(name: &str, owner: &str) -> PoolAction {
@@ -130,7 +131,8 @@ fn ended_claims_hold_no_place_against_pool_waiters_max() {
         Some(claim_name(first.seq).as_str())
     );
     match log.run(T0 + 1_200, free("p1", "a")) {
-        Response::Object { .. } | Response::Txn { .. } => {}
+        Response::Objects(ObjectReply::Object { .. })
+        | Response::Objects(ObjectReply::Txn { .. }) => {}
         other => panic!("{other:?}"),
     }
     assert_eq!(log.view("p1").expect("p1").owner, "late");

@@ -6,6 +6,7 @@
 use super::target::{self, TargetWrite};
 use super::{evict, not_registered, op_grant, publish, release};
 use crate::apply::{ApplyContext, Effects};
+use crate::command::OperationReply;
 use crate::command::{Rejection, Response};
 use crate::operations::{
     check_sweep, check_worker, OpLimits, OpResult, OpState, OpTally, Operation, OperationId,
@@ -30,7 +31,9 @@ pub(super) fn deregister(
     let reason = format!("worker {worker} deregistered");
     remove_worker(state, ctx, worker, &reason, &mut tally, out);
     evict(state, limits);
-    Ok(Response::WorkerDeregistered { tally })
+    Ok(Response::Operations(OperationReply::WorkerDeregistered {
+        tally,
+    }))
 }
 
 /// A borrowed `Command::OpSweep`.
@@ -57,7 +60,7 @@ pub(super) fn apply_sweep(
         .is_some_and(|started| now >= started.saturating_add(sweep.grace_ms));
     let mut tally = OpTally::default();
     if !past_grace {
-        return Ok(Response::OpSwept { tally });
+        return Ok(Response::Operations(OperationReply::Swept { tally }));
     }
     for worker in sweep.workers {
         let Some(expired) = state.ops.worker(worker).map(|w| w.expires_at_ms()) else {
@@ -72,7 +75,7 @@ pub(super) fn apply_sweep(
         pass_deadline(state, ctx, id, &mut tally, out);
     }
     evict(state, sweep.limits);
-    Ok(Response::OpSwept { tally })
+    Ok(Response::Operations(OperationReply::Swept { tally }))
 }
 
 /// Takes every assignment of `worker` back, then removes it.
