@@ -23,7 +23,11 @@ use crate::server::errors;
 use crate::server::node::{CancelOnDrop, Node};
 use crate::server::resources::consistency;
 use crate::server::watch::relay;
-use crate::state::{self, LockEvent, LockEventType, LockLimits, Response, State};
+use crate::state::{self, LockEvent, LockEventType, LockLimits, Response};
+
+mod sweeper;
+
+pub use sweeper::run_sweeper;
 
 pub struct LocksService {
     node: Arc<Node>,
@@ -375,42 +379,5 @@ impl Locks for LocksService {
             },
         );
         Ok(GrpcResponse::new(Box::pin(stream)))
-    }
-}
-
-/// The leader's sweeper: every `locks.sweep_interval_ms`, if this node leads, proposes a
-/// `LockSweep` naming the locks its clock says are due. Apply re-checks each with leader time,
-/// after the grace of one election timeout that follows every change of leader.
-pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let interval = Duration::from_millis(node.config.locks.sweep_interval_ms);
-    let grace_ms = node.config.raft.election_timeout_ms_max;
-    let lock_delay_ms = node.config.locks.lock_delay_ms;
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
-        let Some(names) = node.sweep_due(grace_ms, State::locks_due) else {
-            continue;
-        };
-        if names.is_empty() {
-            continue;
-        }
-        let command = LockCommand::Sweep {
-            names,
-            grace_ms,
-            lock_delay_ms,
-        };
-        match node.propose_local(command.into()).await {
-            Ok(Response::Locks(LockReply::Swept {
-                expired,
-                waiters_expired,
-                granted,
-            })) => {
-                tracing::debug!(expired, waiters_expired, granted, "lock sweep applied");
-            }
-            Ok(_) => {}
-            Err(_) => tracing::debug!("lock sweep not applied (leadership changed)"),
-        }
     }
 }

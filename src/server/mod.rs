@@ -3,17 +3,19 @@
 //! `serve` opens storage, starts Raft, bootstraps a fresh cluster once, and runs the client API
 //! and the peer service on their own listeners until SIGTERM / Ctrl-C, beside the tasks that run
 //! on every node:
-//! - leader-only tasks, which act only while this node leads and only *propose* (apply decides):
-//!   the lock sweeper (`locks::run_sweeper`), the operation scheduler, its sweeper and the
-//!   reservation decommissions (`scheduler`), the pool reaper and Mason's fulfil/recycle loop
-//!   (`pools::run_reaper`, `pools::run_mason`);
+//! - leader-only tasks, which act only while this node leads and only *propose* (apply decides),
+//!   each beside the service of its capability: the lock sweeper (`locks/sweeper.rs`), the
+//!   operation scheduler (`operations/scheduler.rs`), the operation sweeper with the reservation
+//!   decommissions (`operations/sweeper.rs`), the pool reaper and Mason's fulfil/recycle loop
+//!   (`pools/reaper.rs`, `pools/mason.rs`);
 //! - per-node tasks: the space monitor (`space::run_monitor`: measures the data dir and disk and
 //!   proposes the NOSPACE alarm), the health reporter (`metrics::run_health`), the client-limit
 //!   forgetter (`client_limits`), and `/metrics` when `metrics_addr` is set.
 //!
-//! The client API, each service in its own file and thin (validate, then `Node::propose` or
-//! `Node::read_barrier` + read, answer through the one error table in `errors`): `resources`,
-//! `locks`, `operations` + `workers` (lifecycle operations and the workers that run them),
+//! The client API, one place per capability and thin (validate, then `Node::propose` with the
+//! family's command, which returns the family's reply, or `Node::read_barrier` + read; answer
+//! through the one error table in `errors`): `resources`, `locks`, `operations` +
+//! `operations/workers.rs` (lifecycle operations and the workers that run them),
 //! `reservations`, `pools` (`LeaseService`, Boskos' API, and Mason), `deployments`
 //! (`StatusService`, EMCO's deployment status), `cluster` (status, membership), with `deadline` (the caller's
 //! `grpc-timeout`, for code that waits on its behalf), `auth` and `client_limits` as tower layers
@@ -37,10 +39,8 @@ pub mod peer;
 pub mod pools;
 pub mod reservations;
 pub mod resources;
-pub mod scheduler;
 pub mod space;
 pub mod watch;
-pub mod workers;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -200,8 +200,8 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
             peer_server,
         )),
         tokio::spawn(locks::run_sweeper(node.clone(), stop_rx.clone())),
-        tokio::spawn(scheduler::run_scheduler(node.clone(), stop_rx.clone())),
-        tokio::spawn(scheduler::run_op_sweeper(node.clone(), stop_rx.clone())),
+        tokio::spawn(operations::run_scheduler(node.clone(), stop_rx.clone())),
+        tokio::spawn(operations::run_op_sweeper(node.clone(), stop_rx.clone())),
         tokio::spawn(pools::run_reaper(node.clone(), stop_rx.clone())),
         tokio::spawn(pools::run_mason(node.clone(), stop_rx.clone())),
         tokio::spawn(space::run_monitor(node.clone(), stop_rx.clone())),
@@ -268,7 +268,7 @@ async fn serve_client_api(
     let locks = LocksServer::new(locks::LocksService::new(node.clone()));
     let operations = OperationsServer::new(operations::OperationsService::new(node.clone()))
         .max_decoding_message_size(max_msg);
-    let workers = WorkersServer::new(workers::WorkersService::new(node.clone()))
+    let workers = WorkersServer::new(operations::workers::WorkersService::new(node.clone()))
         .max_decoding_message_size(max_msg);
     let reservations =
         ReservationsServer::new(reservations::ReservationsService::new(node.clone()));

@@ -1,5 +1,6 @@
-//! The `Operations` gRPC service, and the conversions of operations and workers to the wire that
-//! the `Workers` service (workers.rs) shares.
+//! The operations capability on the server: the `Operations` gRPC service here, the `Workers`
+//! service (`workers.rs`), and the leader's loops (`scheduler.rs`, `sweeper.rs`); and the
+//! conversions of operations and workers to the wire they share.
 //!
 //! Handlers stay thin: a submit gets the server's policy for its verb (`policy`, from the
 //! `[operations]` config) and is proposed; reads take the read barrier and read the state; a
@@ -26,6 +27,13 @@ use crate::state::{
     self, LockMode as StateLockMode, ObjectKey, OpFilter, OpLimits, OpLock, OpPolicy, OpResult,
     OpState, OperationId, Resource,
 };
+
+pub mod scheduler;
+mod sweeper;
+pub mod workers;
+
+pub use scheduler::run_scheduler;
+pub use sweeper::run_op_sweeper;
 
 pub struct OperationsService {
     node: Arc<Node>,

@@ -2,15 +2,13 @@
 //! and proposed (any node; followers forward), reads come after the barrier asked for. Also the
 //! leader's reaper, which proposes a `Reset` of the leases whose state's expiry passed.
 
-use crate::state::OperationReply;
-use crate::state::{OperationCommand, PoolCommand};
+use crate::state::PoolCommand;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::broadcast::error::RecvError;
 use tonic::{Request, Response as GrpcResponse, Status};
-use tracing::Instrument;
 
 use crate::proto::v1::lease_service_server::LeaseService;
 use crate::proto::v1::*;
@@ -19,10 +17,16 @@ use crate::server::node::{CancelOnDrop, Node};
 use crate::server::resources::consistency;
 use crate::state::objects::count::CountBy;
 use crate::state::pools::{
-    check_pool_action, ClaimView, DynamicPool, MasonDue, PoolAction, PoolEntry, PoolEvent,
-    PoolView, VirtualConfig, CONSTRUCT_KIND, POOL_KIND,
+    check_pool_action, ClaimView, DynamicPool, PoolAction, PoolEntry, PoolEvent, PoolView,
+    VirtualConfig, POOL_KIND,
 };
-use crate::state::{self, Command, Response, Selector, State};
+use crate::state::{self, Selector, State};
+
+mod mason;
+mod reaper;
+
+pub use mason::run_mason;
+pub use reaper::run_reaper;
 
 pub struct PoolsService {
     node: Arc<Node>,
@@ -412,129 +416,5 @@ impl LeaseService for PoolsService {
             total: by_state.total,
             revision: state.revision(),
         }))
-    }
-}
-
-/// The leader's reaper: every `pools.reap_interval_ms`, if this node leads and the grace after
-/// its election has passed, proposes a `Reset` (to `pools.reset_state`) of the leases whose
-/// state's expiry passed at its clock, the expiry of waits past their deadline, and a
-/// `Reconcile` when a dynamic pool's resource outlived its lifespan. Apply re-checks each
-/// against the entry's time.
-pub async fn run_reaper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let interval = Duration::from_millis(node.config.pools.reap_interval_ms);
-    let grace_ms = node.config.raft.election_timeout_ms_max;
-    let dest = node.config.pools.reset_state.clone();
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
-        if let Some(claims) = node.sweep_due(0, State::pool_claims_expired) {
-            if !claims.is_empty() {
-                let command = PoolCommand {
-                    action: PoolAction::ExpireClaims { claims },
-                    grace_ms,
-                };
-                if node.propose_local(command.into()).await.is_err() {
-                    tracing::debug!("claim expiry not applied (leadership changed)");
-                }
-            }
-        }
-        if node.sweep_due(0, State::pools_reconcile_due) == Some(true) {
-            let command = PoolCommand {
-                action: PoolAction::Reconcile,
-                grace_ms,
-            };
-            if node.propose_local(command.into()).await.is_err() {
-                tracing::debug!("dynamic pool reconcile not applied (leadership changed)");
-            }
-        }
-        let Some(names) = node.sweep_due(grace_ms, State::pools_expired) else {
-            continue;
-        };
-        if names.is_empty() {
-            continue;
-        }
-        let command = PoolCommand {
-            action: PoolAction::Reset {
-                names,
-                dest: dest.clone(),
-            },
-            grace_ms,
-        };
-        let span = tracing::debug_span!("pool_reap", node = node.id);
-        match node.propose_local(command.into()).instrument(span).await {
-            Ok(Response::Objects(state::ObjectReply::Txn { objects, .. })) => {
-                for o in &objects {
-                    tracing::info!(name = %o.metadata.name, "pool lease expired; reset");
-                }
-            }
-            Ok(Response::Rejected(r)) => tracing::debug!(reason = %r, "pool reset refused"),
-            Ok(_) => {}
-            Err(_) => tracing::debug!("pool reset not applied (leadership changed)"),
-        }
-    }
-}
-
-/// The leader's Mason task: whenever a pool command or an operation changes something (and at
-/// least every `pools.reap_interval_ms`), if this node leads, submits the construct operation of
-/// each virtual resource that was fulfilled (its idempotency key makes a repeat harmless) and
-/// proposes `Constructed` for each whose operation ended. Apply decides everything else.
-pub async fn run_mason(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    use tokio::sync::broadcast::error::TryRecvError;
-    let interval = Duration::from_millis(node.config.pools.reap_interval_ms);
-    let grace_ms = node.config.raft.election_timeout_ms_max;
-    let config = node.config.operations();
-    let verb = node.config.pools.construct_verb.clone();
-    let mut pools = node.hub.subscribe_pools();
-    let mut ops = node.hub.subscribe_ops();
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = pools.recv() => {}
-            _ = ops.recv() => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
-        while let Ok(_) | Err(TryRecvError::Lagged(_)) = pools.try_recv() {}
-        while let Ok(_) | Err(TryRecvError::Lagged(_)) = ops.try_recv() {}
-        let Some(due) = node.sweep_due(0, State::mason_due) else {
-            continue;
-        };
-        for item in due {
-            let (name, command) = match item {
-                MasonDue::Submit { name, key, params } => {
-                    let target =
-                        state::ObjectKey::new(CONSTRUCT_KIND, state::DEFAULT_NAMESPACE, &name);
-                    let policy = crate::server::operations::policy(config, &target, &verb, 0, 0);
-                    let command = OperationCommand::Submit {
-                        target,
-                        verb: verb.clone(),
-                        params,
-                        idempotency_key: Some(key),
-                        create: None,
-                        policy,
-                        limits: crate::server::operations::op_limits(config),
-                    };
-                    (name, Command::from(command))
-                }
-                MasonDue::Ended { name } => {
-                    let command = PoolCommand {
-                        action: PoolAction::Constructed { name: name.clone() },
-                        grace_ms,
-                    };
-                    (name, Command::from(command))
-                }
-            };
-            let what = command.to_string();
-            let span = tracing::debug_span!("mason", node = node.id, resource = %name);
-            match node.propose_local(command).instrument(span).await {
-                Ok(Response::Rejected(r)) => tracing::debug!(%name, reason = %r, "{what} refused"),
-                Ok(Response::Operations(OperationReply::Submitted { operation, .. })) => {
-                    tracing::info!(%name, id = %operation.id, "construct operation submitted");
-                }
-                Ok(_) => tracing::info!(%name, "virtual resource construction ended"),
-                Err(_) => tracing::debug!(%name, "{what} not applied (leadership changed)"),
-            }
-        }
     }
 }

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::tests::*;
 use super::*;
-use crate::command::LockReply;
 use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects};
+use crate::command::LockReply;
 use crate::command::{Command, Response, TxnOp};
 use crate::objects::raw_json::RawJson;
 use crate::objects::resource::ObjectKey;

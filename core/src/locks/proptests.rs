@@ -455,7 +455,8 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
             }
             (
                 Step::Cancel { .. },
-                Response::Locks(LockReply::Done { .. }) | Response::Locks(LockReply::WaitCancelled { .. }),
+                Response::Locks(LockReply::Done { .. })
+                | Response::Locks(LockReply::WaitCancelled { .. }),
             ) => {}
             (
                 Step::Acquire {

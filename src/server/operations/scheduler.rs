@@ -1,7 +1,7 @@
-//! The leader's operation tasks: the scheduler, which proposes `OpAssign` for what
-//! `State::ops_dispatchable` offers, and the sweeper, which proposes `OpSweep` for what
-//! `State::ops_due` names. Both run on every node and act only while this node leads; they only
-//! propose, and apply re-checks every proposal (a stale plan is refused, never applied twice).
+//! The leader's operation scheduler, which proposes `OperationCommand::Assign` for what
+//! `State::ops_dispatchable` offers (its sweeper is `sweeper.rs`). It runs on every node and acts
+//! only while this node leads; it only proposes, and apply re-checks every proposal (a stale plan
+//! is refused, never applied twice).
 //!
 //! The scheduler wakes on every operation change applied here (a submit, an end that frees a
 //! lock or a worker's room), when one of its proposals is answered, and on a tick of
@@ -14,8 +14,8 @@
 //! tick it proposes the decommission of each reservation that has ended or is marked
 //! `toDelete` (no grace: a reservation's end is a time, not a lapse of heartbeats).
 
+use crate::state::OperationCommand;
 use crate::state::OperationReply;
-use crate::state::{OperationCommand, ReservationCommand};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,10 +24,8 @@ use tokio::sync::broadcast::error::TryRecvError;
 use tokio::sync::Notify;
 use tracing::Instrument;
 
-use crate::config::OperationsConfig;
 use crate::server::node::Node;
-use crate::server::operations::{op_limits, policy};
-use crate::state::{LockLimits, OperationId, Response, State};
+use crate::state::{LockLimits, OperationId, Response};
 
 fn lock_limits(node: &Node) -> LockLimits {
     let l = &node.config.locks;
@@ -122,80 +120,5 @@ pub async fn run_scheduler(node: Arc<Node>, mut stop: tokio::sync::watch::Receiv
         }
         let _span = tracing::debug_span!("schedule", node = node.id).entered();
         schedule_round(&node, &pending, &answered);
-    }
-}
-
-/// Proposes a `Decommission` for each reservation that is due at this leader's clock (one entry
-/// each: an operation's id is its entry's index); returns how many were submitted. Apply
-/// re-checks each, so a reservation marked by an earlier round is refused, never submitted twice.
-async fn decommission_round(node: &Node, config: &OperationsConfig) -> usize {
-    let Some(due) = node.sweep_due(0, State::reservations_due) else {
-        return 0;
-    };
-    let limits = op_limits(config);
-    let verb = &config.decommission_verb;
-    let proposals = due.into_iter().map(|target| {
-        let policy = policy(config, &target, verb, 0, 0);
-        node.propose_local(
-            ReservationCommand::Decommission {
-                target,
-                verb: verb.clone(),
-                policy,
-                limits,
-            }
-            .into(),
-        )
-    });
-    let mut submitted = 0;
-    for result in futures::future::join_all(proposals).await {
-        match result {
-            Ok(Response::Operations(OperationReply::Submitted { operation, .. })) => {
-                submitted += 1;
-                tracing::info!(id = %operation.id, target = %operation.target, "decommission submitted");
-            }
-            Ok(Response::Rejected(r)) => tracing::debug!(reason = %r, "decommission refused"),
-            Ok(_) => {}
-            Err(_) => tracing::debug!("decommission not applied (leadership changed)"),
-        }
-    }
-    submitted
-}
-
-/// The leader's operation sweeper: every `operations.sweep_interval_ms`, if this node leads,
-/// proposes an `OpSweep` of the dead workers and passed deadlines its clock sees.
-pub async fn run_op_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let config = node.config.operations();
-    let interval = Duration::from_millis(config.sweep_interval_ms);
-    let grace_ms = node.config.raft.election_timeout_ms_max;
-    let limits = op_limits(config);
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
-        decommission_round(&node, config)
-            .instrument(tracing::debug_span!("decommission", node = node.id))
-            .await;
-        let Some(due) = node.sweep_due(grace_ms, State::ops_due) else {
-            continue;
-        };
-        if due.is_empty() {
-            continue;
-        }
-        let command = OperationCommand::Sweep {
-            workers: due.workers,
-            operations: due.operations,
-            grace_ms,
-            limits,
-        };
-        let span = tracing::debug_span!("op_sweep", node = node.id);
-        match node.propose_local(command.into()).instrument(span).await {
-            Ok(Response::Operations(OperationReply::Swept { tally })) => {
-                tracing::debug!(?tally, "operation sweep applied")
-            }
-            Ok(Response::Rejected(r)) => tracing::debug!(reason = %r, "operation sweep refused"),
-            Ok(_) => {}
-            Err(_) => tracing::debug!("operation sweep not applied (leadership changed)"),
-        }
     }
 }
