@@ -13,17 +13,17 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::Stream;
 use tonic::{Request, Response as GrpcResponse, Status};
 
 use crate::proto::v1::locks_server::Locks;
 use crate::proto::v1::*;
 use crate::server::errors;
-use crate::server::node::{CancelOnDrop, Node};
+use crate::server::node::Node;
 use crate::server::resources::consistency;
+use crate::server::wait::{Wait, Waited};
 use crate::server::watch::relay;
-use crate::state::{self, LockEvent, LockEventType, LockLimits, Response};
+use crate::state::{self, Command, LockEvent, LockEventType, LockLimits, Response};
 
 mod sweeper;
 
@@ -156,61 +156,55 @@ impl LocksService {
     /// Waits for the grant of `wait_id`, up to `wait`. On timeout, cancels the wait.
     async fn wait_for_grant(
         &self,
-        mut events: tokio::sync::broadcast::Receiver<Arc<LockEvent>>,
+        events: tokio::sync::broadcast::Receiver<Arc<LockEvent>>,
         name: &str,
         holder: &str,
         wait_id: u64,
         wait: Duration,
     ) -> Result<GrpcResponse<LockGrant>, Status> {
-        let mut guard = CancelOnDrop::new(
-            self.node.clone(),
-            LockCommand::CancelWait {
-                name: name.to_string(),
-                holder: holder.to_string(),
-                wait_id,
-            },
-            "lock wait",
-        );
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            tokio::select! {
-                ev = events.recv() => match ev {
-                    Ok(e) if e.name == name && e.wait_id == Some(wait_id) => match e.event_type {
-                        LockEventType::Granted => {
-                            guard.disarm();
-                            return self.granted_holder(name, e.token);
-                        }
-                        LockEventType::WaitExpired | LockEventType::WaitCancelled => {
-                            guard.disarm();
-                            return Err(not_granted(name, wait));
-                        }
-                        _ => {}
-                    },
-                    Ok(_) => {}
-                    Err(RecvError::Lagged(_)) => {
-                        // Missed events: ask the state where this wait stands.
-                        let state = self.node.state();
-                        let lock = state.lock(name);
-                        if let Some(h) = lock.and_then(|l| l.holders.iter().find(|h| h.wait_id == Some(wait_id))) {
-                            guard.disarm();
-                            return Ok(grant(name, h));
-                        }
-                        if !lock.is_some_and(|l| l.waiters.iter().any(|w| w.wait_id == wait_id)) {
-                            guard.disarm();
-                            return Err(not_granted(name, wait));
-                        }
-                    }
-                    Err(RecvError::Closed) => return Err(errors::shutting_down()),
-                },
-                _ = tokio::time::sleep_until(deadline) => {
-                    if let Some(cancel) = guard.disarm() {
-                        return match self.node.propose_command(cancel).await? {
-                            Response::Rejected(r) => Err(errors::rejection(&r)),
-                            _ => Err(not_granted(name, wait)),
-                        };
-                    }
-                }
+        let cancel: Command = LockCommand::CancelWait {
+            name: name.to_string(),
+            holder: holder.to_string(),
+            wait_id,
+        }
+        .into();
+        let waiting = Wait {
+            events,
+            on_drop: cancel.clone(),
+            at_deadline: cancel,
+            what: "lock wait",
+            wait,
+        };
+        let on_event = |e: &Arc<LockEvent>| {
+            if e.name != name || e.wait_id != Some(wait_id) {
+                return None;
             }
+            match e.event_type {
+                LockEventType::Granted => Some(self.granted_holder(name, e.token)),
+                LockEventType::WaitExpired | LockEventType::WaitCancelled => {
+                    Some(Err(not_granted(name, wait)))
+                }
+                _ => None,
+            }
+        };
+        // Missed events: ask the state where this wait stands.
+        let on_lagged = || {
+            let state = self.node.state();
+            let lock = state.lock(name);
+            if let Some(h) =
+                lock.and_then(|l| l.holders.iter().find(|h| h.wait_id == Some(wait_id)))
+            {
+                return Some(Ok(grant(name, h)));
+            }
+            if !lock.is_some_and(|l| l.waiters.iter().any(|w| w.wait_id == wait_id)) {
+                return Some(Err(not_granted(name, wait)));
+            }
+            None
+        };
+        match waiting.run(&self.node, on_event, on_lagged).await? {
+            Waited::Answered(answer) => answer,
+            Waited::TimedOut(Response::Rejected(r)) => Err(errors::rejection(&r)),
+            Waited::TimedOut(_) => Err(not_granted(name, wait)),
         }
     }
 

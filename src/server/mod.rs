@@ -40,6 +40,7 @@ pub mod pools;
 pub mod reservations;
 pub mod resources;
 pub mod space;
+pub mod wait;
 pub mod watch;
 
 use std::collections::BTreeMap;

@@ -7,20 +7,20 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::broadcast::error::RecvError;
 use tonic::{Request, Response as GrpcResponse, Status};
 
 use crate::proto::v1::lease_service_server::LeaseService;
 use crate::proto::v1::*;
 use crate::server::errors;
-use crate::server::node::{CancelOnDrop, Node};
+use crate::server::node::Node;
 use crate::server::resources::consistency;
+use crate::server::wait::{Wait, Waited};
 use crate::state::objects::count::CountBy;
 use crate::state::pools::{
     check_pool_action, ClaimView, DynamicPool, PoolAction, PoolEntry, PoolEvent, PoolView,
     VirtualConfig, POOL_KIND,
 };
-use crate::state::{self, Selector, State};
+use crate::state::{self, Response, Selector, State};
 
 mod mason;
 mod reaper;
@@ -121,7 +121,7 @@ impl PoolsService {
     /// granted at the last moment, is answered rather than lost).
     async fn wait_for_grant(
         &self,
-        mut events: tokio::sync::broadcast::Receiver<state::pools::PoolEvent>,
+        events: tokio::sync::broadcast::Receiver<state::pools::PoolEvent>,
         name: String,
         claim: ClaimView,
         wait: Duration,
@@ -136,41 +136,43 @@ impl PoolsService {
             },
             grace_ms: 0,
         };
-        let mut guard = CancelOnDrop::new(self.node.clone(), cancel(true), "pool wait");
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            tokio::select! {
-                ev = events.recv() => match ev {
-                    Ok(PoolEvent::Claim { claim: c, resource }) if c == name => {
-                        guard.disarm();
-                        return match resource {
-                            Some(_) => self.lease_of(&claim),
-                            None => Err(not_granted(&claim, wait)),
-                        };
-                    }
-                    Ok(_) => {}
-                    Err(RecvError::Lagged(_)) => {
-                        // Missed events: ask the state where this wait stands.
-                        let state = self.node.state();
-                        if state.pools().claim_by_request(&claim.owner, &claim.request_id).is_none() {
-                            drop(state);
-                            guard.disarm();
-                            return self.lease_of(&claim).map_err(|_| not_granted(&claim, wait));
-                        }
-                    }
-                    Err(RecvError::Closed) => return Err(errors::shutting_down()),
-                },
-                _ = tokio::time::sleep_until(deadline) => {
-                    guard.disarm();
-                    return match self.node.propose(cancel(false)).await? {
-                        state::ObjectReply::Txn { objects, .. } => match objects.iter().find(|o| o.kind == POOL_KIND) {
-                            Some(o) => Ok(GrpcResponse::new(reply_from(&self.node.state(), o))),
-                            None => Err(not_granted(&claim, wait)),
-                        },
-                        _ => Err(not_granted(&claim, wait)),
-                    };
+        let waiting = Wait {
+            events,
+            on_drop: cancel(true).into(),
+            at_deadline: cancel(false).into(),
+            what: "pool wait",
+            wait,
+        };
+        let on_event = |e: &PoolEvent| match e {
+            PoolEvent::Claim { claim: c, resource } if *c == name => Some(match resource {
+                Some(_) => self.lease_of(&claim),
+                None => Err(not_granted(&claim, wait)),
+            }),
+            _ => None,
+        };
+        // Missed events: ask the state where this wait stands.
+        let on_lagged = || {
+            let state = self.node.state();
+            if state
+                .pools()
+                .claim_by_request(&claim.owner, &claim.request_id)
+                .is_some()
+            {
+                return None;
+            }
+            drop(state);
+            Some(self.lease_of(&claim).map_err(|_| not_granted(&claim, wait)))
+        };
+        match waiting.run(&self.node, on_event, on_lagged).await? {
+            Waited::Answered(answer) => answer,
+            Waited::TimedOut(Response::Rejected(r)) => Err(errors::rejection(&r)),
+            Waited::TimedOut(Response::Objects(state::ObjectReply::Txn { objects, .. })) => {
+                match objects.iter().find(|o| o.kind == POOL_KIND) {
+                    Some(o) => Ok(GrpcResponse::new(reply_from(&self.node.state(), o))),
+                    None => Err(not_granted(&claim, wait)),
                 }
             }
+            Waited::TimedOut(_) => Err(not_granted(&claim, wait)),
         }
     }
 
