@@ -71,18 +71,14 @@ impl Caller {
     }
 }
 
-/// PermissionDenied unless the call's `Caller` may do `access`; logged and counted. Handlers of
-/// namespaced and worker methods call it with the namespace or worker id the request names.
-pub fn authorize<T>(node: &Node, request: &Request<T>, access: Access<'_>) -> Result<(), Status> {
-    check(node, caller(request).as_ref(), access)
-}
-
-/// The call's `Caller`, kept before the request is consumed.
+/// The call's `Caller`, taken before the request is consumed.
 pub fn caller<T>(request: &Request<T>) -> Option<Caller> {
     request.extensions().get::<Caller>().cloned()
 }
 
-/// `authorize` for a `Caller` taken out of its request.
+/// PermissionDenied unless `caller` (`caller(&request)`) may do `access`; logged and counted.
+/// The one way handlers of namespaced and worker methods authorize, with the namespace or worker
+/// id the request names, before they change or read anything.
 pub fn check(node: &Node, caller: Option<&Caller>, access: Access<'_>) -> Result<(), Status> {
     match caller {
         Some(caller) if caller.allows(access) => Ok(()),

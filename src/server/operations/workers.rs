@@ -187,9 +187,9 @@ impl Workers for WorkersService {
         &self,
         request: Request<RegisterWorkerRequest>,
     ) -> Result<GrpcResponse<WorkerInfo>, Status> {
-        auth::authorize(
+        auth::check(
             &self.node,
-            &request,
+            auth::caller(&request).as_ref(),
             Access::Worker(&request.get_ref().worker),
         )?;
         let req = request.into_inner();
@@ -218,9 +218,9 @@ impl Workers for WorkersService {
         &self,
         request: Request<HeartbeatRequest>,
     ) -> Result<GrpcResponse<WorkerInfo>, Status> {
-        auth::authorize(
+        auth::check(
             &self.node,
-            &request,
+            auth::caller(&request).as_ref(),
             Access::Worker(&request.get_ref().worker),
         )?;
         let worker = request.into_inner().worker;
@@ -236,9 +236,9 @@ impl Workers for WorkersService {
         &self,
         request: Request<DeregisterWorkerRequest>,
     ) -> Result<GrpcResponse<DeregisterWorkerReply>, Status> {
-        auth::authorize(
+        auth::check(
             &self.node,
-            &request,
+            auth::caller(&request).as_ref(),
             Access::Worker(&request.get_ref().worker),
         )?;
         let command = OperationCommand::DeregisterWorker {
@@ -282,9 +282,9 @@ impl Workers for WorkersService {
         &self,
         request: Request<ReportRequest>,
     ) -> Result<GrpcResponse<OperationInfo>, Status> {
-        auth::authorize(
+        auth::check(
             &self.node,
-            &request,
+            auth::caller(&request).as_ref(),
             Access::Worker(&request.get_ref().worker),
         )?;
         let req = request.into_inner();
