@@ -33,7 +33,8 @@
 //! - `alarms`: alarms nodes raise through the log (NOSPACE) and what they refuse.
 //!
 //! And what they share:
-//! - `command`: `Proposal`, `Command`, `TxnOp`, `Response`, `Rejection`, `Event`.
+//! - `command`: `Proposal`, `Command` and its families, `Response` and the family replies,
+//!   `Event`; `rejection`: `Rejection`, the domain's "no".
 //! - `state`: `State`, what every capability keeps in it, and the accessors of no one capability.
 //! - `apply`: `apply_effects`, the cross-cutting guard (time, term, auth revision,
 //!   space, mirrors) in front of each capability's apply.
@@ -55,6 +56,7 @@ pub mod locks;
 pub mod objects;
 pub mod operations;
 pub mod pools;
+pub mod rejection;
 pub mod reservations;
 mod snapshot;
 pub mod state;
