@@ -20,20 +20,10 @@ use tonic_types::{ErrorDetails, StatusExt};
 use crate::proto::v1::ErrorReason;
 use crate::raft::types::{ClientWriteError, ForwardToLeader, NodeAddr, RaftError};
 use crate::state::Rejection;
+use crate::wire::{ERROR_DOMAIN, LEADER_HINT, REASON_PREFIX};
 
-/// Metadata key of the leader hint on Unavailable statuses.
-pub const LEADER_HINT: &str = "x-steward-leader";
-
-/// Metadata key on a write that was refused before any leader appended it (no leader, or every
-/// leader tried said it was not one): it was not applied and never will be, so a client may send
-/// it again. Kept beside the reasons for older clients.
-pub const NOT_APPLIED: &str = "x-steward-not-applied";
-
-/// `google.rpc.ErrorInfo.domain` of every refusal.
-pub const DOMAIN: &str = "steward";
-
-/// The prefix the proto enum's value names carry and `ErrorInfo.reason` does not.
-const REASON_PREFIX: &str = "ERROR_REASON_";
+/// Kept here for tests/cluster/admission.rs; the key is defined in `crate::wire`.
+pub use crate::wire::NOT_APPLIED;
 
 /// RetryInfo of OVERLOADED: the least wait before sending again after too many proposals or
 /// calls were in flight (about the time a group of proposals takes to commit).
@@ -73,7 +63,7 @@ pub fn reason_from_name(name: &str) -> Option<ErrorReason> {
 /// The reason `status` carries in its details (domain "steward"), if any.
 pub fn reason_of(status: &Status) -> Option<ErrorReason> {
     let info = status.get_details_error_info()?;
-    if info.domain != DOMAIN {
+    if info.domain != ERROR_DOMAIN {
         return None;
     }
     reason_from_name(&info.reason)
@@ -150,7 +140,7 @@ fn build(
     retry_after: Option<Duration>,
     mut metadata: MetadataMap,
 ) -> Status {
-    let mut details = ErrorDetails::with_error_info(reason_name(reason), DOMAIN, info);
+    let mut details = ErrorDetails::with_error_info(reason_name(reason), ERROR_DOMAIN, info);
     if let Some(delay) = retry_after {
         details.set_retry_info(Some(delay));
     }
@@ -169,7 +159,7 @@ fn build(
 pub fn not_applied(status: Status) -> Status {
     let details = status.get_error_details();
     let kept = details.error_info().filter(|i| {
-        i.domain == DOMAIN
+        i.domain == ERROR_DOMAIN
             && reason_from_name(&i.reason).is_some_and(|r| {
                 !matches!(
                     r,
@@ -194,7 +184,7 @@ pub fn not_applied(status: Status) -> Status {
     }
     let info = details
         .error_info()
-        .filter(|i| i.domain == DOMAIN)
+        .filter(|i| i.domain == ERROR_DOMAIN)
         .map(|i| i.metadata.clone())
         .unwrap_or_default();
     let retry = details
@@ -375,7 +365,7 @@ pub fn txn_op(index: usize, status: Status) -> Status {
         Some(i) => (i.reason.clone(), i.domain.clone(), i.metadata.clone()),
         None => (
             reason_name(reason_for_code(status.code())).to_string(),
-            DOMAIN.to_string(),
+            ERROR_DOMAIN.to_string(),
             HashMap::new(),
         ),
     };
