@@ -13,6 +13,7 @@
 //!   bring any (the compiler keeps it so: it cannot name tokio, tonic or openraft).
 //! - `client`: the Rust client used by the CLI, workers, tests, jepsen/ and bench/.
 //! - `cli`: the `steward` command line.
+//! - `wire`: the metadata keys and ErrorInfo domain the server sets and the client reads, once.
 //!
 //! Write flow: client -> any node's `Resources` service -> validate -> (follower: forward to the
 //! leader over the peer service) -> leader stamps time and proposes a `Proposal` -> majority fsync
@@ -38,3 +39,4 @@ pub mod raft;
 pub mod server;
 pub use steward_core as state;
 pub mod tls;
+pub mod wire;

@@ -5,12 +5,7 @@ use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
 use crate::proto::v1::ErrorReason;
-
-/// The trailer in which a node names the leader's client address when it cannot serve a request.
-pub const LEADER_HINT_KEY: &str = "x-steward-leader";
-
-/// `google.rpc.ErrorInfo.domain` of steward's refusals.
-pub const ERROR_DOMAIN: &str = "steward";
+use crate::wire::{ERROR_DOMAIN, LEADER_HINT, REASON_PREFIX};
 
 /// The reason a steward node gave for refusing a request (proto/errors.proto): the
 /// `ErrorInfo.reason` of the status's details, domain "steward". `None` for a status without
@@ -21,7 +16,7 @@ pub fn reason(status: &Status) -> Option<ErrorReason> {
     if info.domain != ERROR_DOMAIN {
         return None;
     }
-    ErrorReason::from_str_name(&format!("ERROR_REASON_{}", info.reason))
+    ErrorReason::from_str_name(&format!("{REASON_PREFIX}{}", info.reason))
         .filter(|r| *r != ErrorReason::Unspecified)
 }
 
@@ -48,7 +43,7 @@ pub(super) enum Retry {
 
 /// The leader's client address a node put in the `x-steward-leader` metadata, if any.
 pub fn leader_hint(status: &Status) -> Option<String> {
-    let value = status.metadata().get(LEADER_HINT_KEY)?.to_str().ok()?;
+    let value = status.metadata().get(LEADER_HINT)?.to_str().ok()?;
     (!value.is_empty()).then(|| value.to_string())
 }
 
@@ -225,7 +220,7 @@ mod tests {
         // The trailer alone (an older node, or a forged one) is not a reason.
         let mut trailer_only = Status::unavailable("this node is not the leader");
         trailer_only.metadata_mut().insert(
-            errors::NOT_APPLIED,
+            crate::wire::NOT_APPLIED,
             tonic::metadata::MetadataValue::from_static("true"),
         );
         assert!(!may_retry(Retry::Write, &trailer_only));

@@ -18,22 +18,14 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::proto::v1::ErrorReason;
-use crate::raft::types::{ClientWriteError, ForwardToLeader, NodeAddr, RaftError};
+use crate::raft::types::{
+    ClientWriteError, Fatal, ForwardToLeader, LinearizableReadError, NodeAddr, RaftError, WaitError,
+};
 use crate::state::Rejection;
+use crate::wire::{ERROR_DOMAIN, LEADER_HINT, REASON_PREFIX};
 
-/// Metadata key of the leader hint on Unavailable statuses.
-pub const LEADER_HINT: &str = "x-steward-leader";
-
-/// Metadata key on a write that was refused before any leader appended it (no leader, or every
-/// leader tried said it was not one): it was not applied and never will be, so a client may send
-/// it again. Kept beside the reasons for older clients.
-pub const NOT_APPLIED: &str = "x-steward-not-applied";
-
-/// `google.rpc.ErrorInfo.domain` of every refusal.
-pub const DOMAIN: &str = "steward";
-
-/// The prefix the proto enum's value names carry and `ErrorInfo.reason` does not.
-const REASON_PREFIX: &str = "ERROR_REASON_";
+/// Kept here for tests/cluster/admission.rs; the key is defined in `crate::wire`.
+pub use crate::wire::NOT_APPLIED;
 
 /// RetryInfo of OVERLOADED: the least wait before sending again after too many proposals or
 /// calls were in flight (about the time a group of proposals takes to commit).
@@ -73,7 +65,7 @@ pub fn reason_from_name(name: &str) -> Option<ErrorReason> {
 /// The reason `status` carries in its details (domain "steward"), if any.
 pub fn reason_of(status: &Status) -> Option<ErrorReason> {
     let info = status.get_details_error_info()?;
-    if info.domain != DOMAIN {
+    if info.domain != ERROR_DOMAIN {
         return None;
     }
     reason_from_name(&info.reason)
@@ -150,7 +142,7 @@ fn build(
     retry_after: Option<Duration>,
     mut metadata: MetadataMap,
 ) -> Status {
-    let mut details = ErrorDetails::with_error_info(reason_name(reason), DOMAIN, info);
+    let mut details = ErrorDetails::with_error_info(reason_name(reason), ERROR_DOMAIN, info);
     if let Some(delay) = retry_after {
         details.set_retry_info(Some(delay));
     }
@@ -169,7 +161,7 @@ fn build(
 pub fn not_applied(status: Status) -> Status {
     let details = status.get_error_details();
     let kept = details.error_info().filter(|i| {
-        i.domain == DOMAIN
+        i.domain == ERROR_DOMAIN
             && reason_from_name(&i.reason).is_some_and(|r| {
                 !matches!(
                     r,
@@ -194,7 +186,7 @@ pub fn not_applied(status: Status) -> Status {
     }
     let info = details
         .error_info()
-        .filter(|i| i.domain == DOMAIN)
+        .filter(|i| i.domain == ERROR_DOMAIN)
         .map(|i| i.metadata.clone())
         .unwrap_or_default();
     let retry = details
@@ -375,7 +367,7 @@ pub fn txn_op(index: usize, status: Status) -> Status {
         Some(i) => (i.reason.clone(), i.domain.clone(), i.metadata.clone()),
         None => (
             reason_name(reason_for_code(status.code())).to_string(),
-            DOMAIN.to_string(),
+            ERROR_DOMAIN.to_string(),
             HashMap::new(),
         ),
     };
@@ -631,6 +623,59 @@ pub fn client_write(e: &RaftError<ClientWriteError>) -> Status {
         }
         RaftError::Fatal(f) => unavailable(format!("this node's Raft has stopped: {f}"), None),
     }
+}
+
+/// A linearizable read this node could not start (ReadIndex here). `Node::linearize` asks the
+/// leader itself on ForwardToLeader and never maps it; were it mapped, it is Unavailable with the
+/// leader's hint.
+pub fn read_linearizer(e: &RaftError<LinearizableReadError>) -> Status {
+    match e {
+        RaftError::APIError(LinearizableReadError::ForwardToLeader(f)) => unavailable(
+            format!("this node is not the leader (leader: {:?})", f.leader_id),
+            f.leader_node.as_ref(),
+        ),
+        RaftError::APIError(LinearizableReadError::QuorumNotEnough(q)) => {
+            unavailable(format!("cannot confirm leadership: {q}"), None)
+        }
+        RaftError::Fatal(f) => read_raft_stopped(f),
+    }
+}
+
+/// A linearizable read whose Raft stopped while it got or awaited its read index.
+pub fn read_raft_stopped(f: &Fatal) -> Status {
+    unavailable(format!("raft stopped: {f}"), None)
+}
+
+/// A linearizable read whose read index this node did not apply within the leader wait.
+pub fn read_index_not_applied() -> Status {
+    unavailable("timed out waiting to apply the read index", None)
+}
+
+/// A leader that cannot give a follower a read index (the peer service's ReadIndex).
+pub fn read_index_refused(e: &RaftError<LinearizableReadError>) -> Status {
+    unavailable(format!("cannot serve a read index: {e}"), None)
+}
+
+/// A follower that has no channel to the leader it would ask for a read index.
+pub fn read_leader_unreachable(e: impl std::fmt::Display, leader: &NodeAddr) -> Status {
+    unavailable(format!("cannot reach the leader: {e}"), Some(leader))
+}
+
+/// A follower whose ReadIndex call to the leader failed (`refusal` is the leader's answer, or
+/// the transport's).
+pub fn read_index_from_leader(refusal: &Status, leader: &NodeAddr) -> Status {
+    unavailable(
+        format!("read index from the leader: {}", refusal.message()),
+        Some(leader),
+    )
+}
+
+/// A follower that did not apply the leader's read index within the leader wait.
+pub fn read_index_catch_up(e: &WaitError) -> Status {
+    unavailable(
+        format!("this node did not catch up with the read index: {e}"),
+        None,
+    )
 }
 
 /// A failure of this node's storage or Raft core: logged where it is handled, once.

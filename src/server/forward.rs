@@ -24,6 +24,7 @@ use crate::raft::types::NodeAddr;
 use crate::server::errors;
 use crate::server::node::LocalProposeError;
 use crate::state::{Command, Response};
+use crate::wire;
 
 /// Commands in one batch at most.
 pub const FORWARD_BATCH_COMMANDS_MAX: usize = 256;
@@ -51,7 +52,7 @@ pub enum ForwardReply {
         message: String,
         leader: Option<NodeAddr>,
         /// The leader refused it before appending it (its admission, `Node::admit`): the client
-        /// is told it was not applied (`errors::NOT_APPLIED`). Absent from an older leader's
+        /// is told it was not applied (`wire::NOT_APPLIED`). Absent from an older leader's
         /// answer, which never said so.
         #[serde(default)]
         not_applied: bool,
@@ -76,7 +77,7 @@ impl ForwardReply {
                 code: s.code() as i32,
                 message: s.message().to_string(),
                 leader: leader_hint(&s),
-                not_applied: s.metadata().get(errors::NOT_APPLIED).is_some(),
+                not_applied: s.metadata().get(wire::NOT_APPLIED).is_some(),
                 details: s.details().to_vec(),
             },
         }
@@ -116,7 +117,7 @@ impl ForwardReply {
 fn leader_hint(status: &Status) -> Option<NodeAddr> {
     status
         .metadata()
-        .get(errors::LEADER_HINT)
+        .get(wire::LEADER_HINT)
         .and_then(|v| v.to_str().ok())
         .map(|client_addr| NodeAddr {
             peer_addr: String::new(),
@@ -459,7 +460,7 @@ mod tests {
         assert_eq!(
             status
                 .metadata()
-                .get(errors::NOT_APPLIED)
+                .get(wire::NOT_APPLIED)
                 .and_then(|v| v.to_str().ok()),
             Some("true")
         );
@@ -504,7 +505,7 @@ mod tests {
         assert_eq!(
             status
                 .metadata()
-                .get(errors::LEADER_HINT)
+                .get(wire::LEADER_HINT)
                 .and_then(|v| v.to_str().ok()),
             Some("127.0.0.1:2")
         );
@@ -555,7 +556,7 @@ mod tests {
         };
         assert_eq!(status.code(), tonic::Code::Unavailable);
         assert!(
-            status.metadata().get(errors::NOT_APPLIED).is_some(),
+            status.metadata().get(wire::NOT_APPLIED).is_some(),
             "{status:?}"
         );
     }

@@ -354,22 +354,14 @@ impl Node {
                 let timeout = Some(self.leader_wait());
                 match linearizer.try_await_ready(&self.raft, timeout).await {
                     Ok(Ok(_)) => Ok(()),
-                    Ok(Err(_)) => Err(errors::unavailable(
-                        "timed out waiting to apply the read index",
-                        None,
-                    )),
-                    Err(f) => Err(errors::unavailable(format!("raft stopped: {f}"), None)),
+                    Ok(Err(_)) => Err(errors::read_index_not_applied()),
+                    Err(f) => Err(errors::read_raft_stopped(&f)),
                 }
             }
             Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(_))) => {
                 self.remote_read_barrier().await
             }
-            Err(RaftError::APIError(LinearizableReadError::QuorumNotEnough(q))) => Err(
-                errors::unavailable(format!("cannot confirm leadership: {q}"), None),
-            ),
-            Err(RaftError::Fatal(f)) => {
-                Err(errors::unavailable(format!("raft stopped: {f}"), None))
-            }
+            Err(e) => Err(errors::read_linearizer(&e)),
         }
     }
 
@@ -380,32 +372,23 @@ impl Node {
         if leader_id == self.id {
             return Err(errors::no_leader());
         }
-        let mut client = self.channels.peer(&leader.peer_addr).map_err(|e| {
-            errors::unavailable(format!("cannot reach the leader: {e}"), Some(&leader))
-        })?;
+        let mut client = self
+            .channels
+            .peer(&leader.peer_addr)
+            .map_err(|e| errors::read_leader_unreachable(e, &leader))?;
         let mut req = tonic::Request::new(ReadIndexRequest {});
         req.set_timeout(Duration::from_millis(self.config.raft.rpc_timeout_ms));
         let index = client
             .read_index(req)
             .await
-            .map_err(|s| {
-                errors::unavailable(
-                    format!("read index from the leader: {}", s.message()),
-                    Some(&leader),
-                )
-            })?
+            .map_err(|s| errors::read_index_from_leader(&s, &leader))?
             .into_inner()
             .read_index;
         self.raft
             .wait(Some(self.leader_wait()))
             .applied_index_at_least(Some(index), "read index")
             .await
-            .map_err(|e| {
-                errors::unavailable(
-                    format!("this node did not catch up with the read index: {e}"),
-                    None,
-                )
-            })?;
+            .map_err(|e| errors::read_index_catch_up(&e))?;
         Ok(())
     }
 }

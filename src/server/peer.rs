@@ -227,7 +227,7 @@ impl RaftPeer for PeerService {
             .raft
             .get_read_linearizer(ReadPolicy::ReadIndex)
             .await
-            .map_err(|e| errors::unavailable(format!("cannot serve a read index: {e}"), None))?;
+            .map_err(|e| errors::read_index_refused(&e))?;
         Ok(GrpcResponse::new(ReadIndexReply {
             read_index: linearizer.read_log_id().index(),
         }))

@@ -561,3 +561,106 @@ fn helpers_name_the_field_and_the_limit() {
         "RATE_LIMITED"
     );
 }
+
+/// The client address a status names in its leader hint trailer, if any.
+fn hint(status: &Status) -> Option<&str> {
+    status
+        .metadata()
+        .get(LEADER_HINT)
+        .and_then(|v| v.to_str().ok())
+}
+
+fn read_leader() -> NodeAddr {
+    NodeAddr {
+        peer_addr: "127.0.0.1:1".into(),
+        client_addr: "127.0.0.1:2".into(),
+    }
+}
+
+/// Asserts a read-path refusal: Unavailable, reason UNAVAILABLE, this message, this hint.
+fn assert_read_refusal(status: &Status, message: &str, leader: Option<&str>) {
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert_eq!(info(status).0, "UNAVAILABLE", "{status:?}");
+    assert_eq!(status.message(), message);
+    assert_eq!(hint(status), leader, "{status:?}");
+}
+
+#[test]
+fn a_read_without_a_quorum_cannot_confirm_leadership() {
+    let q = crate::raft::types::QuorumNotEnough {
+        cluster: "voters [1, 2, 3]".into(),
+        got: [1].into_iter().collect(),
+    };
+    let message = format!("cannot confirm leadership: {q}");
+    let e = RaftError::APIError(LinearizableReadError::QuorumNotEnough(q));
+    assert_read_refusal(&read_linearizer(&e), &message, None);
+}
+
+#[test]
+fn a_read_whose_raft_stopped_says_so() {
+    let e = RaftError::Fatal(Fatal::Stopped);
+    assert_read_refusal(&read_linearizer(&e), "raft stopped: raft stopped", None);
+    assert_read_refusal(
+        &read_raft_stopped(&Fatal::Panicked),
+        "raft stopped: panicked",
+        None,
+    );
+}
+
+#[test]
+fn a_read_sent_to_a_follower_names_the_leader() {
+    let f = ForwardToLeader::new(2, read_leader());
+    let e = RaftError::APIError(LinearizableReadError::ForwardToLeader(f));
+    assert_read_refusal(
+        &read_linearizer(&e),
+        "this node is not the leader (leader: Some(2))",
+        Some("127.0.0.1:2"),
+    );
+}
+
+#[test]
+fn a_read_index_not_applied_in_time_is_unavailable() {
+    assert_read_refusal(
+        &read_index_not_applied(),
+        "timed out waiting to apply the read index",
+        None,
+    );
+}
+
+#[test]
+fn a_leader_that_cannot_serve_a_read_index_says_why() {
+    let e = RaftError::Fatal(Fatal::Stopped);
+    let message = format!("cannot serve a read index: {e}");
+    assert_read_refusal(&read_index_refused(&e), &message, None);
+}
+
+#[test]
+fn an_unreachable_leader_is_named() {
+    assert_read_refusal(
+        &read_leader_unreachable("connection refused", &read_leader()),
+        "cannot reach the leader: connection refused",
+        Some("127.0.0.1:2"),
+    );
+}
+
+#[test]
+fn the_leaders_read_index_refusal_keeps_its_message_and_names_it() {
+    let refusal = Status::unavailable("cannot serve a read index: raft stopped");
+    assert_read_refusal(
+        &read_index_from_leader(&refusal, &read_leader()),
+        "read index from the leader: cannot serve a read index: raft stopped",
+        Some("127.0.0.1:2"),
+    );
+}
+
+#[test]
+fn a_follower_behind_the_read_index_says_so() {
+    let e = WaitError::Timeout(Duration::from_millis(500), "read index".into());
+    let message = format!("this node did not catch up with the read index: {e}");
+    assert_read_refusal(&read_index_catch_up(&e), &message, None);
+    assert_read_refusal(
+        &read_index_catch_up(&WaitError::ShuttingDown),
+        "this node did not catch up with the read index: raft is shutting down",
+        None,
+    );
+}
