@@ -109,11 +109,8 @@ impl StatusService for DeploymentsService {
         request: Request<CreateDeploymentRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
         let ns = namespace_or_default(&request.get_ref().namespace);
-        auth::check(
-            &self.node,
-            auth::caller(&request).as_ref(),
-            Access::Write(ns),
-        )?;
+        let caller = auth::caller(&request);
+        auth::check(&self.node, caller.as_ref(), Access::Write(ns))?;
         let req = request.into_inner();
         let header = Header {
             project: req.project,
@@ -136,11 +133,8 @@ impl StatusService for DeploymentsService {
         request: Request<AddDeploymentResourcesRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
         let ns = namespace_or_default(&request.get_ref().namespace);
-        auth::check(
-            &self.node,
-            auth::caller(&request).as_ref(),
-            Access::Write(ns),
-        )?;
+        let caller = auth::caller(&request);
+        auth::check(&self.node, caller.as_ref(), Access::Write(ns))?;
         let req = request.into_inner();
         let mut resources = Vec::with_capacity(req.resources.len());
         for (i, r) in req.resources.into_iter().enumerate() {
@@ -168,11 +162,8 @@ impl StatusService for DeploymentsService {
         request: Request<DeploymentActRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
         let ns = namespace_or_default(&request.get_ref().namespace);
-        auth::check(
-            &self.node,
-            auth::caller(&request).as_ref(),
-            Access::Write(ns),
-        )?;
+        let caller = auth::caller(&request);
+        auth::check(&self.node, caller.as_ref(), Access::Write(ns))?;
         let req = request.into_inner();
         let action = match DeploymentVerb::try_from(req.verb) {
             Ok(DeploymentVerb::Approve) => DeploymentAction::Approve,
@@ -195,11 +186,8 @@ impl StatusService for DeploymentsService {
         request: Request<RsyncReportRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
         let ns = namespace_or_default(&request.get_ref().namespace);
-        auth::check(
-            &self.node,
-            auth::caller(&request).as_ref(),
-            Access::Write(ns),
-        )?;
+        let caller = auth::caller(&request);
+        auth::check(&self.node, caller.as_ref(), Access::Write(ns))?;
         let req = request.into_inner();
         let mut updates = Vec::with_capacity(req.updates.len());
         for (i, u) in req.updates.into_iter().enumerate() {
@@ -238,11 +226,8 @@ impl StatusService for DeploymentsService {
         request: Request<ContextReportRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
         let ns = namespace_or_default(&request.get_ref().namespace);
-        auth::check(
-            &self.node,
-            auth::caller(&request).as_ref(),
-            Access::Write(ns),
-        )?;
+        let caller = auth::caller(&request);
+        auth::check(&self.node, caller.as_ref(), Access::Write(ns))?;
         let req = request.into_inner();
         let state = ContextState::parse(&req.state).ok_or_else(|| {
             invalid(
@@ -264,11 +249,8 @@ impl StatusService for DeploymentsService {
         request: Request<ClusterReportRequest>,
     ) -> Result<GrpcResponse<ObjectReply>, Status> {
         let ns = namespace_or_default(&request.get_ref().namespace);
-        auth::check(
-            &self.node,
-            auth::caller(&request).as_ref(),
-            Access::Write(ns),
-        )?;
+        let caller = auth::caller(&request);
+        auth::check(&self.node, caller.as_ref(), Access::Write(ns))?;
         let req = request.into_inner();
         let mut bundles = Vec::with_capacity(req.bundles.len());
         for (i, b) in req.bundles.into_iter().enumerate() {
@@ -306,11 +288,8 @@ impl StatusService for DeploymentsService {
         request: Request<DeploymentStatusRequest>,
     ) -> Result<GrpcResponse<DeploymentStatusReply>, Status> {
         let ns = namespace_or_default(&request.get_ref().namespace);
-        auth::check(
-            &self.node,
-            auth::caller(&request).as_ref(),
-            Access::Read(Some(ns)),
-        )?;
+        let caller = auth::caller(&request);
+        auth::check(&self.node, caller.as_ref(), Access::Read(Some(ns)))?;
         let req = request.into_inner();
         let key: ObjectKey =
             ResourcesService::parse_key(DEPLOYMENT_KIND, &req.namespace, &req.name)?;

@@ -258,11 +258,8 @@ impl Resources for ResourcesService {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn list(&self, request: Request<ListRequest>) -> Result<GrpcResponse<ListReply>, Status> {
         let ns = (!request.get_ref().namespace.is_empty()).then_some(&*request.get_ref().namespace);
-        auth::check(
-            &self.node,
-            auth::caller(&request).as_ref(),
-            Access::Read(ns),
-        )?;
+        let caller = auth::caller(&request);
+        auth::check(&self.node, caller.as_ref(), Access::Read(ns))?;
         let req = request.into_inner();
         if req.kind.is_empty() {
             return Err(errors::invalid("kind", "required"));
@@ -417,11 +414,8 @@ impl Resources for ResourcesService {
         request: Request<CountRequest>,
     ) -> Result<GrpcResponse<CountReply>, Status> {
         let ns = (!request.get_ref().namespace.is_empty()).then_some(&*request.get_ref().namespace);
-        auth::check(
-            &self.node,
-            auth::caller(&request).as_ref(),
-            Access::Read(ns),
-        )?;
+        let caller = auth::caller(&request);
+        auth::check(&self.node, caller.as_ref(), Access::Read(ns))?;
         let req = request.into_inner();
         if req.kind.is_empty() {
             return Err(errors::invalid("kind", "required"));

@@ -187,9 +187,10 @@ impl Workers for WorkersService {
         &self,
         request: Request<RegisterWorkerRequest>,
     ) -> Result<GrpcResponse<WorkerInfo>, Status> {
+        let caller = auth::caller(&request);
         auth::check(
             &self.node,
-            auth::caller(&request).as_ref(),
+            caller.as_ref(),
             Access::Worker(&request.get_ref().worker),
         )?;
         let req = request.into_inner();
@@ -218,9 +219,10 @@ impl Workers for WorkersService {
         &self,
         request: Request<HeartbeatRequest>,
     ) -> Result<GrpcResponse<WorkerInfo>, Status> {
+        let caller = auth::caller(&request);
         auth::check(
             &self.node,
-            auth::caller(&request).as_ref(),
+            caller.as_ref(),
             Access::Worker(&request.get_ref().worker),
         )?;
         let worker = request.into_inner().worker;
@@ -236,9 +238,10 @@ impl Workers for WorkersService {
         &self,
         request: Request<DeregisterWorkerRequest>,
     ) -> Result<GrpcResponse<DeregisterWorkerReply>, Status> {
+        let caller = auth::caller(&request);
         auth::check(
             &self.node,
-            auth::caller(&request).as_ref(),
+            caller.as_ref(),
             Access::Worker(&request.get_ref().worker),
         )?;
         let command = OperationCommand::DeregisterWorker {
@@ -282,9 +285,10 @@ impl Workers for WorkersService {
         &self,
         request: Request<ReportRequest>,
     ) -> Result<GrpcResponse<OperationInfo>, Status> {
+        let caller = auth::caller(&request);
         auth::check(
             &self.node,
-            auth::caller(&request).as_ref(),
+            caller.as_ref(),
             Access::Worker(&request.get_ref().worker),
         )?;
         let req = request.into_inner();
