@@ -14,7 +14,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::command::{Rejection, Response};
+use crate::command::Response;
+
+use crate::rejection::Rejection;
 
 /// Most alarms held at once (one per node and kind; a cluster has a handful of nodes).
 pub const ALARMS_MAX: usize = 64;

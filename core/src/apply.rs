@@ -12,14 +12,15 @@
 use crate::command::{MemberCommand, ObjectCommand, OperationCommand};
 use std::sync::Arc;
 
-use crate::command::{Command, Event, Rejection, Response};
+use crate::command::{Command, Event, Response};
+
 use crate::deployments::DEPLOYMENT_KIND;
+pub use crate::effects::{ApplyContext, Effects};
 use crate::invariants::{enforce, Before};
-use crate::locks::{LockContext, LockEvent};
-use crate::objects::apply::Change;
+use crate::locks::LockContext;
 use crate::objects::resource::ObjectKey;
-use crate::operations::OpEvent;
 use crate::pools::POOL_KIND;
+use crate::rejection::Rejection;
 use crate::state::State;
 
 #[cfg(test)]
@@ -30,42 +31,6 @@ mod read_tests;
 mod tests;
 
 pub use crate::snapshot::SNAPSHOT_FORMAT;
-
-/// Where the entry being applied sits in the log, and the time its leader stamped on it.
-#[derive(Clone, Copy, Debug)]
-pub struct ApplyContext {
-    /// Raft log index of the entry; feeds uids.
-    pub log_index: u64,
-    /// Raft term of the entry; feeds uids and the lock grace after a leader change.
-    pub term: u64,
-    /// Leader wall-clock time in ms since the Unix epoch (`Proposal::time_ms`).
-    pub time_ms: u64,
-}
-
-/// What one or more applied entries did besides their `Response`: object changes for resource
-/// watchers, lock changes for lock watchers and waiting acquires, and operation changes for
-/// operation watchers and worker streams. Cleared by the caller.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Effects {
-    /// One per object change, in revision order.
-    pub events: Vec<Event>,
-    /// One per grant, release, expiry, cancelled or expired wait, in the order they happened.
-    pub lock_events: Vec<LockEvent>,
-    /// One per operation change, in the order they happened.
-    pub op_events: Vec<OpEvent>,
-    /// One per waiting pool acquire granted or removed.
-    pub pool_events: Vec<crate::pools::PoolEvent>,
-}
-
-impl Effects {
-    /// True when nothing happened.
-    pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
-            && self.lock_events.is_empty()
-            && self.op_events.is_empty()
-            && self.pool_events.is_empty()
-    }
-}
 
 /// Applies one committed command: THE entry that changes `State`. Pure: no clock, I/O or
 /// randomness. Never panics on any `Command`. Pushes one `Event` per object change, in revision
@@ -259,15 +224,5 @@ fn observe_term(state: &mut State, ctx: &ApplyContext) {
 fn start_term_clock(state: &mut State, ctx: &ApplyContext) {
     if ctx.term == state.term && state.term_started_ms.is_none() {
         state.term_started_ms = Some(state.time_ms);
-    }
-}
-
-pub(crate) fn emit(events: &mut Vec<Event>, change: &Change) {
-    if let Some(event_type) = change.event_type {
-        events.push(Event {
-            event_type,
-            revision: change.object.metadata.resource_version,
-            object: Arc::clone(&change.object),
-        });
     }
 }

@@ -25,7 +25,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::command::{Rejection, Response};
+use crate::command::Response;
+
+use crate::rejection::Rejection;
 
 /// Longest user name, in bytes.
 pub const USER_NAME_MAX: usize = 64;

@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use crate::apply::{ApplyContext, Effects};
+use crate::effects::{ApplyContext, Effects};
 use crate::state::State;
 
 /// What the checks compare against: the state and effects before the entry.

@@ -36,6 +36,7 @@
 //! - `command`: `Proposal`, `Command` and its families, `Response` and the family replies,
 //!   `Event`; `rejection`: `Rejection`, the domain's "no".
 //! - `state`: `State`, what every capability keeps in it, and the accessors of no one capability.
+//! - `effects`: `ApplyContext` and `Effects`, what every apply is given and gives back.
 //! - `apply`: `apply_effects`, the cross-cutting guard (time, term, auth revision,
 //!   space, mirrors) in front of each capability's apply.
 //! - `snapshot`: the snapshot body and its format versions; `format`: every format in one place.
@@ -50,6 +51,7 @@ pub mod auth;
 pub mod bugs;
 pub mod command;
 pub mod deployments;
+pub mod effects;
 pub mod format;
 pub mod invariants;
 pub mod locks;

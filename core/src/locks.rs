@@ -32,8 +32,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::command::Rejection;
 use crate::operations::OperationId;
+use crate::rejection::Rejection;
 
 mod apply;
 pub mod command;

@@ -21,8 +21,8 @@ use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::command::Rejection;
 use crate::objects::resource::Resource;
+use crate::rejection::Rejection;
 
 pub(crate) mod apply;
 pub mod command;

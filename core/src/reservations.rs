@@ -18,9 +18,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use compact_str::CompactString;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::command::Rejection;
 use crate::objects::resource::{ObjectKey, Resource};
 use crate::operations::OperationId;
+use crate::rejection::Rejection;
 
 /// Longest reservation `nodeId`.
 pub const RESERVATION_NODE_CHARS_MAX: usize = 253;

@@ -9,13 +9,14 @@ use std::sync::Arc;
 
 use crate::alarms::AlarmTable;
 use crate::auth::AuthTable;
-use crate::command::{Command, Rejection};
+use crate::command::Command;
 use crate::deployments::DeploymentTable;
 use crate::locks::{Fence, LockTable};
 use crate::objects::count::LabelCounts;
 use crate::objects::resource::{ObjectKey, Resource};
 use crate::operations::OperationTable;
 use crate::pools::PoolIndex;
+use crate::rejection::Rejection;
 use crate::reservations::ReservationIndex;
 
 /// The replicated domain state.

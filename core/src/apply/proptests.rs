@@ -13,11 +13,12 @@ use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
 use super::*;
-use crate::command::{Command, Rejection, Response, TxnOp};
+use crate::command::{Command, Response, TxnOp};
 use crate::objects::raw_json::RawJson;
 use crate::objects::resource::{ObjectKey, Resource};
 use crate::objects::selector::Requirement;
 use crate::objects::selector::Selector;
+use crate::rejection::Rejection;
 use crate::state::State;
 
 const KINDS: [&str; 2] = ["Director", "DeploymentLock"];

@@ -7,10 +7,11 @@ use serde_json::json;
 
 use super::*;
 use crate::command::EventType;
-use crate::command::{Command, Event, Rejection, Response, TxnOp};
+use crate::command::{Command, Event, Response, TxnOp};
 use crate::objects::raw_json::RawJson;
 use crate::objects::resource::{ObjectKey, Resource};
 use crate::objects::validate::{ANNOTATIONS_BYTES_MAX, OBJECT_BYTES_MAX};
+use crate::rejection::Rejection;
 use crate::state::State;
 
 /// Runs commands as consecutive log entries of term 2.

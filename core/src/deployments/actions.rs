@@ -11,11 +11,11 @@ use super::{
     DeploymentAction, Gvk, Header, ResourceKey, RsyncStatus, RsyncUpdate, StatusLimits,
     StatusResource, UserState, DEPLOYMENT_NAME_CHARS_MAX,
 };
-use crate::command::Rejection;
 use crate::deployments::readiness::Readiness;
 use crate::objects::raw_json::RawJson;
 use crate::objects::resource::ObjectKey;
 use crate::objects::validate::validate_kind;
+use crate::rejection::Rejection;
 
 fn invalid(field: impl Into<String>, rule: impl Into<String>) -> Rejection {
     Rejection::Invalid {

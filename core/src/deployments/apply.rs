@@ -8,15 +8,16 @@ use crate::command::DeploymentCommand;
 use crate::command::ObjectReply;
 use std::sync::Arc;
 
-use crate::apply::{emit, ApplyContext};
-use crate::command::{Event, Rejection, Response};
+use crate::command::{Event, Response};
 use crate::deployments::{
     apply_action, check_action, check_delete, Deployment, DeploymentAction, StatusLimits,
     DEPLOYMENT_API_VERSION, DEPLOYMENT_KIND,
 };
-use crate::objects::apply::{apply_object_op, ObjectOp};
+use crate::effects::ApplyContext;
+use crate::objects::apply::{apply_object_op, emit, ObjectOp};
 use crate::objects::raw_json::RawJson;
 use crate::objects::resource::{ObjectKey, Resource};
+use crate::rejection::Rejection;
 use crate::state::State;
 
 /// Applies one deployment command (`Command::Deployments`).

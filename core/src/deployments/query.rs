@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::{ClusterEntry, Deployment, Gvk, ResourceKey, StatusResource, Tally};
-use crate::command::Rejection;
 use crate::objects::raw_json::RawJson;
 use crate::objects::resource::ObjectKey;
+use crate::rejection::Rejection;
 
 /// The `output` of the seed's status query.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -7,8 +7,9 @@ use crate::command::{DeploymentCommand, ObjectCommand};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::command::{Command, Rejection, Response};
+use crate::command::{Command, Response};
 use crate::objects::resource::{ObjectKey, Resource};
+use crate::rejection::Rejection;
 use crate::{apply_effects, ApplyContext, Effects, State};
 
 const T0: u64 = 1_795_341_600_000;

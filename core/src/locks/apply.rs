@@ -20,8 +20,9 @@ use super::rules::{
 use super::{
     Lock, LockEvent, LockEventType, LockHolder, LockLimits, LockMode, LockTable, LockWaiter,
 };
-use crate::command::{LockCommand, Rejection, Response};
+use crate::command::{LockCommand, Response};
 use crate::operations::OperationId;
+use crate::rejection::Rejection;
 use crate::wait::wait_ended;
 
 /// What a lock command needs to know about the entry being applied.

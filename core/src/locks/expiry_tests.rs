@@ -6,9 +6,10 @@ use serde_json::json;
 
 use super::tests::*;
 use super::*;
-use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects};
+use crate::apply::{apply_blank, apply_effects};
 use crate::command::LockReply;
 use crate::command::{Command, Response, TxnOp};
+use crate::effects::{ApplyContext, Effects};
 use crate::objects::raw_json::RawJson;
 use crate::objects::resource::ObjectKey;
 use crate::state::State;

@@ -16,8 +16,9 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::*;
-use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects};
+use crate::apply::{apply_blank, apply_effects};
 use crate::command::{Command, Response};
+use crate::effects::{ApplyContext, Effects};
 use crate::objects::resource::Resource;
 use crate::state::State;
 

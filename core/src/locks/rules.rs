@@ -6,8 +6,8 @@ use super::{
     LockLimits, LOCK_DELAY_MS_MAX, LOCK_HOLDER_CHARS_MAX, LOCK_NAME_CHARS_MAX,
     LOCK_SWEEP_NAMES_MAX, LOCK_TTL_MS_MAX, LOCK_WAIT_MS_MAX,
 };
-use crate::command::Rejection;
 use crate::objects::validate::json_len;
+use crate::rejection::Rejection;
 
 fn invalid(field: &str, rule: String) -> Rejection {
     Rejection::Invalid {

@@ -7,8 +7,9 @@ use crate::command::{LockCommand, ObjectCommand};
 use serde_json::json;
 
 use super::*;
-use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects};
+use crate::apply::{apply_blank, apply_effects};
 use crate::command::{Command, Response};
+use crate::effects::{ApplyContext, Effects};
 use crate::objects::resource::Resource;
 use crate::state::State;
 

@@ -9,12 +9,13 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use compact_str::CompactString;
 
-use crate::apply::{emit, ApplyContext};
-use crate::command::{Event, EventType, Rejection, Response};
+use crate::command::{Event, EventType, Response};
+use crate::effects::ApplyContext;
 use crate::locks::Fence;
 use crate::objects::command::{TxnOp, TXN_OPS_MAX};
 use crate::objects::resource::{ObjectKey, ObjectMeta, Resource};
 use crate::objects::validate::{validate_key, validate_object, validate_object_size};
+use crate::rejection::Rejection;
 use crate::reservations::{self, Reservation};
 use crate::state::State;
 
@@ -422,4 +423,14 @@ fn apply_txn(
         objects,
         revision: state.revision,
     })
+}
+
+pub(crate) fn emit(events: &mut Vec<Event>, change: &Change) {
+    if let Some(event_type) = change.event_type {
+        events.push(Event {
+            event_type,
+            revision: change.object.metadata.resource_version,
+            object: Arc::clone(&change.object),
+        });
+    }
 }

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use compact_str::CompactString;
 
-use crate::command::Rejection;
 use crate::objects::resource::Resource;
+use crate::rejection::Rejection;
 
 /// Most distinct values one count answers.
 pub const COUNT_BUCKETS_MAX: usize = 10_000;

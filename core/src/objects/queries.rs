@@ -2,10 +2,10 @@
 
 use std::ops::Bound;
 
-use crate::command::Rejection;
 use crate::objects::count::{CountBy, Counts};
 use crate::objects::resource::{ObjectKey, Resource};
 use crate::objects::selector::Selector;
+use crate::rejection::Rejection;
 use crate::state::State;
 
 /// One page of `State::list`.

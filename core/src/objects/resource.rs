@@ -12,8 +12,8 @@ use std::fmt;
 use compact_str::CompactString;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::command::Rejection;
 use crate::objects::raw_json::RawJson;
+use crate::rejection::Rejection;
 use crate::reservations::Reservation;
 
 /// The namespace an object lands in when its JSON names none (or names `""`).

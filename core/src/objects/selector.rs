@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 
-use crate::command::Rejection;
 use crate::objects::validate::{validate_label_key, validate_label_value};
+use crate::rejection::Rejection;
 
 const FIELD: &str = "labelSelector";
 

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::io;
 
-use crate::command::Rejection;
 use crate::objects::resource::{ObjectKey, Resource};
+use crate::rejection::Rejection;
 
 /// Deepest nesting of arrays and objects in client JSON (spec, status, lock details, operation
 /// params and results). serde_json refuses to read a value nested deeper than 128 levels, and a

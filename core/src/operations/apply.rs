@@ -17,16 +17,17 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use crate::apply::{emit, ApplyContext, Effects};
-use crate::command::{Rejection, Response, WorkerReport};
+use crate::command::{Response, WorkerReport};
+use crate::effects::{ApplyContext, Effects};
 use crate::locks::{LockContext, LockLimits, OperationGrant};
-use crate::objects::apply::{apply_object_op, ObjectOp};
+use crate::objects::apply::{apply_object_op, emit, ObjectOp};
 use crate::objects::resource::{ObjectKey, Resource};
 use crate::operations::{
     at_limit, check_handles, check_idempotency_key, check_operation, check_params, check_policy,
     check_report, check_target, check_verb, check_worker, check_worker_terms, under, usize_of,
     Handle, OpEvent, OpLimits, OpPolicy, OpResult, OpState, Operation, OperationId, Worker,
 };
+use crate::rejection::Rejection;
 use crate::reservations::{format_time_ms, DECOMMISSION_KEY_PREFIX};
 use crate::state::State;
 use crate::wait::wait_ended;

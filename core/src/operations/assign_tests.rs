@@ -8,10 +8,11 @@ use serde_json::json;
 
 use super::tests::*;
 use super::*;
-use crate::command::{Command, Rejection, Response, WorkerReport};
+use crate::command::{Command, Response, WorkerReport};
 use crate::locks::LockMode;
 use crate::objects::raw_json::RawJson;
 use crate::objects::validate::{json_len, OBJECT_BYTES_MAX};
+use crate::rejection::Rejection;
 use OpState::{Aborted, Aborting, Dispatched, Failed, Succeeded};
 
 #[test]

@@ -16,8 +16,9 @@ use proptest::prelude::*;
 
 use super::tests::{director, key, DIRECTOR_VERBS, LOCK_LIMITS};
 use super::*;
-use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects};
+use crate::apply::{apply_blank, apply_effects};
 use crate::command::{Command, Response, WorkerReport};
+use crate::effects::{ApplyContext, Effects};
 use crate::locks::LockMode;
 use crate::state::State;
 

@@ -7,8 +7,9 @@ use crate::command::{ObjectReply, OperationReply};
 use serde_json::json;
 
 use super::tests::{assign, key, register, report, succeeded, Log, LIMITS};
-use crate::command::{Command, Rejection, Response, TxnOp};
+use crate::command::{Command, Response, TxnOp};
 use crate::objects::resource::Resource;
+use crate::rejection::Rejection;
 use crate::reservations::{Reservation, Units};
 use crate::State;
 

@@ -7,10 +7,11 @@ use super::{
     usize_of, Handle, OpLimits, OpPolicy, OperationId, OP_IDEMPOTENCY_KEY_CHARS_MAX,
     OP_SWEEP_ITEMS_MAX, OP_VERB_CHARS_MAX, WORKER_ID_CHARS_MAX, WORKER_TTL_MS_MAX,
 };
-use crate::command::{Rejection, WorkerReport};
+use crate::command::WorkerReport;
 use crate::locks::check_name;
 use crate::objects::resource::ObjectKey;
 use crate::objects::validate::{json_len, validate_key, validate_kind};
+use crate::rejection::Rejection;
 
 fn invalid(field: &str, rule: String) -> Rejection {
     Rejection::Invalid {

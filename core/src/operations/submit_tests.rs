@@ -8,8 +8,9 @@ use serde_json::json;
 
 use super::tests::*;
 use super::*;
-use crate::command::{Command, EventType, Rejection, Response, WorkerReport};
+use crate::command::{Command, EventType, Response, WorkerReport};
 use crate::locks::LockMode;
+use crate::rejection::Rejection;
 use EventType::{Deleted, Modified};
 use OpState::{Dispatched, InProgress, Queued, Succeeded};
 

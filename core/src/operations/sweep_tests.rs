@@ -9,7 +9,8 @@ use serde_json::json;
 
 use super::tests::*;
 use super::*;
-use crate::command::{Command, Rejection, Response, WorkerReport};
+use crate::command::{Command, Response, WorkerReport};
+use crate::rejection::Rejection;
 use crate::state::State;
 use OpState::{Aborted, Aborting, Dispatched, Failed, InProgress, Queued, Succeeded};
 

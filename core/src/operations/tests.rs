@@ -7,11 +7,13 @@ use crate::command::{ObjectCommand, OperationCommand};
 use serde_json::json;
 
 use super::*;
-use crate::apply::{apply_blank, apply_effects, ApplyContext, Effects};
-use crate::command::{Command, EventType, Rejection, Response, WorkerReport};
+use crate::apply::{apply_blank, apply_effects};
+use crate::command::{Command, EventType, Response, WorkerReport};
+use crate::effects::{ApplyContext, Effects};
 use crate::locks::{LockLimits, LockMode};
 use crate::objects::raw_json::RawJson;
 use crate::objects::resource::Resource;
+use crate::rejection::Rejection;
 use crate::state::State;
 
 pub(super) const LIMITS: OpLimits = OpLimits {

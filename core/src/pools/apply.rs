@@ -13,14 +13,15 @@ use crate::command::PoolCommand;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::apply::{emit, ApplyContext};
-use crate::command::{Event, Rejection, Response};
-use crate::objects::apply::{apply_object_op, replace, Change, ObjectOp};
+use crate::command::{Event, Response};
+use crate::effects::ApplyContext;
+use crate::objects::apply::{apply_object_op, emit, replace, Change, ObjectOp};
 use crate::objects::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
 use crate::pools::{
     check_pool_action, claim_name, leased_of, ClaimView, PoolAction, PoolEntry, PoolEvent,
     PoolView, POOL_API_VERSION, POOL_CLAIM_KIND, POOL_KIND, POOL_WAITERS_MAX,
 };
+use crate::rejection::Rejection;
 use crate::state::State;
 use crate::wait::wait_ended;
 

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{check_word, invalid, POOL_API_VERSION, POOL_KIND};
-use crate::command::Rejection;
 use crate::objects::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
+use crate::rejection::Rejection;
 
 /// The kind of the objects that hold dynamic pool configs.
 pub const DYNAMIC_KIND: &str = "DynamicPool";

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use super::mason_tests::{built, release, summary, vcluster, Log};
 use super::*;
-use crate::command::{Rejection, Response};
+use crate::command::Response;
+use crate::rejection::Rejection;
 use crate::State;
 
 fn dynamic(rtype: &str, state: &str, min: u32, max: u32, lifespan_ms: u64) -> DynamicPool {

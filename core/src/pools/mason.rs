@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{check_word, invalid, POOL_API_VERSION};
-use crate::command::Rejection;
 use crate::objects::resource::Resource;
+use crate::rejection::Rejection;
 
 /// The kind of the objects that hold virtual resource configs, named after their virtual type.
 pub const VIRTUAL_CONFIG_KIND: &str = "MasonConfig";

@@ -13,10 +13,11 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::command::{Command, Rejection, Response, WorkerReport};
+use crate::command::{Command, Response, WorkerReport};
 use crate::locks::LockLimits;
 use crate::objects::resource::{ObjectKey, DEFAULT_NAMESPACE};
 use crate::operations::{OpLimits, OpLock, OpPolicy, OperationId};
+use crate::rejection::Rejection;
 use crate::{apply_effects, ApplyContext, Effects, LockMode, State};
 
 const T0: u64 = 1_795_341_600_000;

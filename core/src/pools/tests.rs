@@ -11,10 +11,11 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::*;
-use crate::command::{Command, Rejection, Response};
+use crate::command::{Command, Response};
 use crate::objects::count::CountBy;
 use crate::objects::resource::{ObjectKey, DEFAULT_NAMESPACE};
 use crate::objects::selector::Selector;
+use crate::rejection::Rejection;
 use crate::{apply_blank, apply_effects, ApplyContext, Effects, State};
 
 pub(super) const T0: u64 = 1_795_341_600_000;

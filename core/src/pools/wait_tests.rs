@@ -5,7 +5,8 @@
 use super::tests::*;
 use super::*;
 use crate::command::ObjectReply;
-use crate::command::{Rejection, Response};
+use crate::command::Response;
+use crate::rejection::Rejection;
 
 fn free(name: &str, owner: &str) -> PoolAction {
     PoolAction::Release {

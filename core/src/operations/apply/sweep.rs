@@ -5,12 +5,13 @@
 
 use super::target::{self, TargetWrite};
 use super::{evict, not_registered, op_grant, publish, release};
-use crate::apply::{ApplyContext, Effects};
 use crate::command::OperationReply;
-use crate::command::{Rejection, Response};
+use crate::command::Response;
+use crate::effects::{ApplyContext, Effects};
 use crate::operations::{
     check_sweep, check_worker, OpLimits, OpResult, OpState, OpTally, Operation, OperationId,
 };
+use crate::rejection::Rejection;
 use crate::state::State;
 use crate::wait::wait_ended;
 

@@ -11,12 +11,13 @@
 
 use serde_json::Value;
 
-use crate::apply::{emit, ApplyContext};
-use crate::command::{Event, EventType, Rejection};
-use crate::objects::apply::{apply_object_op, commit, ObjectOp};
+use crate::command::{Event, EventType};
+use crate::effects::ApplyContext;
+use crate::objects::apply::{apply_object_op, commit, emit, ObjectOp};
 use crate::objects::resource::{ObjectKey, Resource};
 use crate::objects::validate::validate_object_size;
 use crate::operations::{OpResult, OpState, Operation, OperationId};
+use crate::rejection::Rejection;
 use crate::state::State;
 
 /// The label that carries the lifecycle state, as in Service Fabrik's resources.

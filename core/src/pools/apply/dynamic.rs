@@ -6,14 +6,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{current, Writes};
-use crate::apply::ApplyContext;
-use crate::command::Rejection;
+use crate::effects::ApplyContext;
 use crate::objects::apply::{apply_object_op, replace, ObjectOp};
 use crate::objects::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
 use crate::pools::{
     dynamic_name, DynamicPool, PoolView, CONSTRUCTING, DYNAMIC_KIND, FULFILLING, MASON_OWNER,
     POOL_API_VERSION, POOL_KIND,
 };
+use crate::rejection::Rejection;
 use crate::state::State;
 
 /// Every dynamic type's config.

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::{current, many, Writes};
-use crate::apply::ApplyContext;
-use crate::command::{Rejection, Response};
+use crate::command::Response;
+use crate::effects::ApplyContext;
 use crate::objects::apply::{apply_object_op, replace, ObjectOp};
 use crate::objects::resource::{ObjectKey, Resource, DEFAULT_NAMESPACE};
 use crate::operations::{OpResult, OpState};
@@ -19,6 +19,7 @@ use crate::pools::{
     MASON_OWNER, POOL_API_VERSION, POOL_USER_DATA_BYTES_MAX, POOL_USER_DATA_MAX,
     VIRTUAL_CONFIG_KIND,
 };
+use crate::rejection::Rejection;
 use crate::state::State;
 
 /// The state a virtual resource is recycled from, and its needs go back to (Boskos' janitor

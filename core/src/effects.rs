@@ -1,0 +1,44 @@
+//! What every capability's apply is given and gives back besides its reply: where the entry sits
+//! in the log and the time its leader stamped (`ApplyContext`), and what it did for watchers
+//! (`Effects`). Below every apply, so the guard in `apply.rs` and the capabilities' applies all
+//! build on it without importing each other.
+
+use crate::command::Event;
+use crate::locks::LockEvent;
+use crate::operations::OpEvent;
+
+/// Where the entry being applied sits in the log, and the time its leader stamped on it.
+#[derive(Clone, Copy, Debug)]
+pub struct ApplyContext {
+    /// Raft log index of the entry; feeds uids.
+    pub log_index: u64,
+    /// Raft term of the entry; feeds uids and the lock grace after a leader change.
+    pub term: u64,
+    /// Leader wall-clock time in ms since the Unix epoch (`Proposal::time_ms`).
+    pub time_ms: u64,
+}
+
+/// What one or more applied entries did besides their `Response`: object changes for resource
+/// watchers, lock changes for lock watchers and waiting acquires, and operation changes for
+/// operation watchers and worker streams. Cleared by the caller.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Effects {
+    /// One per object change, in revision order.
+    pub events: Vec<Event>,
+    /// One per grant, release, expiry, cancelled or expired wait, in the order they happened.
+    pub lock_events: Vec<LockEvent>,
+    /// One per operation change, in the order they happened.
+    pub op_events: Vec<OpEvent>,
+    /// One per waiting pool acquire granted or removed.
+    pub pool_events: Vec<crate::pools::PoolEvent>,
+}
+
+impl Effects {
+    /// True when nothing happened.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+            && self.lock_events.is_empty()
+            && self.op_events.is_empty()
+            && self.pool_events.is_empty()
+    }
+}
