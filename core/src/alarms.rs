@@ -14,8 +14,6 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::command::Response;
-
 use crate::rejection::Rejection;
 
 /// Most alarms held at once (one per node and kind; a cluster has a handful of nodes).
@@ -145,7 +143,7 @@ impl AlarmTable {
     }
 
     /// Applies `action` at state time `now_ms`; answers every alarm after it.
-    pub fn apply(&mut self, action: &AlarmAction, now_ms: u64) -> Response {
+    pub fn apply(&mut self, action: &AlarmAction, now_ms: u64) -> Result<AlarmReply, Rejection> {
         match action {
             AlarmAction::Raise {
                 node_id,
@@ -154,7 +152,7 @@ impl AlarmTable {
             } => {
                 if !self.alarms.contains_key(&(*node_id, *kind)) {
                     if self.alarms.len() >= ALARMS_MAX {
-                        return Response::Rejected(Rejection::TooLarge {
+                        return Err(Rejection::TooLarge {
                             field: "alarms".to_string(),
                             rule: format!("at most {ALARMS_MAX} alarms are held at once"),
                         });
@@ -172,7 +170,7 @@ impl AlarmTable {
                 !(node_id.is_none_or(|id| id == *n) && kind.is_none_or(|kind| kind == *k))
             }),
         }
-        Response::Alarms(AlarmReply {
+        Ok(AlarmReply {
             alarms: self.iter().cloned().collect(),
         })
     }
@@ -190,9 +188,9 @@ mod tests {
         }
     }
 
-    fn listed(r: Response) -> Vec<(u64, u64, String)> {
+    fn listed(r: Result<AlarmReply, Rejection>) -> Vec<(u64, u64, String)> {
         match r {
-            Response::Alarms(AlarmReply { alarms }) => alarms
+            Ok(AlarmReply { alarms }) => alarms
                 .into_iter()
                 .map(|a| (a.node_id, a.raised_ms, a.reason))
                 .collect(),
@@ -232,24 +230,21 @@ mod tests {
     fn reasons_are_cut_and_the_table_is_bounded() {
         let mut t = AlarmTable::default();
         let long = "x".repeat(ALARM_REASON_CHARS_MAX + 10);
-        t.apply(&raise(1, &long), 1);
+        t.apply(&raise(1, &long), 1).expect("raised");
         assert_eq!(
             t.iter().next().map(|a| a.reason.len()),
             Some(ALARM_REASON_CHARS_MAX)
         );
         for id in 2..=ALARMS_MAX as u64 {
-            t.apply(&raise(id, "r"), 1);
+            t.apply(&raise(id, "r"), 1).expect("raised");
         }
         let over = t.apply(&raise(ALARMS_MAX as u64 + 1, "r"), 1);
         assert!(
-            matches!(&over, Response::Rejected(Rejection::TooLarge { field, .. }) if field == "alarms"),
+            matches!(&over, Err(Rejection::TooLarge { field, .. }) if field == "alarms"),
             "{over:?}"
         );
         // Raising one already held is not refused at the limit.
-        assert!(matches!(
-            t.apply(&raise(1, "r"), 2),
-            Response::Alarms(AlarmReply { .. })
-        ));
+        assert!(matches!(t.apply(&raise(1, "r"), 2), Ok(AlarmReply { .. })));
         assert_eq!(AlarmKind::parse("nospace"), Some(AlarmKind::NoSpace));
         assert_eq!(AlarmKind::parse("corrupt"), None);
     }

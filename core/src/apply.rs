@@ -108,8 +108,13 @@ fn apply_guarded(
         Command::Pools(command) => {
             crate::pools::apply::apply(state, ctx, command, events, &mut out.pool_events)
         }
-        Command::Auth(action) => Arc::make_mut(&mut state.auth).apply(action, state.time_ms),
-        Command::Alarms(action) => state.alarms.apply(action, state.time_ms),
+        Command::Auth(action) => Arc::make_mut(&mut state.auth)
+            .apply(action, state.time_ms)
+            .map_or_else(Response::Rejected, Response::Auth),
+        Command::Alarms(action) => state
+            .alarms
+            .apply(action, state.time_ms)
+            .map_or_else(Response::Rejected, Response::Alarms),
         Command::Guarded { .. } => unreachable!("unwrapped above"),
     };
     // After the command: a sweep that is itself the term's first stamped entry sees no start,

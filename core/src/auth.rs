@@ -25,8 +25,6 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::command::Response;
-
 use crate::rejection::Rejection;
 
 /// Longest user name, in bytes.
@@ -252,25 +250,19 @@ impl AuthTable {
     }
 
     /// Applies one change at state time `now_ms`. A refusal changes nothing.
-    pub fn apply(&mut self, action: &AuthAction, now_ms: u64) -> Response {
-        match self.try_apply(action, now_ms) {
-            Ok(()) => {
-                self.revision += 1;
-                Response::Auth(AuthReply {
-                    enabled: self.enabled,
-                    revision: self.revision,
-                    user: match action {
-                        AuthAction::Enable { .. } | AuthAction::DeleteUser { .. } => None,
-                        AuthAction::AddUser { name, .. }
-                        | AuthAction::SetRoles { name, .. }
-                        | AuthAction::SetToken { name, .. } => {
-                            self.users.get(name).map(|u| User::clone(u))
-                        }
-                    },
-                })
-            }
-            Err(r) => Response::Rejected(r),
-        }
+    pub fn apply(&mut self, action: &AuthAction, now_ms: u64) -> Result<AuthReply, Rejection> {
+        self.try_apply(action, now_ms)?;
+        self.revision += 1;
+        Ok(AuthReply {
+            enabled: self.enabled,
+            revision: self.revision,
+            user: match action {
+                AuthAction::Enable { .. } | AuthAction::DeleteUser { .. } => None,
+                AuthAction::AddUser { name, .. }
+                | AuthAction::SetRoles { name, .. }
+                | AuthAction::SetToken { name, .. } => self.users.get(name).map(|u| User::clone(u)),
+            },
+        })
     }
 
     fn try_apply(&mut self, action: &AuthAction, now_ms: u64) -> Result<(), Rejection> {

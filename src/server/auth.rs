@@ -796,7 +796,8 @@ mod tests {
                 token_sha256: Some(hex_sha256(token.as_bytes())),
             },
             1,
-        );
+        )
+        .expect("user added");
         assert_eq!(
             token_user(&auth, &token).map(|u| u.name.as_str()),
             Some("alice")
