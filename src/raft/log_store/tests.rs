@@ -5,9 +5,11 @@ use crate::state::ObjectCommand;
 use openraft::entry::RaftEntry;
 use openraft::type_config::TypeConfigExt;
 
+use super::tail::{Tail, Written};
 use super::*;
 use crate::raft::types::LeaderId;
 use crate::state::{Command, Proposal, Resource};
+use std::path::Path;
 
 fn log_id(term: u64, index: u64) -> LogId {
     LogId::new(LeaderId { term, node_id: 1 }, index)
