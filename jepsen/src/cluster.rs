@@ -28,17 +28,13 @@
 //!   behind are removed by the next run's `netns::cleanup_stale`.
 
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
-use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use steward::config::{Config, Limits, LocksConfig, MemberConfig, RaftConfig};
+use steward::config::{LocksConfig, MemberConfig, RaftConfig};
 use steward::proto::v1::cluster_client::ClusterClient;
 use steward::proto::v1::{ClusterStatusReply, ClusterStatusRequest};
 use tokio::time::Instant;
@@ -46,6 +42,11 @@ use tokio::time::Instant;
 use crate::clock::{self, FakeClock};
 use crate::netns::Network;
 use crate::process::{Ask, Exit, ExitRecord, Identity, Watched};
+
+mod faults;
+mod spawn;
+
+use spawn::{log_marker, signal, spawn_from_spawner, write_config, SpawnRequest};
 
 /// Every node's client API port (on its own address).
 pub const CLIENT_PORT: u16 = 7001;
@@ -383,114 +384,6 @@ impl NetCluster {
         }
     }
 
-    /// SIGKILL node `id` and wait until it is reaped (a paused node dies too); the exit is
-    /// recorded as asked for. No-op if it is not running: a process that already ended stays
-    /// on record as having ended on its own.
-    pub fn kill(&mut self, id: u64) {
-        self.kill_as(id, Ask::Kill);
-    }
-
-    fn kill_as(&mut self, id: u64, ask: Ask) {
-        let Some(node) = self.nodes.get_mut(&id) else {
-            return;
-        };
-        if let Some(process) = node.process.as_ref() {
-            if process.kill_and_reap(ask) {
-                log_marker(&node.log_path, &format!("killed node {id} (SIGKILL)"));
-            }
-        }
-        node.paused.store(false, Ordering::SeqCst);
-    }
-
-    /// Starts node `id` again with the same config and data dir. Fails if it is still running.
-    pub fn restart(&mut self, id: u64) -> anyhow::Result<()> {
-        let node = self
-            .nodes
-            .get_mut(&id)
-            .with_context(|| format!("no node {id}"))?;
-        if let Some(process) = node.process.as_ref().filter(|p| p.is_running()) {
-            anyhow::bail!(
-                "node {id} is still running (pid {}); kill it first",
-                process.pid()
-            );
-        }
-        self.spawn(id)
-    }
-
-    /// Starts a fresh member in slot `id`, whose process must not be running: the next unused
-    /// Raft id, an empty data dir, and a config without initial members (so it waits to be
-    /// added, `AddLearner`, rather than bootstrapping). Returns the new Raft id.
-    pub fn spawn_fresh_member(&mut self, id: u64) -> anyhow::Result<u64> {
-        let node = self
-            .nodes
-            .get(&id)
-            .with_context(|| format!("no node {id}"))?;
-        anyhow::ensure!(
-            !node.process.as_ref().is_some_and(Watched::is_running),
-            "node {id} still has a process; kill it first"
-        );
-        let raft_id = self.last_raft_id + 1;
-        write_config(&self.spec, id, raft_id, &node.ip, &[], &node.config_path)?;
-        self.last_raft_id = raft_id;
-        if let Some(node) = self.nodes.get_mut(&id) {
-            node.raft_id = raft_id;
-        }
-        self.spawn(id)?;
-        Ok(raft_id)
-    }
-
-    /// Sets node `id`'s wall clock (libfaketime applies it within `clock::REREAD_SECS`).
-    /// Fails when the cluster runs without libfaketime.
-    pub fn set_clock(&mut self, id: u64, clock: FakeClock) -> anyhow::Result<()> {
-        anyhow::ensure!(
-            self.spec.faketime.is_some(),
-            "the cluster was started without libfaketime; clock faults need it"
-        );
-        let node = self
-            .nodes
-            .get_mut(&id)
-            .with_context(|| format!("no node {id}"))?;
-        clock::write(&node.faketime_file, clock)?;
-        node.clock = clock;
-        Ok(())
-    }
-
-    /// Node `id`'s clock setting and how long (seconds) its process has run (0 if it is not
-    /// running), for `FakeClock::at_rate`.
-    pub fn clock(&self, id: u64) -> Option<(FakeClock, f64)> {
-        let node = self.nodes.get(&id)?;
-        let elapsed = node
-            .started_at
-            .filter(|_| self.running(id).is_some())
-            .map_or(0.0, |t| t.elapsed().as_secs_f64());
-        Some((node.clock, elapsed))
-    }
-
-    /// SIGSTOP node `id` (no-op if it is not running).
-    pub fn pause(&self, id: u64) {
-        if let (Some(node), Some(process)) = (self.nodes.get(&id), self.running(id)) {
-            if process.signal(libc::SIGSTOP, None) {
-                // Delivery is asynchronous: return once it is stopped, so the fault is real
-                // when the timeline says so.
-                wait_until_stopped(process.pid(), true);
-                node.paused.store(true, Ordering::SeqCst);
-                log_marker(&node.log_path, &format!("paused node {id} (SIGSTOP)"));
-            }
-        }
-    }
-
-    /// SIGCONT node `id` (no-op if it is not running).
-    pub fn resume(&self, id: u64) {
-        if let (Some(node), Some(process)) = (self.nodes.get(&id), self.running(id)) {
-            if process.signal(libc::SIGCONT, None) {
-                wait_until_stopped(process.pid(), false);
-                if node.paused.swap(false, Ordering::SeqCst) {
-                    log_marker(&node.log_path, &format!("resumed node {id} (SIGCONT)"));
-                }
-            }
-        }
-    }
-
     /// Stops every node (SIGCONT, SIGTERM, up to `STOP_GRACE`, then SIGKILL), removes the
     /// namespaces, and returns every exit of the run (`exits`): a node that fails at shutdown
     /// (exits non-zero, aborts) is on it as not asked for. Cleanup failures are logged: there
@@ -603,45 +496,6 @@ impl Drop for NetCluster {
     }
 }
 
-/// Writes the config of member `raft_id` in slot `slot` at address `ip` (validated first, so a
-/// bad spec fails here with the field named). Its data dir is `node<slot>` for the slot's first
-/// member and `node<slot>-id<raft_id>` for a fresh one, so a replaced member's data stays for
-/// reading after the run. `initial_members` is empty for a member that joins a running cluster.
-fn write_config(
-    spec: &ClusterSpec,
-    slot: u64,
-    raft_id: u64,
-    ip: &str,
-    initial_members: &[MemberConfig],
-    path: &Path,
-) -> anyhow::Result<()> {
-    let data_dir = match slot == raft_id {
-        true => format!("node{slot}"),
-        false => format!("node{slot}-id{raft_id}"),
-    };
-    let config = Config {
-        id: raft_id,
-        client_addr: format!("{ip}:{CLIENT_PORT}"),
-        peer_addr: format!("{ip}:{PEER_PORT}"),
-        data_dir: spec.work_dir.join(data_dir),
-        initial_members: initial_members.to_vec(),
-        raft: spec.raft.clone(),
-        limits: Limits::default(),
-        locks: spec.locks.clone(),
-        operations: Default::default(),
-        status: Default::default(),
-        pools: Default::default(),
-        tls: steward::config::TlsConfig::plaintext(),
-        metrics_addr: None,
-    };
-    config.validate()?;
-    let title = format!(
-        "Written by the jepsen harness for node {slot} (member id {raft_id}); rewritten on every run."
-    );
-    let text = steward::cli::node_config::render(&config, &title)?;
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
-}
-
 /// Cluster.Status from one endpoint, within `STATUS_TIMEOUT` (connection included).
 async fn query_status(endpoint: String) -> Option<ClusterStatusReply> {
     let ask = async {
@@ -661,127 +515,4 @@ async fn query_status(endpoint: String) -> Option<ClusterStatusReply> {
         .await
         .ok()
         .flatten()
-}
-
-fn signal(pid: u32, sig: libc::c_int) {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return;
-    };
-    // SAFETY: kill(2) on a child we have not reaped (so the PID is still ours); no memory
-    // is shared with the call.
-    unsafe { libc::kill(pid, sig) };
-}
-
-/// Waits (up to `SIGNAL_WAIT`) until /proc says process `pid` is stopped (`T`), or is not.
-/// A process that is gone counts as done either way.
-fn wait_until_stopped(pid: u32, stopped: bool) {
-    let deadline = std::time::Instant::now() + SIGNAL_WAIT;
-    while std::time::Instant::now() < deadline {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            return;
-        };
-        // "pid (comm) S ...": the state follows the last ')'.
-        let state = stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.chars().next());
-        if matches!(state, Some('T') | Some('t')) == stopped {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    tracing::warn!(
-        pid,
-        stopped,
-        "process did not reach the signalled state in time"
-    );
-}
-
-/// A "==== jepsen: ... ====" line in a node's log, so a reader sees what the harness did.
-fn log_marker(path: &Path, what: &str) {
-    let line = format!(
-        "==== jepsen: {what} at {} ====\n",
-        humantime::format_rfc3339_millis(std::time::SystemTime::now())
-    );
-    if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
-        let _ = f.write_all(line.as_bytes());
-    }
-}
-
-/// What the spawner thread starts: `ip netns exec <ns> <bin> serve --config <config>`.
-struct SpawnRequest {
-    ns: String,
-    bin: PathBuf,
-    config: PathBuf,
-    log: PathBuf,
-    cwd: PathBuf,
-    /// Extra environment (libfaketime).
-    env: Vec<(String, String)>,
-}
-
-type SpawnReply = mpsc::Sender<std::io::Result<Child>>;
-
-/// Starts a node from the spawner thread, which lives as long as the process, so the
-/// PR_SET_PDEATHSIG set in the child fires exactly when the harness process dies.
-fn spawn_from_spawner(request: SpawnRequest) -> anyhow::Result<Child> {
-    static SPAWNER: OnceLock<Mutex<mpsc::Sender<(SpawnRequest, SpawnReply)>>> = OnceLock::new();
-    let spawner = SPAWNER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<(SpawnRequest, SpawnReply)>();
-        std::thread::Builder::new()
-            .name("jepsen-spawner".into())
-            .spawn(move || {
-                for (request, reply) in rx {
-                    let _ = reply.send(spawn_now(&request));
-                }
-            })
-            .expect("cannot start the spawner thread");
-        Mutex::new(tx)
-    });
-    let (reply_tx, reply_rx) = mpsc::channel();
-    spawner
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .send((request, reply_tx))
-        .map_err(|_| anyhow::anyhow!("spawner thread is gone"))?;
-    Ok(reply_rx.recv().context("spawner thread is gone")??)
-}
-
-/// `ip netns exec` enters the namespace and execs steward in the same process (no fork), so
-/// the PID we get is the node's.
-fn spawn_now(request: &SpawnRequest) -> std::io::Result<Child> {
-    let log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&request.log)?;
-    let log_err = log.try_clone()?;
-    let mut command = Command::new("ip");
-    command
-        .args(["netns", "exec", &request.ns])
-        .arg(&request.bin)
-        .arg("serve")
-        .arg("--config")
-        .arg(&request.config)
-        .current_dir(&request.cwd)
-        .envs(request.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
-        // Own process group: a terminal's Ctrl-C reaches only the harness, which then stops
-        // the nodes itself (and records that it did).
-        .process_group(0);
-    let harness = std::process::id();
-    // SAFETY: the closure runs between fork and exec and only calls prctl(2) and getppid(2),
-    // both async-signal-safe, and compares a copied integer; it allocates nothing.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The harness died between fork and prctl: do not start an orphan.
-            if u32::try_from(libc::getppid()).ok() != Some(harness) {
-                return Err(std::io::Error::other("harness exited during spawn"));
-            }
-            Ok(())
-        });
-    }
-    command.spawn()
 }

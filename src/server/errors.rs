@@ -8,6 +8,9 @@
 //! statuses carry the leader's client address (when known) in the `x-steward-leader` trailer
 //! and in the ErrorInfo metadata `leader`; a write refused before any leader appended it carries
 //! `x-steward-not-applied` (`not_applied`), kept for clients older than the reasons.
+//!
+//! Here: the helpers and the reasons. Beside it: `rejection.rs` (the state machine's refusals),
+//! `raft.rs` (openraft's errors) and `layer.rs` (details on tonic's own refusals).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,11 +21,20 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::proto::v1::ErrorReason;
-use crate::raft::types::{
-    ClientWriteError, Fatal, ForwardToLeader, LinearizableReadError, NodeAddr, RaftError, WaitError,
-};
-use crate::state::Rejection;
+use crate::raft::types::NodeAddr;
 use crate::wire::{ERROR_DOMAIN, LEADER_HINT, REASON_PREFIX};
+
+mod layer;
+mod raft;
+mod rejection;
+
+pub use layer::{Details, DetailsLayer};
+pub use raft::{
+    client_write, forward_to_leader, read_index_catch_up, read_index_from_leader,
+    read_index_not_applied, read_index_refused, read_leader_unreachable, read_linearizer,
+    read_raft_stopped,
+};
+pub use rejection::{rejection, txn_op};
 
 /// Kept here for tests/cluster/admission.rs; the key is defined in `crate::wire`.
 pub use crate::wire::NOT_APPLIED;
@@ -201,211 +213,6 @@ pub fn not_applied(status: Status) -> Status {
         Some(retry),
         metadata,
     )
-}
-
-/// Maps a domain rejection to its gRPC status; the message names the field and the rule.
-pub fn rejection(r: &Rejection) -> Status {
-    rejection_refusal(r).status()
-}
-
-/// The code, reason and metadata of each rejection kind (exhaustive: a new kind does not compile
-/// without its row).
-fn rejection_refusal(r: &Rejection) -> Refusal {
-    use ErrorReason as R;
-    let new = |code, reason| Refusal::new(code, reason, r.to_string());
-    match r {
-        Rejection::AlreadyExists { key } => new(Code::AlreadyExists, R::AlreadyExists)
-            .meta("resource_type", "object")
-            .meta("name", key),
-        Rejection::NotFound { key } => new(Code::NotFound, R::NotFound)
-            .meta("resource_type", "object")
-            .meta("name", key),
-        Rejection::Conflict {
-            key,
-            expected,
-            actual,
-        } => new(Code::Aborted, R::RevisionConflict)
-            .meta("key", key)
-            .meta("expected_revision", expected)
-            .meta("current_revision", actual),
-        Rejection::Invalid { field, .. } => {
-            new(Code::InvalidArgument, R::InvalidArgument).meta("field", field)
-        }
-        Rejection::TooLarge { field, rule } => {
-            let refusal = new(Code::ResourceExhausted, R::LimitExceeded).meta("field", field);
-            match limit_named_in(rule) {
-                Some(limit) => refusal.meta("limit", limit),
-                None => refusal,
-            }
-        }
-        Rejection::TxnOpFailed { index, cause } => {
-            let inner = rejection_refusal(cause);
-            Refusal {
-                message: r.to_string(),
-                ..inner
-            }
-            .meta("op_index", index)
-        }
-        Rejection::NodeRetired { node_id } => {
-            new(Code::FailedPrecondition, R::NodeRetired).meta("node_id", node_id)
-        }
-        Rejection::LockBusy {
-            name,
-            holders,
-            waiters,
-            ..
-        } => new(Code::Aborted, R::LockBusy)
-            .meta("lock", name)
-            .meta("holders", holders)
-            .meta("waiters", waiters),
-        Rejection::LockDelayed { name, until_ms } => new(Code::Aborted, R::LockDelayed)
-            .meta("lock", name)
-            .meta("until_ms", until_ms)
-            .retry_after(remaining(*until_ms)),
-        Rejection::LockNotHeld {
-            name,
-            holder,
-            token,
-        } => new(Code::FailedPrecondition, R::LockNotHeld)
-            .meta("lock", name)
-            .meta("holder", holder)
-            .meta("token", token),
-        Rejection::FenceRejected { lock, token, .. } => {
-            new(Code::FailedPrecondition, R::FenceRejected)
-                .meta("lock", lock)
-                .meta("token", token)
-        }
-        Rejection::LockOwnedByOperation {
-            name,
-            holder,
-            operation,
-        } => new(Code::FailedPrecondition, R::LockOwnedByOperation)
-            .meta("lock", name)
-            .meta("holder", holder)
-            .meta("operation", operation),
-        Rejection::ReservationNotDue { key, .. } => {
-            new(Code::FailedPrecondition, R::ReservationNotDue).meta("key", key)
-        }
-        Rejection::PoolEmpty { rtype, state } => new(Code::NotFound, R::PoolEmpty)
-            .meta("type", rtype)
-            .meta("state", state),
-        Rejection::PoolNotOwner { name, owner, .. } => {
-            new(Code::FailedPrecondition, R::PoolNotOwner)
-                .meta("name", name)
-                .meta("owner", owner)
-        }
-        Rejection::PoolState { name, .. } => {
-            new(Code::FailedPrecondition, R::PoolState).meta("name", name)
-        }
-        Rejection::DeploymentState { key, .. } => {
-            new(Code::FailedPrecondition, R::DeploymentState).meta("key", key)
-        }
-        Rejection::DeploymentResourceNotFound { key, what } => new(Code::NotFound, R::NotFound)
-            .meta("resource_type", "deployment_resource")
-            .meta("name", format!("{key}: {what}")),
-        Rejection::OperationNotFound { id } => new(Code::NotFound, R::NotFound)
-            .meta("resource_type", "operation")
-            .meta("name", id),
-        Rejection::WorkerNotFound { worker } => new(Code::NotFound, R::NotFound)
-            .meta("resource_type", "worker")
-            .meta("name", worker),
-        Rejection::OperationState { id, state, .. } => {
-            new(Code::FailedPrecondition, R::OperationState)
-                .meta("operation", id)
-                .meta("state", state)
-        }
-        Rejection::OperationBehind { id, target, ahead } => {
-            new(Code::FailedPrecondition, R::OperationBehind)
-                .meta("operation", id)
-                .meta("target", target)
-                .meta("ahead", ahead)
-        }
-        Rejection::OperationDeadlinePassed {
-            id, deadline_at_ms, ..
-        } => new(Code::FailedPrecondition, R::OperationDeadlinePassed)
-            .meta("operation", id)
-            .meta("deadline_at_ms", deadline_at_ms),
-        Rejection::WorkerUnfit { worker, id, .. } => new(Code::FailedPrecondition, R::WorkerUnfit)
-            .meta("worker", worker)
-            .meta("operation", id),
-        // A sequencer (epoch) check failed: the worker lost its assignment and must stop, not
-        // retry (gRPC's own example of Aborted).
-        Rejection::StaleAssignment {
-            id,
-            worker,
-            attempt,
-            epoch,
-            ..
-        } => new(Code::Aborted, R::StaleAssignment)
-            .meta("operation", id)
-            .meta("worker", worker)
-            .meta("attempt", attempt)
-            .meta("epoch", epoch),
-        Rejection::UserNotFound { name } => new(Code::NotFound, R::NotFound)
-            .meta("resource_type", "user")
-            .meta("name", name),
-        Rejection::UserExists { name } => new(Code::AlreadyExists, R::AlreadyExists)
-            .meta("resource_type", "user")
-            .meta("name", name),
-        Rejection::AuthState { .. } => new(Code::FailedPrecondition, R::AuthState),
-        // Nothing was applied: the client may send it again, and is re-authorized.
-        Rejection::AuthChanged { authorized_at, now } => new(Code::Aborted, R::AuthChanged)
-            .meta("authorized_at", authorized_at)
-            .meta("auth_revision", now),
-        Rejection::NoSpace { alarm } => {
-            new(Code::ResourceExhausted, R::NoSpace).meta("alarm", alarm)
-        }
-    }
-}
-
-/// The refusal of op `index` of a txn: its message and its `field` metadata are prefixed with
-/// `ops[index]`, and `op_index` names the op; code, reason, RetryInfo and trailers stay.
-pub fn txn_op(index: usize, status: Status) -> Status {
-    let prefix = format!("ops[{index}]");
-    let mut details = status.get_error_details();
-    let (reason, domain, mut info) = match details.error_info() {
-        Some(i) => (i.reason.clone(), i.domain.clone(), i.metadata.clone()),
-        None => (
-            reason_name(reason_for_code(status.code())).to_string(),
-            ERROR_DOMAIN.to_string(),
-            HashMap::new(),
-        ),
-    };
-    if let Some(field) = info.get_mut("field") {
-        *field = format!("{prefix}.{field}");
-    }
-    info.insert("op_index".to_string(), index.to_string());
-    details.set_error_info(reason, domain, info);
-    let mut metadata = status.metadata().clone();
-    metadata.remove("grpc-status-details-bin");
-    Status::with_error_details_and_metadata(
-        status.code(),
-        format!("{prefix}: {}", status.message()),
-        details,
-        metadata,
-    )
-}
-
-/// The config key a rule's text names (`limits.x`, `locks.x`, ...), if any: the rules of
-/// `TooLarge` are written "... over limits.object_bytes_max = N".
-fn limit_named_in(rule: &str) -> Option<&str> {
-    rule.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
-        .find(|word| {
-            ["limits.", "locks.", "status.", "pools."]
-                .iter()
-                .any(|p| word.starts_with(p) && word.len() > p.len())
-        })
-        .map(|w| w.trim_end_matches('.'))
-}
-
-/// The time left until `until_ms` (leader-stamped wall-clock time), by this node's clock: the
-/// state's time follows the leaders' clocks, so this is close, and a retry a little early is
-/// refused again with the new remainder.
-fn remaining(until_ms: u64) -> Duration {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    Duration::from_millis(until_ms.saturating_sub(now_ms))
 }
 
 /// InvalidArgument: `field` breaks `rule` (the message is "field: rule").
@@ -593,91 +400,6 @@ pub fn no_leader() -> Status {
     unavailable("no leader is elected at the moment; retry shortly", None)
 }
 
-/// This node is not the leader: NOT_APPLIED (nothing was appended), with the leader's hint.
-pub fn forward_to_leader(f: &ForwardToLeader) -> Status {
-    Refusal::new(
-        Code::Unavailable,
-        ErrorReason::NotApplied,
-        format!("this node is not the leader (leader: {:?})", f.leader_id),
-    )
-    .leader(f.leader_node.as_ref())
-    .retry_after(not_applied_retry_delay())
-    .status()
-}
-
-/// A write that failed inside Raft.
-pub fn client_write(e: &RaftError<ClientWriteError>) -> Status {
-    match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => forward_to_leader(f),
-        RaftError::APIError(ClientWriteError::LogEntryDiscarded(f)) => outcome_unknown(
-            format!(
-                "leadership changed while the write was in flight; its outcome is unknown: {f}"
-            ),
-            f.leader_node.as_ref(),
-        ),
-        RaftError::APIError(ClientWriteError::ChangeMembershipError(m)) => {
-            membership(None, m.to_string())
-        }
-        RaftError::APIError(ClientWriteError::PreconditionFailed(p)) => {
-            membership(None, p.to_string())
-        }
-        RaftError::Fatal(f) => unavailable(format!("this node's Raft has stopped: {f}"), None),
-    }
-}
-
-/// A linearizable read this node could not start (ReadIndex here). `Node::linearize` asks the
-/// leader itself on ForwardToLeader and never maps it; were it mapped, it is Unavailable with the
-/// leader's hint.
-pub fn read_linearizer(e: &RaftError<LinearizableReadError>) -> Status {
-    match e {
-        RaftError::APIError(LinearizableReadError::ForwardToLeader(f)) => unavailable(
-            format!("this node is not the leader (leader: {:?})", f.leader_id),
-            f.leader_node.as_ref(),
-        ),
-        RaftError::APIError(LinearizableReadError::QuorumNotEnough(q)) => {
-            unavailable(format!("cannot confirm leadership: {q}"), None)
-        }
-        RaftError::Fatal(f) => read_raft_stopped(f),
-    }
-}
-
-/// A linearizable read whose Raft stopped while it got or awaited its read index.
-pub fn read_raft_stopped(f: &Fatal) -> Status {
-    unavailable(format!("raft stopped: {f}"), None)
-}
-
-/// A linearizable read whose read index this node did not apply within the leader wait.
-pub fn read_index_not_applied() -> Status {
-    unavailable("timed out waiting to apply the read index", None)
-}
-
-/// A leader that cannot give a follower a read index (the peer service's ReadIndex).
-pub fn read_index_refused(e: &RaftError<LinearizableReadError>) -> Status {
-    unavailable(format!("cannot serve a read index: {e}"), None)
-}
-
-/// A follower that has no channel to the leader it would ask for a read index.
-pub fn read_leader_unreachable(e: impl std::fmt::Display, leader: &NodeAddr) -> Status {
-    unavailable(format!("cannot reach the leader: {e}"), Some(leader))
-}
-
-/// A follower whose ReadIndex call to the leader failed (`refusal` is the leader's answer, or
-/// the transport's).
-pub fn read_index_from_leader(refusal: &Status, leader: &NodeAddr) -> Status {
-    unavailable(
-        format!("read index from the leader: {}", refusal.message()),
-        Some(leader),
-    )
-}
-
-/// A follower that did not apply the leader's read index within the leader wait.
-pub fn read_index_catch_up(e: &WaitError) -> Status {
-    unavailable(
-        format!("this node did not catch up with the read index: {e}"),
-        None,
-    )
-}
-
 /// A failure of this node's storage or Raft core: logged where it is handled, once.
 pub fn internal(context: &str, e: impl std::fmt::Display) -> Status {
     tracing::error!(error = %e, "{context}");
@@ -733,77 +455,6 @@ pub fn reason_for_code(code: Code) -> ErrorReason {
         Code::PermissionDenied => ErrorReason::PermissionDenied,
         Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded => ErrorReason::Unavailable,
         _ => ErrorReason::Internal,
-    }
-}
-
-/// Adds an ErrorInfo to a refusal that leaves the client API without details: the statuses tonic
-/// itself makes (an unknown method, a request it cannot decode or that is too large), which no
-/// handler builds. The reason follows from the code (`reason_for_code`). Only statuses in the
-/// response headers (trailers-only responses, as every refusal before a reply is) are seen; one
-/// in the trailers of a streamed body (an encoding failure mid-stream) is left as it is.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct DetailsLayer;
-
-impl<S> tower::Layer<S> for DetailsLayer {
-    type Service = Details<S>;
-
-    fn layer(&self, inner: S) -> Details<S> {
-        Details { inner }
-    }
-}
-
-/// The service `DetailsLayer` wraps around the client API's router.
-#[derive(Clone, Debug)]
-pub struct Details<S> {
-    inner: S,
-}
-
-type DetailsFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'static>>;
-
-impl<S, B, RB> tower::Service<http::Request<B>> for Details<S>
-where
-    S: tower::Service<http::Request<B>, Response = http::Response<RB>>,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-    RB: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = DetailsFuture<Result<S::Response, S::Error>>;
-
-    fn poll_ready(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let future = self.inner.call(request);
-        Box::pin(async move {
-            let mut response = future.await?;
-            add_details(response.headers_mut());
-            Ok(response)
-        })
-    }
-}
-
-/// The details header for a refusal in `headers` that has none (see `DetailsLayer`).
-fn add_details(headers: &mut http::HeaderMap) {
-    const DETAILS: &str = "grpc-status-details-bin";
-    if headers.contains_key(DETAILS) {
-        return;
-    }
-    let Some(status) = Status::from_header_map(headers) else {
-        return;
-    };
-    if status.code() == Code::Ok {
-        return;
-    }
-    let code = status.code();
-    let with_details = refused(code, reason_for_code(code), status.message()).into_http::<()>();
-    if let Some(v) = with_details.headers().get(DETAILS) {
-        headers.insert(DETAILS, v.clone());
     }
 }
 

@@ -27,7 +27,7 @@ use crate::wait::wait_ended;
 
 mod queue;
 
-use queue::*;
+use queue::{busy, compatible, drop_ended_waiters, enqueue, grant_queue, live_waiters, regrant};
 
 /// What a lock command needs to know about the entry being applied.
 #[derive(Clone, Copy, Debug)]

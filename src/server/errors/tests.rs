@@ -7,8 +7,11 @@ use std::time::Duration;
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
+use super::layer::add_details;
 use super::*;
+use crate::raft::types::{Fatal, ForwardToLeader, LinearizableReadError, RaftError, WaitError};
 use crate::state::alarms::{Alarm, AlarmKind};
+use crate::state::Rejection;
 use crate::state::{LockMode, ObjectKey, OpState, OperationId};
 
 /// The reason, domain and metadata a client decodes from `status`.
