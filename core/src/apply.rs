@@ -56,6 +56,11 @@ fn apply_guarded(
     cmd: &Command,
     out: &mut Effects,
 ) -> Response {
+    if !ctx.stamped {
+        // Only the term's own leader's time may enter: nothing of this entry is applied.
+        observe_term(state, ctx);
+        return Response::Rejected(Rejection::NotStamped { term: ctx.term });
+    }
     if let Command::Guarded {
         auth_revision,
         command,
@@ -209,10 +214,11 @@ pub fn apply_blank(state: &mut State, ctx: &ApplyContext) {
     observe_term(state, ctx);
 }
 
+/// Only a stamp measured in the entry's own term moves time (README "Time", promise 3).
 fn advance_time(state: &mut State, ctx: &ApplyContext) {
-    let before = state.time_ms;
-    state.time_ms = state.time_ms.max(ctx.time_ms);
-    debug_assert!(state.time_ms >= before, "time ran backwards");
+    if ctx.stamped {
+        state.time_ms = state.time_ms.max(ctx.time_ms);
+    }
 }
 
 /// A newer term resets the term's start (the new leader has not stamped anything yet).
@@ -227,7 +233,7 @@ fn observe_term(state: &mut State, ctx: &ApplyContext) {
 /// raw entry time: that may lag behind a previous leader's clock, and measuring the grace from
 /// it would shorten the grace).
 fn start_term_clock(state: &mut State, ctx: &ApplyContext) {
-    if ctx.term == state.term && state.term_started_ms.is_none() {
+    if ctx.stamped && ctx.term == state.term && state.term_started_ms.is_none() {
         state.term_started_ms = Some(state.time_ms);
     }
 }

@@ -34,8 +34,14 @@ pub use crate::reservations::command::ReservationCommand;
 /// replica applies the same time (see `State::time_ms`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Proposal {
-    /// Leader wall-clock time in milliseconds since the Unix epoch.
+    /// Cluster time in ms, as the leader of `term` counts it on its monotonic clock (README
+    /// "Time"); 0 when it had none yet (a leader that has not applied an entry of its term).
     pub time_ms: u64,
+    /// The term whose leader measured `time_ms`. Apply moves time, and expires anything, only
+    /// when it is the entry's own term (`ApplyContext::of_proposal`). Absent in entries written
+    /// before issue 24, whose `time_ms` is the leader's wall clock: taken as they always were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub term: Option<u64>,
     /// What to do.
     pub command: Command,
 }
@@ -377,6 +383,7 @@ mod tests {
         let obj = Resource::new("v1", "Director", "default", "x");
         let p = Proposal {
             time_ms: 1234,
+            term: None,
             command: Command::Objects(ObjectCommand::Create {
                 object: obj.clone(),
                 fence: None,
@@ -436,6 +443,7 @@ mod tests {
         obj.metadata.resource_version = 5;
         let p = Proposal {
             time_ms: 9,
+            term: None,
             command: Command::Objects(ObjectCommand::Update {
                 object: obj.clone(),
                 expected_revision: Some(5),

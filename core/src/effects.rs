@@ -4,6 +4,7 @@
 //! build on it without importing each other.
 
 use crate::command::Event;
+use crate::command::Proposal;
 use crate::locks::LockEvent;
 use crate::operations::OpEvent;
 
@@ -14,8 +15,37 @@ pub struct ApplyContext {
     pub log_index: u64,
     /// Raft term of the entry; feeds uids and the lock grace after a leader change.
     pub term: u64,
-    /// Leader wall-clock time in ms since the Unix epoch (`Proposal::time_ms`).
+    /// Cluster time in ms stamped on the entry (`Proposal::time_ms`).
     pub time_ms: u64,
+    /// `time_ms` was measured by the leader of the entry's own term. Apply applies nothing else
+    /// (`Rejection::NotStamped`): no time, no grant, no expiry (README "Time", promise 3).
+    pub stamped: bool,
+}
+
+impl ApplyContext {
+    /// The context of a normal entry at `log_index` of `term` carrying `proposal`.
+    pub fn of_proposal(log_index: u64, term: u64, proposal: &Proposal) -> ApplyContext {
+        // Entries from before issue 24 carry no term: their wall-clock stamp counts, as it
+        // always did.
+        let stamped = proposal.term.is_none_or(|t| t == term);
+        ApplyContext {
+            log_index,
+            term,
+            time_ms: proposal.time_ms,
+            stamped,
+        }
+    }
+
+    /// The context of an entry that carries no time (blank, membership) at `time_ms`, the
+    /// state's own time.
+    pub fn unstamped(log_index: u64, term: u64, time_ms: u64) -> ApplyContext {
+        ApplyContext {
+            log_index,
+            term,
+            time_ms,
+            stamped: false,
+        }
+    }
 }
 
 /// What one or more applied entries did besides their `Response`: object changes for resource

@@ -202,6 +202,7 @@ mod tests {
             log_index: 7,
             term: 2,
             time_ms: 0,
+            stamped: true,
         };
         enforce(&ctx, Err(Violation("test".into())));
     }

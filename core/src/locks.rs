@@ -46,6 +46,8 @@ mod rules;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod time_tests;
+#[cfg(test)]
 mod wait_tests;
 
 pub(crate) use apply::{LockContext, OperationGrant};

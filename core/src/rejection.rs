@@ -167,6 +167,13 @@ pub enum Rejection {
          {authorized_at}, now {now}); it was not applied: send it again"
     )]
     AuthChanged { authorized_at: u64, now: u64 },
+    /// An entry whose time was not measured by the leader of its term (its proposer led an
+    /// older term): applied, its time could set a deadline early or expire something early.
+    #[error(
+        "the entry of term {term} carries a time measured in another term; it was not applied: \
+         send it again"
+    )]
+    NotStamped { term: u64 },
     /// A command that may grow the state while a NOSPACE alarm is raised.
     #[error(
         "the cluster is out of space (alarm {alarm}): only reads, deletes, releases, heartbeats \

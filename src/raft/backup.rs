@@ -335,6 +335,7 @@ mod tests {
                 log_index: i as u64 + 1,
                 term: 1,
                 time_ms: 1_000 + i as u64,
+                stamped: true,
             };
             let command = crate::state::Command::Objects(crate::state::ObjectCommand::Create {
                 object,

@@ -39,6 +39,9 @@ pub trait ApplyObserver: Send + Sync + 'static {
     /// Users, roles or authentication changed: the state's auth revision is now
     /// `auth_revision`. Called before the `on_applied` of the batch that changed it.
     fn on_auth(&self, _auth_revision: u64) {}
+    /// The state's cluster time after a batch or a snapshot install (`State::time_ms`): how
+    /// the node's cluster clock learns what apply reached (server/time.rs).
+    fn on_time(&self, _time_ms: u64) {}
 }
 
 /// An observer that ignores everything (tests, offline tools).
@@ -135,14 +138,15 @@ impl StateMachine {
         let mut effects = Effects::default();
         let mut replies = Vec::with_capacity(batch.len());
         let state_lock = self.state.clone();
-        let (revision, auth_revision) = {
+        let (revision, auth_revision, time_ms) = {
             let mut state = state_lock.write().map_err(|_| poisoned())?;
             for (entry, responder) in batch {
                 let response = self.apply_entry(&mut state, entry, &mut effects);
                 replies.push((responder, response));
             }
-            (state.revision(), state.auth().revision)
+            (state.revision(), state.auth().revision, state.time_ms())
         };
+        self.observer.on_time(time_ms);
         // Before anything of this batch is handed out, so no stream sends it under the
         // authorization the batch revoked.
         self.tell_auth(auth_revision);
@@ -160,14 +164,10 @@ impl StateMachine {
     /// membership).
     fn apply_entry(&mut self, state: &mut State, entry: Entry, effects: &mut Effects) -> Response {
         let log_id = entry.log_id;
-        let mut ctx = ApplyContext {
-            log_index: log_id.index,
-            term: log_id.leader_id.term,
-            time_ms: state.time_ms(),
-        };
+        let ctx = ApplyContext::unstamped(log_id.index, log_id.leader_id.term, state.time_ms());
         let response = match entry.payload {
             EntryPayload::Normal(proposal) => {
-                ctx.time_ms = proposal.time_ms;
+                let ctx = ApplyContext::of_proposal(log_id.index, log_id.leader_id.term, &proposal);
                 state::apply_effects(state, &ctx, &proposal.command, effects)
             }
             EntryPayload::Blank => {
@@ -270,8 +270,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         })
         .await?;
 
-        let (revision, auth_revision) = (state.revision(), state.auth().revision);
+        let (revision, auth_revision, time_ms) =
+            (state.revision(), state.auth().revision, state.time_ms());
         *self.state.write().map_err(|_| poisoned())? = state;
+        self.observer.on_time(time_ms);
         self.tell_auth(auth_revision);
         self.last_applied = meta.last_log_id;
         self.last_membership = meta.last_membership.clone();

@@ -154,7 +154,7 @@ impl Cluster for ClusterService {
                 node_id: self.node.id,
                 leader_id: m.current_leader.unwrap_or(0),
                 objects: state.len() as u64,
-                created_ms: self.node.clock.now_ms(),
+                created_ms: self.node.time.clock().wall_ms(),
             };
             (state, header)
         };

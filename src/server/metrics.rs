@@ -90,7 +90,7 @@ pub fn refresh(node: &Node) {
         );
     }
     m.store_watchers.set(gauge(node.hub.watcher_count()));
-    let now_ms = node.clock.now_ms();
+    let now_ms = node.cluster_now();
     let state = node.state();
     m.store_revision.set(gauge(state.revision()));
     m.alarms.set(gauge(state.alarms().iter().count() as u64));

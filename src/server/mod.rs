@@ -40,6 +40,7 @@ pub mod pools;
 pub mod reservations;
 pub mod resources;
 pub mod space;
+pub mod time;
 pub mod wait;
 pub mod watch;
 
@@ -70,7 +71,8 @@ use crate::raft::network::{PeerChannels, PeerNetworkFactory};
 use crate::raft::state_machine::StateMachine;
 use crate::raft::types::{NodeAddr, Raft};
 
-pub use node::{Clock, Node, SystemClock};
+pub use node::Node;
+pub use time::{Clock, ClusterClock, SystemClock};
 
 /// Runs one node until SIGTERM / Ctrl-C, then shuts down gracefully. Config already validated.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
@@ -139,13 +141,18 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
     let db = RaftDb::open_observed(&config.data_dir, node_metrics)
         .context("cannot open the raft database")?;
     let hub = Arc::new(watch::WatchHub::new(&config.limits));
-    let sm =
-        StateMachine::open(db.clone(), hub.clone()).context("cannot open the state machine")?;
+    let time = Arc::new(ClusterClock::new(Arc::new(SystemClock::new())));
+    let observer = Arc::new(time::Observers {
+        hub: hub.clone(),
+        time: time.clone(),
+    });
+    let sm = StateMachine::open(db.clone(), observer).context("cannot open the state machine")?;
     let state = sm.state();
     {
         let state = state.read().unwrap_or_else(|p| p.into_inner());
         hub.reset_to(state.revision());
         hub.set_auth_revision(state.auth().revision);
+        time.applied(state.time_ms());
     }
     let log_store = LogStore::new(db.clone());
 
@@ -175,7 +182,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         state,
         hub,
         channels,
-        Arc::new(SystemClock),
+        time,
         db,
     ));
     let client_server = server_builder(tls.as_ref().map(|t| t.client_api.clone()), "client API")?;

@@ -21,24 +21,8 @@ use crate::raft::types::{
 use crate::server::errors;
 use crate::server::forward::{ForwardError, Forwarder};
 use crate::server::watch::WatchHub;
+use crate::server::time::ClusterClock;
 use crate::state::{Command, Family, Proposal, Response, State};
-
-/// Where time comes from. Only the leader reads it, to stamp proposals; apply never does.
-pub trait Clock: Send + Sync + 'static {
-    fn now_ms(&self) -> u64;
-}
-
-/// Wall-clock time in milliseconds since the Unix epoch.
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_ms(&self) -> u64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0)
-    }
-}
 
 /// The first pause before a write that no leader took is sent again (doubling, up to
 /// `RESEND_PAUSE_MAX`), unless the leader changes sooner.
@@ -58,7 +42,9 @@ pub struct Node {
     state: Arc<RwLock<State>>,
     pub hub: Arc<WatchHub>,
     pub channels: PeerChannels,
-    pub clock: Arc<dyn Clock>,
+    /// Cluster time as this node sees it, and the count it stamps proposals with while it
+    /// leads (server/time.rs).
+    pub time: Arc<ClusterClock>,
     /// This node's Prometheus metrics (src/metrics.rs).
     pub metrics: Arc<Metrics>,
     /// Serialises membership changes on this node: a second one is refused, not queued.
@@ -82,7 +68,7 @@ impl Node {
         state: Arc<RwLock<State>>,
         hub: Arc<WatchHub>,
         channels: PeerChannels,
-        clock: Arc<dyn Clock>,
+        time: Arc<ClusterClock>,
         db: RaftDb,
     ) -> Node {
         Node {
@@ -97,7 +83,7 @@ impl Node {
             state,
             hub,
             channels,
-            clock,
+            time,
             metrics: db.metrics.clone(),
             membership_lock: tokio::sync::Mutex::new(()),
             db,
@@ -115,10 +101,7 @@ impl Node {
     /// `None` when this node does not lead or when apply would refuse any sweep as falling in
     /// the grace of `grace_ms` after a change of leader (`State::sweep_may_act`).
     pub fn sweep_due<T>(&self, grace_ms: u64, due: impl FnOnce(&State, u64) -> T) -> Option<T> {
-        if !self.is_leader() {
-            return None;
-        }
-        let now = self.clock.now_ms();
+        let (now, _term) = self.leader_now()?;
         let state = self.state();
         state.sweep_may_act(now, grace_ms).then(|| due(&state, now))
     }
@@ -194,6 +177,66 @@ impl Node {
             }
         }
         tokio::time::Instant::now() < deadline
+    }
+
+    /// The cluster time this node stamps proposals with, and the term it is measured in:
+    /// `None` unless it leads and has applied an entry of its term (server/time.rs).
+    pub fn leader_now(&self) -> Option<(u64, u64)> {
+        let (term, caught_up) = {
+            let m = self.raft.metrics();
+            let m = m.borrow_watched();
+            if m.state != ServerState::Leader {
+                return None;
+            }
+            let caught_up = m
+                .last_applied
+                .is_some_and(|l| l.leader_id.term == m.current_term);
+            (m.current_term, caught_up)
+        };
+        self.time.leader_now(term, caught_up).map(|now| (now, term))
+    }
+
+    /// The leader's cluster time and term for a proposal. A new leader has no time until it
+    /// has applied an entry of its term (its blank entry, moments after the election): wait
+    /// for that, up to an election timeout. An entry proposed without a time of its term
+    /// would be refused by apply (`Rejection::NotStamped`).
+    async fn stamp(&self) -> Result<(u64, u64), LocalProposeError> {
+        if let Some(stamp) = self.leader_now() {
+            return Ok(stamp);
+        }
+        let timeout = Duration::from_millis(self.config.raft.election_timeout_ms_max);
+        let ready = self
+            .raft
+            .wait(Some(timeout))
+            .metrics(
+                |m| {
+                    m.state != ServerState::Leader
+                        || m.last_applied
+                            .is_some_and(|l| l.leader_id.term == m.current_term)
+                },
+                "leader clock ready",
+            )
+            .await;
+        if let Some(stamp) = self.leader_now() {
+            return Ok(stamp);
+        }
+        let why = match ready {
+            Ok(_) => "this node no longer leads".to_string(),
+            Err(e) => format!("this node has not applied an entry of its term yet: {e}"),
+        };
+        Err(LocalProposeError::NotLeader(errors::not_applied(
+            errors::unavailable(format!("cannot stamp the proposal: {why}"), None),
+        )))
+    }
+
+    /// Cluster time now as well as this node can tell: the leader's count while it leads,
+    /// else what apply last reached plus the time since. For decisions apply checks again
+    /// (dispatch plans) and for metrics.
+    pub fn cluster_now(&self) -> u64 {
+        self.leader_now()
+            .map(|(now, _)| now)
+            .or_else(|| self.time.estimate())
+            .unwrap_or_else(|| self.state().time_ms())
     }
 
     pub fn is_leader(&self) -> bool {
@@ -304,10 +347,13 @@ impl Node {
         })
     }
 
-    /// Proposes on this node, which believes it is the leader. The time stamp comes from here.
+    /// Proposes on this node, which believes it is the leader. The time stamp comes from here:
+    /// the leader's cluster time and the term it is measured in (`stamp`).
     pub async fn propose_local(&self, command: Command) -> Result<Response, LocalProposeError> {
+        let (time_ms, term) = self.stamp().await?;
         let proposal = Proposal {
-            time_ms: self.clock.now_ms(),
+            time_ms,
+            term: Some(term),
             command,
         };
         match self.raft.client_write(proposal).await {

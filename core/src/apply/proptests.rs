@@ -243,6 +243,7 @@ fn rejection_name(r: &Rejection) -> &'static str {
         Rejection::UserExists { .. } => "UserExists",
         Rejection::AuthState { .. } => "AuthState",
         Rejection::AuthChanged { .. } => "AuthChanged",
+        Rejection::NotStamped { .. } => "NotStamped",
         Rejection::NoSpace { .. } => "NoSpace",
     }
 }
@@ -424,7 +425,7 @@ proptest! {
             let cmd = to_command(&model, gen);
             let before = state.clone();
             let events_before = events.len();
-            let ctx = ApplyContext { log_index: i as u64 + 1, term: 1, time_ms: *time_ms };
+            let ctx = ApplyContext { log_index: i as u64 + 1, term: 1, time_ms: *time_ms, stamped: true };
             let response = apply(&mut state, &ctx, &cmd, &mut events);
             let want = model_step(&mut model, &cmd);
             prop_assert_eq!(outcome(&response), want, "{}", cmd);
@@ -497,7 +498,7 @@ proptest! {
         let mut object = Resource::new("v1", &parts[0], &parts[1], &parts[2]);
         object.metadata.labels.insert(parts[3].clone(), parts[3].clone());
         let key = object.key();
-        let ctx = ApplyContext { log_index, term, time_ms };
+        let ctx = ApplyContext { log_index, term, time_ms, stamped: true };
         let mut state = State::new();
         let mut events = Vec::new();
         let ops = vec![

@@ -138,6 +138,7 @@ fn uids_are_uuid_shaped_and_distinct() {
         log_index: 0x1_2345_6789,
         term: 0xabcde,
         time_ms: 0,
+        stamped: true,
     };
     assert_eq!(
         uid(&ctx, 0x0001_0000_0000_0002),

@@ -36,6 +36,7 @@ impl Log {
             log_index: self.index,
             term: 2,
             time_ms,
+            stamped: true,
         };
         apply(&mut self.state, &ctx, &cmd, &mut self.events)
     }
@@ -563,6 +564,7 @@ fn time_never_runs_backwards() {
             log_index: 9,
             term: 3,
             time_ms: 61_000,
+            stamped: true,
         },
     );
     assert_eq!(log.state.time_ms(), 61_000);
@@ -572,6 +574,7 @@ fn time_never_runs_backwards() {
             log_index: 10,
             term: 3,
             time_ms: 1,
+            stamped: true,
         },
     );
     assert_eq!(log.state.time_ms(), 61_000);

@@ -45,6 +45,7 @@ impl Log {
             log_index: self.index,
             term: 1,
             time_ms: T0 + self.index,
+            stamped: true,
         };
         let cmd = Command::Deployments(DeploymentCommand {
             key: key(),
@@ -525,6 +526,7 @@ fn resource_writes_to_the_mirror_are_refused() {
         log_index: log.index,
         term: 1,
         time_ms: T0 + log.index,
+        stamped: true,
     };
     let mut changed = mirror.clone();
     changed.status = json!({"state": "Approved"});

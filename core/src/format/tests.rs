@@ -63,6 +63,7 @@ fn format_1_entries_become_the_format_2_commands() {
 fn format_2_is_what_is_written() {
     let proposal = crate::Proposal {
         time_ms: 5,
+        term: None,
         command: MemberCommand::Retire { node_id: 1 }.into(),
     };
     assert_eq!(

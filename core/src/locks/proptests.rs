@@ -401,6 +401,7 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
                 log_index: index,
                 term: model.term,
                 time_ms: state.time_ms(),
+                stamped: true,
             };
             apply_blank(&mut state, &ctx);
             prop_assert_eq!(state.term_started_ms(), None);
@@ -412,6 +413,7 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
             log_index: index,
             term: model.term,
             time_ms,
+            stamped: true,
         };
         let mut effects = Effects::default();
         let response = apply_effects(&mut state, &ctx, &cmd, &mut effects);

@@ -48,12 +48,26 @@ impl Log {
             log_index: self.index,
             term: self.term,
             time_ms,
+            stamped: true,
         }
     }
 
     pub(super) fn run(&mut self, time_ms: u64, cmd: Command) -> Response {
         let ctx = self.ctx(time_ms);
         apply_effects(&mut self.state, &ctx, &cmd, &mut self.effects)
+    }
+
+    /// Runs `proposal` as the next entry, in the log's current term, as the state machine
+    /// does: its time counts only if it was measured in this term.
+    pub(super) fn propose(&mut self, proposal: &crate::command::Proposal) -> Response {
+        self.index += 1;
+        let ctx = ApplyContext::of_proposal(self.index, self.term, proposal);
+        apply_effects(&mut self.state, &ctx, &proposal.command, &mut self.effects)
+    }
+
+    /// The term new entries get.
+    pub(super) fn term(&self) -> u64 {
+        self.term
     }
 
     /// A new leader's blank entry (it carries no leader time of its own).
@@ -741,6 +755,7 @@ fn apply_wrapper_keeps_resource_events_and_drops_lock_events() {
         log_index: 1,
         term: 1,
         time_ms: 10,
+        stamped: true,
     };
     let got = crate::apply(
         &mut state,

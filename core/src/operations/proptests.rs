@@ -350,6 +350,7 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
             log_index: index,
             term,
             time_ms: clock,
+            stamped: true,
         };
         let cmd = Command::Objects(ObjectCommand::Create {
             object: director(name),
@@ -370,6 +371,7 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
             log_index: index,
             term,
             time_ms,
+            stamped: true,
         };
         let Some(cmd) = command(&model, &state, step, now) else {
             if let Step::NewTerm = step {

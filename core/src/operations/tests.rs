@@ -66,6 +66,7 @@ impl Log {
             log_index: self.index,
             term: self.term,
             time_ms,
+            stamped: true,
         };
         apply_effects(&mut self.state, &ctx, &cmd, &mut self.effects)
     }
@@ -78,6 +79,7 @@ impl Log {
             log_index: self.index,
             term: self.term,
             time_ms: self.state.time_ms(),
+            stamped: true,
         };
         apply_blank(&mut self.state, &ctx);
     }

@@ -95,6 +95,7 @@ impl Log {
             log_index: self.index,
             term: 1,
             time_ms: self.now,
+            stamped: true,
         };
         apply_effects(&mut self.state, &ctx, &cmd, &mut self.effects)
     }

@@ -54,6 +54,7 @@ impl Log {
             log_index: self.index,
             term: self.term,
             time_ms,
+            stamped: true,
         };
         let cmd = Command::Pools(PoolCommand {
             action,
@@ -99,6 +100,7 @@ impl Log {
             log_index: self.index,
             term: self.term,
             time_ms: self.state.time_ms(),
+            stamped: true,
         };
         apply_blank(&mut self.state, &ctx);
     }
@@ -383,6 +385,7 @@ fn sync_adds_removes_and_defers_removing_leased_resources() {
         log_index: log.index,
         term: log.term,
         time_ms: T0 + 50,
+        stamped: true,
     };
     let cmd = Command::Objects(ObjectCommand::UpdateStatus {
         object,

@@ -32,6 +32,7 @@ fn create(term: u64, index: u64, pad: usize) -> Entry {
         log_id(term, index),
         Proposal {
             time_ms: index,
+            term: None,
             command,
         },
     )

@@ -46,6 +46,7 @@ fn the_floor_holds_the_largest_legal_append_entries() {
             .map(|i| {
                 let proposal = Proposal {
                     time_ms: u64::MAX,
+                    term: None,
                     command: command_of(command_bytes_max),
                 };
                 Entry::new_normal(log_id(u64::MAX - i), proposal)

@@ -44,6 +44,7 @@ fn create(index: u64) -> Entry {
         log_id(index),
         Proposal {
             time_ms: index * 10,
+            term: None,
             command,
         },
     )

@@ -161,6 +161,8 @@ fn rejection_refusal(r: &Rejection) -> Refusal {
         Rejection::AuthChanged { authorized_at, now } => new(Code::Aborted, R::AuthChanged)
             .meta("authorized_at", authorized_at)
             .meta("auth_revision", now),
+        // Only a leader's sweeper proposes expiries; it sweeps again with its own clock.
+        Rejection::NotStamped { term } => new(Code::Aborted, R::NotApplied).meta("term", term),
         Rejection::NoSpace { alarm } => {
             new(Code::ResourceExhausted, R::NoSpace).meta("alarm", alarm)
         }

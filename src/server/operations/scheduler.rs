@@ -60,7 +60,7 @@ fn schedule_round(node: &Arc<Node>, pending: &Pending, answered: &Arc<Notify>) -
             return 0;
         }
         node.state().ops_dispatchable_besides(
-            node.clock.now_ms(),
+            node.cluster_now(),
             lock_limits.holders_max,
             max,
             &pending,

@@ -1,0 +1,180 @@
+//! Cluster time: the one clock every TTL is measured on (issue 24; README "Time").
+//!
+//! The state's `time_ms` moves only by what leaders measure on their monotonic clocks, never by
+//! a wall clock, so a wall clock stepped or running fast on any node expires nothing early:
+//! - Every node keeps an anchor: the cluster time the last applied entry moved it to, and the
+//!   monotonic instant that entry was applied here. That instant is after the entry's leader
+//!   stamped it, so `anchor.cluster_ms + (monotonic now - anchor.at)` never counts more than
+//!   the real time that has passed since then.
+//! - A node that becomes leader of a term waits until it has applied an entry of that term (its
+//!   blank entry: everything before it is applied), then freezes its anchor and stamps every
+//!   proposal of the term with the anchor's count. The time since the last entry it saw is
+//!   credited, so a quiet spell before the old leader died is not lost; an election is (nothing
+//!   measures it), which makes expiries late by at most about one election, never early.
+//! - While it leads it keeps its frozen anchor: re-anchoring on its own entries would lose
+//!   their commit latency each time.
+//! - A proposal carries the term its time was measured in; apply moves time, and expires
+//!   anything, only with a stamp of the entry's own term (core's `ApplyContext::stamped`).
+//!
+//! The monotonic clock and the wall clock come through `Clock`, a seam for tests and the
+//! simulator. Wall time is for display only (`wall_ms`).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use crate::raft::state_machine::ApplyObserver;
+use crate::server::watch::WatchHub;
+use crate::state::Effects;
+
+/// Where time comes from. Nothing replicated depends on `wall_ms`.
+pub trait Clock: Send + Sync + 'static {
+    /// Wall-clock time in milliseconds since the Unix epoch (display, certificates, logs).
+    fn wall_ms(&self) -> u64;
+    /// Milliseconds on a clock that only moves forward at the rate of real time, from an
+    /// arbitrary origin fixed for the process (CLOCK_MONOTONIC: not stepped by NTP or by hand).
+    fn monotonic_ms(&self) -> u64;
+}
+
+/// The machine's clocks.
+#[derive(Debug)]
+pub struct SystemClock {
+    origin: Instant,
+}
+
+impl SystemClock {
+    pub fn new() -> SystemClock {
+        SystemClock {
+            origin: Instant::now(),
+        }
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        SystemClock::new()
+    }
+}
+
+impl Clock for SystemClock {
+    fn wall_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0)
+    }
+
+    fn monotonic_ms(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// A cluster time and the monotonic instant from which it may be counted on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Anchor {
+    cluster_ms: u64,
+    at_monotonic_ms: u64,
+}
+
+impl Anchor {
+    fn now(&self, monotonic_ms: u64) -> u64 {
+        self.cluster_ms
+            .saturating_add(monotonic_ms.saturating_sub(self.at_monotonic_ms))
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// The last cluster time apply reached on this node, and when.
+    applied: Option<Anchor>,
+    /// The term this node leads and the anchor it froze for it.
+    leading: Option<(u64, Anchor)>,
+}
+
+/// This node's view of cluster time: what apply last reached, and, while it leads, the count
+/// it stamps proposals with.
+pub struct ClusterClock {
+    clock: Arc<dyn Clock>,
+    inner: Mutex<Inner>,
+}
+
+impl ClusterClock {
+    pub fn new(clock: Arc<dyn Clock>) -> ClusterClock {
+        ClusterClock {
+            clock,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// The clocks underneath (wall time for display).
+    pub fn clock(&self) -> &dyn Clock {
+        &*self.clock
+    }
+
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Apply reached `cluster_ms` (the state's time after a batch). Only a move forward
+    /// re-anchors: an older anchor credits the time since it, which has passed all the same.
+    pub fn applied(&self, cluster_ms: u64) {
+        let mut inner = self.inner();
+        if inner.applied.is_none_or(|a| cluster_ms > a.cluster_ms) {
+            inner.applied = Some(Anchor {
+                cluster_ms,
+                at_monotonic_ms: self.clock.monotonic_ms(),
+            });
+        }
+    }
+
+    /// The cluster time to stamp a proposal of `term` with, when this node leads `term` and has
+    /// applied an entry of it (`caught_up`); `None` otherwise, and then the proposal carries no
+    /// time. The first call of a term freezes the anchor the term counts from.
+    pub fn leader_now(&self, term: u64, caught_up: bool) -> Option<u64> {
+        let now = self.clock.monotonic_ms();
+        let mut inner = self.inner();
+        match inner.leading {
+            Some((t, anchor)) if t == term => return Some(anchor.now(now)),
+            _ => {}
+        }
+        if !caught_up {
+            return None;
+        }
+        let anchor = inner.applied?;
+        inner.leading = Some((term, anchor));
+        Some(anchor.now(now))
+    }
+
+    /// This node's best estimate of cluster time now (any role): the applied anchor's count.
+    /// Never ahead of what a leader of the current term could stamp; for display and metrics.
+    pub fn estimate(&self) -> Option<u64> {
+        let now = self.clock.monotonic_ms();
+        self.inner().applied.map(|a| a.now(now))
+    }
+}
+
+/// What a node's state machine tells: the watch hub everything, the cluster clock the time.
+pub struct Observers {
+    pub hub: Arc<WatchHub>,
+    pub time: Arc<ClusterClock>,
+}
+
+impl ApplyObserver for Observers {
+    fn on_applied(&self, effects: &Effects, revision: u64) {
+        self.hub.on_applied(effects, revision);
+    }
+
+    fn on_reset(&self, revision: u64) {
+        self.hub.on_reset(revision);
+    }
+
+    fn on_auth(&self, auth_revision: u64) {
+        self.hub.on_auth(auth_revision);
+    }
+
+    fn on_time(&self, time_ms: u64) {
+        self.time.applied(time_ms);
+    }
+}
+
+#[cfg(test)]
+mod tests;

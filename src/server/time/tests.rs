@@ -1,0 +1,103 @@
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::*;
+
+/// A clock the test moves by hand: `wall` can jump anywhere, `monotonic` only forward.
+#[derive(Default)]
+struct HandClock {
+    wall: AtomicU64,
+    monotonic: AtomicU64,
+}
+
+impl HandClock {
+    fn advance(&self, ms: u64) {
+        self.monotonic.fetch_add(ms, Ordering::SeqCst);
+        self.wall.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for HandClock {
+    fn wall_ms(&self) -> u64 {
+        self.wall.load(Ordering::SeqCst)
+    }
+    fn monotonic_ms(&self) -> u64 {
+        self.monotonic.load(Ordering::SeqCst)
+    }
+}
+
+fn clocks() -> (Arc<HandClock>, ClusterClock) {
+    let hand = Arc::new(HandClock::default());
+    let cluster = ClusterClock::new(hand.clone());
+    (hand, cluster)
+}
+
+#[test]
+fn a_leader_stamps_nothing_until_it_has_applied_an_entry_of_its_term() {
+    let (hand, cluster) = clocks();
+    assert_eq!(cluster.leader_now(2, true), None, "no anchor yet");
+    cluster.applied(5_000);
+    assert_eq!(cluster.leader_now(2, false), None, "older entries not applied yet");
+    hand.advance(300);
+    assert_eq!(cluster.leader_now(2, true), Some(5_300));
+}
+
+#[test]
+fn the_time_since_the_last_applied_entry_is_credited_to_the_new_leader() {
+    let (hand, cluster) = clocks();
+    cluster.applied(5_000);
+    // The old leader went quiet, then died; this node's election took 1.5 s more.
+    hand.advance(9_000);
+    hand.advance(1_500);
+    assert_eq!(cluster.leader_now(3, true), Some(15_500));
+}
+
+#[test]
+fn a_leader_counts_from_its_frozen_anchor_not_from_its_own_entries() {
+    let (hand, cluster) = clocks();
+    cluster.applied(1_000);
+    assert_eq!(cluster.leader_now(2, true), Some(1_000));
+    hand.advance(40);
+    // Its own entry, stamped 1_040, applied 25 ms later: re-anchoring on it would lose 25 ms.
+    hand.advance(25);
+    cluster.applied(1_040);
+    assert_eq!(cluster.leader_now(2, true), Some(1_065));
+    hand.advance(1_000);
+    assert_eq!(cluster.leader_now(2, true), Some(2_065));
+}
+
+#[test]
+fn a_new_term_counts_from_what_was_applied_last() {
+    let (hand, cluster) = clocks();
+    cluster.applied(1_000);
+    assert_eq!(cluster.leader_now(2, true), Some(1_000));
+    hand.advance(500);
+    cluster.applied(1_500);
+    // Deposed, then leader again in term 4: from the latest anchor, not term 2's.
+    hand.advance(200);
+    assert_eq!(cluster.leader_now(4, false), None);
+    assert_eq!(cluster.leader_now(4, true), Some(1_700));
+}
+
+#[test]
+fn an_entry_that_does_not_move_time_keeps_the_older_anchor() {
+    let (hand, cluster) = clocks();
+    cluster.applied(1_000);
+    hand.advance(700);
+    cluster.applied(900);
+    cluster.applied(1_000);
+    assert_eq!(cluster.estimate(), Some(1_700));
+}
+
+#[test]
+fn wall_clock_steps_move_nothing() {
+    let (hand, cluster) = clocks();
+    cluster.applied(1_000);
+    assert_eq!(cluster.leader_now(2, true), Some(1_000));
+    for step in [3_600_000_i64, -7_200_000] {
+        let wall = hand.wall.load(Ordering::SeqCst) as i64 + step;
+        hand.wall.store(wall.max(0) as u64, Ordering::SeqCst);
+        hand.advance(10);
+    }
+    assert_eq!(cluster.leader_now(2, true), Some(1_020));
+    assert_eq!(cluster.estimate(), Some(1_020));
+}
