@@ -168,7 +168,14 @@ fn acquire(term: u64, index: u64, time_ms: u64, name: &str) -> Entry {
         wait_ms: 0,
         limits,
     });
-    Entry::new_normal(log_id(term, index), Proposal { time_ms, term: None, command })
+    Entry::new_normal(
+        log_id(term, index),
+        Proposal {
+            time_ms,
+            term: None,
+            command,
+        },
+    )
 }
 
 /// One observer call per applied batch, with every object and lock event of it; an installed

@@ -20,8 +20,8 @@ use crate::raft::types::{
 };
 use crate::server::errors;
 use crate::server::forward::{ForwardError, Forwarder};
-use crate::server::watch::WatchHub;
 use crate::server::time::ClusterClock;
+use crate::server::watch::WatchHub;
 use crate::state::{Command, Family, Proposal, Response, State};
 
 /// The first pause before a write that no leader took is sent again (doubling, up to

@@ -25,9 +25,7 @@ fn an_expiry_stamped_in_an_older_term_expires_nothing() {
     let got = log.propose(&stamped(9_000, old_term, sweep(&["d"], 0, 0)));
     assert_eq!(
         got,
-        Response::Rejected(Rejection::NotStamped {
-            term: log.term()
-        })
+        Response::Rejected(Rejection::NotStamped { term: log.term() })
     );
     assert_eq!(log.holders("d").len(), 1, "the holder keeps its lock");
     assert_eq!(log.state.time_ms(), before.time_ms(), "no time moved");
@@ -47,7 +45,10 @@ fn nothing_stamped_in_another_term_is_applied() {
         refresh("d", "h1", 1, Some(100)),
     ] {
         let got = log.propose(&stamped(50_000, old_term, command));
-        assert_eq!(got, Response::Rejected(Rejection::NotStamped { term: log.term() }));
+        assert_eq!(
+            got,
+            Response::Rejected(Rejection::NotStamped { term: log.term() })
+        );
     }
     assert_eq!(log.state.time_ms(), before.time_ms());
     assert!(log.state.lock("e").is_none());
@@ -64,7 +65,10 @@ fn a_new_leaders_first_stamp_starts_the_grace_from_the_time_it_measured() {
     log.propose(&stamped(1_500, term, acquire("f", "h3", R, None, 0)));
     assert_eq!(log.state.term_started_ms(), Some(1_500));
     let done = Response::Locks(LockReply::Done { revision: 0 });
-    assert_eq!(log.propose(&stamped(1_699, term, sweep(&["d"], 200, 0))), done);
+    assert_eq!(
+        log.propose(&stamped(1_699, term, sweep(&["d"], 200, 0))),
+        done
+    );
     assert_eq!(log.holders("d").len(), 1);
     assert_eq!(
         log.propose(&stamped(1_700, term, sweep(&["d"], 200, 0))),

@@ -36,7 +36,11 @@ fn a_leader_stamps_nothing_until_it_has_applied_an_entry_of_its_term() {
     let (hand, cluster) = clocks();
     assert_eq!(cluster.leader_now(2, true), None, "no anchor yet");
     cluster.applied(5_000);
-    assert_eq!(cluster.leader_now(2, false), None, "older entries not applied yet");
+    assert_eq!(
+        cluster.leader_now(2, false),
+        None,
+        "older entries not applied yet"
+    );
     hand.advance(300);
     assert_eq!(cluster.leader_now(2, true), Some(5_300));
 }
