@@ -38,6 +38,14 @@ pub enum Bug {
     /// process must abort, and jepsen's node watcher and log scan (any workload) call the run
     /// INVALID, naming the node and the panic.
     PanicInTask,
+    /// The node's cluster clock counts on the wall clock instead of the monotonic one, as
+    /// steward did before issue 24: a forward step of the leader's wall clock expires locks,
+    /// leases and workers early by the step (tests/cluster/time.rs: the holder loses its lock).
+    WallClockTime,
+    /// Apply takes an entry's time stamp whatever term measured it: a deposed leader's late
+    /// stamp moves time and expires what the current leader's count has not reached
+    /// (core/src/locks/time_tests.rs).
+    StaleTermTime,
 }
 
 impl Bug {
@@ -50,6 +58,8 @@ impl Bug {
         Bug::OpDoubleDispatch,
         Bug::PoolDoubleLease,
         Bug::PanicInTask,
+        Bug::WallClockTime,
+        Bug::StaleTermTime,
     ];
 
     /// The name `STEWARD_UNSAFE_BUG` uses.
@@ -62,6 +72,8 @@ impl Bug {
             Bug::OpDoubleDispatch => "op-double-dispatch",
             Bug::PoolDoubleLease => "pool-double-lease",
             Bug::PanicInTask => "panic-in-task",
+            Bug::WallClockTime => "wall-clock-time",
+            Bug::StaleTermTime => "stale-term-time",
         }
     }
 

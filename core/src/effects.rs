@@ -27,7 +27,9 @@ impl ApplyContext {
     pub fn of_proposal(log_index: u64, term: u64, proposal: &Proposal) -> ApplyContext {
         // Entries from before issue 24 carry no term: their wall-clock stamp counts, as it
         // always did.
-        let stamped = proposal.term.is_none_or(|t| t == term);
+        let stamped = proposal.term.is_none_or(|t| t == term)
+            // DELIBERATE BUG (bugs.rs, test-only builds): any term's stamp counts.
+            || crate::bugs::active(crate::bugs::Bug::StaleTermTime);
         ApplyContext {
             log_index,
             term,

@@ -44,11 +44,18 @@ pub enum Rejection {
         waiters: u32,
     },
     /// `wait_ms` was 0 and the lock is in lock-delay after a WRITE holder expired.
+    /// `remaining_ms` is what is left of it at the entry's cluster time (`until_ms` is a cluster
+    /// time, not a wall-clock one): the retry delay the client is given.
     #[error(
         "lock {name} is in lock-delay until {until_ms} ms (a WRITE holder expired without \
          releasing it); pass wait_ms > 0 to queue"
     )]
-    LockDelayed { name: String, until_ms: u64 },
+    LockDelayed {
+        name: String,
+        until_ms: u64,
+        #[serde(default)]
+        remaining_ms: u64,
+    },
     /// Refresh or release named a holder and token that hold no grant: a stale or wrong token.
     #[error(
         "lock {name}: holder {holder} holds no grant with token {token} (released, expired, \

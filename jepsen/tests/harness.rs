@@ -332,16 +332,11 @@ async fn a_dropped_cluster_leaves_nothing_behind() {
 }
 
 /// The creationTimestamp (ms since the epoch) of a new object: the time the leader stamped.
-async fn stamped_ms(client: &steward::client::Client, name: &str) -> Option<u64> {
-    let obj = serde_json::json!({
-        "apiVersion": "v1", "kind": "ClockProbe",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {},
-    });
-    let created = client.create(&obj).await.ok()?;
-    let ts = created["metadata"]["creationTimestamp"].as_str()?;
-    let at = humantime::parse_rfc3339(ts).ok()?;
-    Some(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as u64)
+/// Node `raft_id`'s wall clock as it reported it in `Cluster.Status`.
+async fn wall_ms_of(client: &steward::client::Client, raft_id: u64) -> Option<u64> {
+    let status = client.cluster_status().await.ok()?;
+    let node = status.nodes.into_iter().find(|n| n.id == raft_id)?;
+    (node.wall_ms > 0).then_some(node.wall_ms)
 }
 
 fn now_ms() -> u64 {
@@ -351,8 +346,8 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// A clock step on the leader reaches the time it stamps on entries (libfaketime works on
-/// steward), and heal sets the clock file back; replacing the leader leaves three voters, one
+/// A clock step on the leader reaches its wall clock (libfaketime works on steward; no TTL
+/// reads that clock since issue 24, README "Time"), and heal sets the clock file back; replacing the leader leaves three voters, one
 /// with a fresh id in the old leader's slot, that serve writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clock_and_membership_faults_reach_the_cluster() {
@@ -377,7 +372,7 @@ async fn clock_and_membership_faults_reach_the_cluster() {
     .expect("client");
     let mut nemesis = Nemesis::new(Instant::now());
 
-    // An hour ahead on the leader: within libfaketime's re-read time the leader stamps it.
+    // An hour ahead on the leader: within libfaketime's re-read time its status shows it.
     const HOUR_MS: u64 = 3_600_000;
     let leader = cluster.leader().await.expect("a leader");
     nemesis
@@ -395,21 +390,15 @@ async fn clock_and_membership_faults_reach_the_cluster() {
         std::fs::read_to_string(&file).expect("clock file"),
         "+3600.000 x1.0000\n"
     );
-    let mut probe = 0;
-    let skew = eventually(
-        "the leader to stamp its stepped clock",
-        ELECTION_WAIT,
-        || {
-            probe += 1;
-            let name = format!("probe-{probe}");
-            let client = &client;
-            async move {
-                let stamped = stamped_ms(client, &name).await?;
-                let skew = stamped.saturating_sub(now_ms());
-                (skew > HOUR_MS / 2).then_some(skew)
-            }
-        },
-    )
+    let raft_id = cluster.raft_id(leader).expect("running");
+    let skew = eventually("the leader's wall clock to step", ELECTION_WAIT, || {
+        let client = &client;
+        async move {
+            let wall = wall_ms_of(client, raft_id).await?;
+            let skew = wall.saturating_sub(now_ms());
+            (skew > HOUR_MS / 2).then_some(skew)
+        }
+    })
     .await;
     assert!(skew < HOUR_MS + 60_000, "about an hour ahead: {skew} ms");
     nemesis.heal(&mut cluster).await.expect("heal");
@@ -462,7 +451,14 @@ async fn clock_and_membership_faults_reach_the_cluster() {
         attempt += 1;
         let name = format!("through-fresh-{attempt}");
         let own = &own;
-        async move { stamped_ms(own, &name).await }
+        async move {
+            let obj = serde_json::json!({
+                "apiVersion": "v1", "kind": "Probe",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {},
+            });
+            own.create(&obj).await.ok()
+        }
     })
     .await;
     let timeline: Vec<String> = nemesis.timeline().iter().map(|e| e.what.clone()).collect();

@@ -242,6 +242,8 @@ impl Cluster for ClusterService {
                     data_bytes: v.data_bytes,
                     quota_bytes: v.quota_bytes,
                     pid: v.pid,
+                    wall_ms: v.wall_ms,
+                    cluster_ms: v.cluster_ms,
                 },
                 Err(e) => NodeStatus {
                     id,

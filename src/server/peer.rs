@@ -111,11 +111,18 @@ pub struct NodeView {
     /// Its process id (`std::process::id()`), for `cluster status`; 0 from an older node.
     #[serde(default)]
     pub pid: u32,
+    /// Its wall clock and its count of cluster time when it answered (README "Time").
+    #[serde(default)]
+    pub wall_ms: u64,
+    #[serde(default)]
+    pub cluster_ms: u64,
 }
 
 impl NodeView {
     pub fn of(node: &Node) -> NodeView {
         let revision = node.state().revision();
+        // Before the metrics borrow below: `cluster_now` borrows them too.
+        let (wall_ms, cluster_ms) = (node.time.clock().wall_ms(), node.cluster_now());
         // The space check's last reading: no statvfs on this async thread.
         let disk = node.usage.last();
         let m = node.raft.metrics();
@@ -137,6 +144,8 @@ impl NodeView {
             data_bytes: u64::try_from(node.metrics.data_bytes.get()).unwrap_or(0),
             quota_bytes: node.config.limits.quota_bytes,
             pid: std::process::id(),
+            wall_ms,
+            cluster_ms,
         }
     }
 }

@@ -13,6 +13,8 @@
 //!   measures it), which makes expiries late by at most about one election, never early.
 //! - While it leads it keeps its frozen anchor: re-anchoring on its own entries would lose
 //!   their commit latency each time.
+//! - A new cluster (nothing ever stamped) starts cluster time at its first leader's wall clock,
+//!   so shown times start right; from then on only monotonic clocks move it.
 //! - A proposal carries the term its time was measured in; apply moves time, and expires
 //!   anything, only with a stamp of the entry's own term (core's `ApplyContext::stamped`).
 //!
@@ -64,6 +66,10 @@ impl Clock for SystemClock {
     }
 
     fn monotonic_ms(&self) -> u64 {
+        // DELIBERATE BUG (src/bugs.rs, test-only builds): time that wall-clock steps move.
+        if crate::bugs::active(crate::bugs::Bug::WallClockTime) {
+            return self.wall_ms();
+        }
         u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 }
@@ -139,7 +145,15 @@ impl ClusterClock {
         if !caught_up {
             return None;
         }
-        let anchor = inner.applied?;
+        let mut anchor = inner.applied?;
+        if anchor.cluster_ms == 0 {
+            // Nothing was ever stamped (a new cluster): no deadline exists yet, so cluster time
+            // may start anywhere, and it starts at this leader's wall clock, for display.
+            anchor = Anchor {
+                cluster_ms: self.clock.wall_ms(),
+                at_monotonic_ms: now,
+            };
+        }
         inner.leading = Some((term, anchor));
         Some(anchor.now(now))
     }

@@ -71,6 +71,8 @@ pub struct TestNode {
     /// The running process. In a mutex so that a wait through `&TestCluster` can see that it
     /// exited (`try_wait` needs `&mut`).
     child: Option<Mutex<Child>>,
+    /// More environment for its process (libfaketime, for one).
+    pub env: Vec<(String, String)>,
 }
 
 /// A node that exited while nobody had stopped it.
@@ -361,6 +363,7 @@ impl TestCluster {
                 config,
                 config_path,
                 child: None,
+                env: Vec::new(),
             },
         );
     }
@@ -404,6 +407,7 @@ impl TestCluster {
                 "RUST_LOG",
                 std::env::var("STEWARD_TEST_LOG").unwrap_or_else(|_| "info".into()),
             )
+            .envs(node.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -27,6 +27,7 @@ mod operations;
 mod pools;
 mod reservations;
 mod space;
+mod time;
 mod tls;
 mod unsent;
 mod upgrade;

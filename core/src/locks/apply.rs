@@ -479,6 +479,7 @@ impl Blocker {
             Blocker::Delayed(until_ms) => Rejection::LockDelayed {
                 name: lock.name.clone(),
                 until_ms: *until_ms,
+                remaining_ms: until_ms.saturating_sub(now),
             },
             Blocker::Queue | Blocker::Mode => busy(lock, now),
             Blocker::HoldersMax(max) => {

@@ -104,6 +104,7 @@ fn lock_delay_after_a_write_expires() {
         Rejection::LockDelayed {
             name: "d".into(),
             until_ms: 2_500,
+            remaining_ms: 400,
         },
     );
     log.rejected_with(2_100, acquire("d", "h2", R, None, 0), |r| {

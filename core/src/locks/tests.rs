@@ -720,6 +720,7 @@ fn wire_forms_and_messages() {
             Rejection::LockDelayed {
                 name: "d".into(),
                 until_ms: 9,
+                remaining_ms: 4,
             },
             "lock d is in lock-delay until 9 ms (a WRITE holder expired without releasing it); \
              pass wait_ms > 0 to queue",

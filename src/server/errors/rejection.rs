@@ -67,10 +67,14 @@ fn rejection_refusal(r: &Rejection) -> Refusal {
             .meta("lock", name)
             .meta("holders", holders)
             .meta("waiters", waiters),
-        Rejection::LockDelayed { name, until_ms } => new(Code::Aborted, R::LockDelayed)
+        Rejection::LockDelayed {
+            name,
+            until_ms,
+            remaining_ms,
+        } => new(Code::Aborted, R::LockDelayed)
             .meta("lock", name)
             .meta("until_ms", until_ms)
-            .retry_after(remaining(*until_ms)),
+            .retry_after(Duration::from_millis(*remaining_ms)),
         Rejection::LockNotHeld {
             name,
             holder,
@@ -207,14 +211,4 @@ fn limit_named_in(rule: &str) -> Option<&str> {
                 .any(|p| word.starts_with(p) && word.len() > p.len())
         })
         .map(|w| w.trim_end_matches('.'))
-}
-
-/// The time left until `until_ms` (leader-stamped wall-clock time), by this node's clock: the
-/// state's time follows the leaders' clocks, so this is close, and a retry a little early is
-/// refused again with the new remainder.
-fn remaining(until_ms: u64) -> Duration {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    Duration::from_millis(until_ms.saturating_sub(now_ms))
 }

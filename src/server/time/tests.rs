@@ -105,3 +105,17 @@ fn wall_clock_steps_move_nothing() {
     assert_eq!(cluster.leader_now(2, true), Some(1_020));
     assert_eq!(cluster.estimate(), Some(1_020));
 }
+
+#[test]
+fn a_new_cluster_starts_at_its_first_leaders_wall_clock() {
+    let (hand, cluster) = clocks();
+    hand.wall.store(1_800_000_000_000, Ordering::SeqCst);
+    cluster.applied(0);
+    hand.advance(50);
+    assert_eq!(cluster.leader_now(2, true), Some(1_800_000_000_050));
+    hand.advance(10);
+    assert_eq!(cluster.leader_now(2, true), Some(1_800_000_000_060));
+    // Once started, a wall-clock step moves nothing.
+    hand.wall.store(1_800_003_600_000, Ordering::SeqCst);
+    assert_eq!(cluster.leader_now(2, true), Some(1_800_000_000_060));
+}

@@ -351,7 +351,7 @@ class ClusterStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("id", "peer_addr", "client_addr", "state", "term", "leader_id", "last_log_index", "committed_index", "applied_index", "snapshot_index", "purged_index", "revision", "error", "serving", "disk_total_bytes", "disk_free_bytes", "voter", "data_bytes", "quota_bytes", "pid")
+    __slots__ = ("id", "peer_addr", "client_addr", "state", "term", "leader_id", "last_log_index", "committed_index", "applied_index", "snapshot_index", "purged_index", "revision", "error", "serving", "disk_total_bytes", "disk_free_bytes", "voter", "data_bytes", "quota_bytes", "pid", "wall_ms", "cluster_ms")
     ID_FIELD_NUMBER: _ClassVar[int]
     PEER_ADDR_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ADDR_FIELD_NUMBER: _ClassVar[int]
@@ -372,6 +372,8 @@ class NodeStatus(_message.Message):
     DATA_BYTES_FIELD_NUMBER: _ClassVar[int]
     QUOTA_BYTES_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    WALL_MS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_MS_FIELD_NUMBER: _ClassVar[int]
     id: int
     peer_addr: str
     client_addr: str
@@ -392,7 +394,9 @@ class NodeStatus(_message.Message):
     data_bytes: int
     quota_bytes: int
     pid: int
-    def __init__(self, id: _Optional[int] = ..., peer_addr: _Optional[str] = ..., client_addr: _Optional[str] = ..., state: _Optional[str] = ..., term: _Optional[int] = ..., leader_id: _Optional[int] = ..., last_log_index: _Optional[int] = ..., committed_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., purged_index: _Optional[int] = ..., revision: _Optional[int] = ..., error: _Optional[str] = ..., serving: _Optional[bool] = ..., disk_total_bytes: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., voter: _Optional[bool] = ..., data_bytes: _Optional[int] = ..., quota_bytes: _Optional[int] = ..., pid: _Optional[int] = ...) -> None: ...
+    wall_ms: int
+    cluster_ms: int
+    def __init__(self, id: _Optional[int] = ..., peer_addr: _Optional[str] = ..., client_addr: _Optional[str] = ..., state: _Optional[str] = ..., term: _Optional[int] = ..., leader_id: _Optional[int] = ..., last_log_index: _Optional[int] = ..., committed_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., snapshot_index: _Optional[int] = ..., purged_index: _Optional[int] = ..., revision: _Optional[int] = ..., error: _Optional[str] = ..., serving: _Optional[bool] = ..., disk_total_bytes: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., voter: _Optional[bool] = ..., data_bytes: _Optional[int] = ..., quota_bytes: _Optional[int] = ..., pid: _Optional[int] = ..., wall_ms: _Optional[int] = ..., cluster_ms: _Optional[int] = ...) -> None: ...
 
 class ClusterStatusReply(_message.Message):
     __slots__ = ("nodes", "leader_id", "warnings", "alarms")
