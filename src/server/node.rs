@@ -15,8 +15,8 @@ use crate::proto::v1::Consistency;
 use crate::raft::log_store::RaftDb;
 use crate::raft::network::PeerChannels;
 use crate::raft::types::{
-    ClientWriteError, LinearizableReadError, NodeAddr, NodeId, Raft, RaftError, ReadPolicy,
-    ServerState, WatchReceiver,
+    ClientWriteError, ForwardToLeader, LinearizableReadError, NodeAddr, NodeId, Raft, RaftError,
+    ReadPolicy, ServerState, WatchReceiver,
 };
 use crate::server::errors;
 use crate::server::forward::{ForwardError, Forwarder};
@@ -220,12 +220,23 @@ impl Node {
         if let Some(stamp) = self.leader_now() {
             return Ok(stamp);
         }
-        let why = match ready {
-            Ok(_) => "this node no longer leads".to_string(),
-            Err(e) => format!("this node has not applied an entry of its term yet: {e}"),
-        };
+        if ready.is_ok() {
+            // Not (or no longer) the leader: refused as openraft would, with the leader it knows.
+            let m = self.raft.metrics();
+            let m = m.borrow_watched();
+            let leader = m.current_leader.filter(|id| *id != self.id).and_then(|id| {
+                let node = m.membership_config.membership().get_node(&id).cloned()?;
+                Some(ForwardToLeader::new(id, node))
+            });
+            let f = leader.unwrap_or_else(ForwardToLeader::empty);
+            return Err(LocalProposeError::NotLeader(errors::forward_to_leader(&f)));
+        }
         Err(LocalProposeError::NotLeader(errors::not_applied(
-            errors::unavailable(format!("cannot stamp the proposal: {why}"), None),
+            errors::unavailable(
+                "this node leads but has not applied an entry of its term yet, so it has no \
+                 time to stamp the proposal with",
+                None,
+            ),
         )))
     }
 
