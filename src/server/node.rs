@@ -97,9 +97,10 @@ impl Node {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// What a leader-only sweeper should sweep now: `due(state, now)` at this node's clock, or
-    /// `None` when this node does not lead or when apply would refuse any sweep as falling in
-    /// the grace of `grace_ms` after a change of leader (`State::sweep_may_act`).
+    /// What a leader-only sweeper should sweep now: `due(state, now)` at the cluster time this
+    /// leader stamps with, or `None` when this node does not lead (or has no time yet), or when
+    /// apply would refuse any sweep as falling in the grace of `grace_ms` after a change of
+    /// leader (`State::sweep_may_act`).
     pub fn sweep_due<T>(&self, grace_ms: u64, due: impl FnOnce(&State, u64) -> T) -> Option<T> {
         let (now, _term) = self.leader_now()?;
         let state = self.state();
