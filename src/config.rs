@@ -70,6 +70,8 @@ pub struct Config {
     #[serde(default)]
     pub pools: PoolsConfig,
     #[serde(default)]
+    pub time: TimeConfig,
+    #[serde(default)]
     pub tls: TlsConfig,
 }
 
@@ -133,6 +135,31 @@ impl TlsConfig {
             });
         }
         Ok(())
+    }
+}
+
+/// Wall clocks, which steward uses for display only (README "Time"): how nodes compare them, and
+/// how the shown time follows them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TimeConfig {
+    /// A node whose wall clock is further than this from the middle of the nodes' clocks is
+    /// reported (`cluster status`, metrics, the log); the leader then shows the middle's time.
+    pub clock_offset_ms_max: u64,
+    /// How often every node reads every other node's wall clock.
+    pub clock_probe_interval_ms: u64,
+    /// When the middle of the clocks steps, the shown time catches up (or waits) by at most
+    /// this many ms per second instead of jumping (slewing).
+    pub shown_slew_ms_per_s: u64,
+}
+
+impl Default for TimeConfig {
+    fn default() -> Self {
+        TimeConfig {
+            clock_offset_ms_max: 500,
+            clock_probe_interval_ms: 2_000,
+            shown_slew_ms_per_s: 100,
+        }
     }
 }
 

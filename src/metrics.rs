@@ -129,6 +129,13 @@ pub struct Metrics {
     pub raft_members: Family<RoleLabels, Gauge>,
     pub raft_peer_lag: Family<PeerLabels, Gauge>,
     pub raft_quorum_ack_age: Gauge,
+    /// Each other node's wall clock minus this one's, in ms, at the last clock probe.
+    pub clock_offset: Family<PeerLabels, Gauge>,
+    /// Nodes (this one included) whose wall clocks are further than `time.clock_offset_ms_max`
+    /// from the middle of the clocks this node knows.
+    pub clock_outliers: Gauge,
+    /// `time.clock_offset_ms_max`.
+    pub clock_offset_max: Gauge,
     pub store_revision: Gauge,
     pub store_objects: Family<KindLabels, Gauge>,
     pub store_watchers: Gauge,
@@ -185,6 +192,9 @@ impl Metrics {
             raft_members: Family::default(),
             raft_peer_lag: Family::default(),
             raft_quorum_ack_age: Gauge::default(),
+            clock_offset: Family::default(),
+            clock_outliers: Gauge::default(),
+            clock_offset_max: Gauge::default(),
             store_revision: Gauge::default(),
             store_objects: Family::default(),
             store_watchers: Gauge::default(),
@@ -358,6 +368,23 @@ impl Metrics {
             "Leader only: time since a quorum last acknowledged this leader, -1 when unknown",
             Unit::Other("milliseconds".to_string()),
             m.raft_quorum_ack_age.clone(),
+        );
+        r.register_with_unit(
+            "clock_offset",
+            "Each other node's wall clock minus this node's, at the last clock probe (wall clocks are for display only)",
+            Unit::Other("milliseconds".to_string()),
+            m.clock_offset.clone(),
+        );
+        r.register(
+            "clock_outliers",
+            "Nodes whose wall clocks are further than time.clock_offset_ms_max from the middle of the nodes' clocks",
+            m.clock_outliers.clone(),
+        );
+        r.register_with_unit(
+            "clock_offset_max",
+            "time.clock_offset_ms_max: the largest distance from the middle of the clocks not reported",
+            Unit::Other("milliseconds".to_string()),
+            m.clock_offset_max.clone(),
         );
         r.register(
             "store_revision",

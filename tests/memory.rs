@@ -75,6 +75,7 @@ fn heap_bytes_per_stored_object_stay_bounded() {
             term: 1,
             time_ms: 1_763_800_000_000 + i as u64,
             stamped: true,
+            wall_ms: None,
         };
         apply_effects(&mut state, &ctx, cmd, &mut effects);
         // Watch events hand the objects on; dropping them leaves the store's share.

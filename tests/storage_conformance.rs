@@ -58,6 +58,7 @@ fn create(term: u64, index: u64, time_ms: u64, name: &str) -> Entry {
         Proposal {
             time_ms,
             term: None,
+            wall_ms: None,
             command: Command::Objects(ObjectCommand::Create {
                 object,
                 fence: None,
@@ -173,6 +174,7 @@ fn acquire(term: u64, index: u64, time_ms: u64, name: &str) -> Entry {
         Proposal {
             time_ms,
             term: None,
+            wall_ms: None,
             command,
         },
     )

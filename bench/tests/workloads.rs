@@ -118,6 +118,7 @@ impl Cluster {
                 operations: Default::default(),
                 status: Default::default(),
                 pools: Default::default(),
+                time: Default::default(),
                 tls: steward::config::TlsConfig::plaintext(),
                 metrics_addr: None,
             };

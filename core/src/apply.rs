@@ -28,6 +28,8 @@ mod proptests;
 #[cfg(test)]
 mod read_tests;
 #[cfg(test)]
+mod shown_tests;
+#[cfg(test)]
 mod tests;
 
 pub use crate::snapshot::SNAPSHOT_FORMAT;
@@ -113,12 +115,13 @@ fn apply_guarded(
         Command::Pools(command) => {
             crate::pools::apply::apply(state, ctx, command, events, &mut out.pool_events)
         }
+        // Shown times only (when a user was made, an alarm raised): nothing of theirs expires.
         Command::Auth(action) => Arc::make_mut(&mut state.auth)
-            .apply(action, state.time_ms)
+            .apply(action, state.shown_ms)
             .map_or_else(Response::Rejected, Response::Auth),
         Command::Alarms(action) => state
             .alarms
-            .apply(action, state.time_ms)
+            .apply(action, state.shown_ms)
             .map_or_else(Response::Rejected, Response::Alarms),
         Command::Guarded { .. } => unreachable!("unwrapped above"),
     };
@@ -214,11 +217,28 @@ pub fn apply_blank(state: &mut State, ctx: &ApplyContext) {
     observe_term(state, ctx);
 }
 
-/// Only a stamp measured in the entry's own term moves time (README "Time", promise 3).
+/// Only a stamp measured in the entry's own term moves time (README "Time", promise 3), and the
+/// shown time with it (`shown_time`).
 fn advance_time(state: &mut State, ctx: &ApplyContext) {
     if ctx.stamped {
-        state.time_ms = state.time_ms.max(ctx.time_ms);
+        let time_ms = state.time_ms.max(ctx.time_ms);
+        state.shown_ms = shown_time(
+            state.shown_ms,
+            time_ms - state.time_ms,
+            time_ms,
+            ctx.wall_ms,
+        );
+        state.time_ms = time_ms;
     }
+}
+
+/// The shown time after an entry that moved cluster time by `elapsed_ms` to `time_ms`, given
+/// the wall-clock time its leader shows (`wall_ms`): that time when it has one, else the
+/// shown time moved on as cluster time moved; never backwards, and never behind cluster time,
+/// so a time computed from a shown time (a reservation's end) is never early on cluster time.
+fn shown_time(shown_ms: u64, elapsed_ms: u64, time_ms: u64, wall_ms: Option<u64>) -> u64 {
+    let next = wall_ms.unwrap_or_else(|| shown_ms.saturating_add(elapsed_ms));
+    next.max(shown_ms).max(time_ms)
 }
 
 /// A newer term resets the term's start (the new leader has not stamped anything yet).

@@ -42,6 +42,12 @@ pub struct Proposal {
     /// before issue 24, whose `time_ms` is the leader's wall clock: taken as they always were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub term: Option<u64>,
+    /// The wall-clock time the leader shows, for display only (creationTimestamp and the like;
+    /// README "Time", promise 5): the middle of the nodes' wall clocks, slewed when it steps
+    /// (server/time/wall.rs). Nothing that expires reads it. Absent in older entries and when
+    /// the leader has no reading.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_ms: Option<u64>,
     /// What to do.
     pub command: Command,
 }
@@ -384,6 +390,7 @@ mod tests {
         let p = Proposal {
             time_ms: 1234,
             term: None,
+            wall_ms: None,
             command: Command::Objects(ObjectCommand::Create {
                 object: obj.clone(),
                 fence: None,
@@ -444,6 +451,7 @@ mod tests {
         let p = Proposal {
             time_ms: 9,
             term: None,
+            wall_ms: None,
             command: Command::Objects(ObjectCommand::Update {
                 object: obj.clone(),
                 expected_revision: Some(5),

@@ -20,6 +20,8 @@ pub struct ApplyContext {
     /// `time_ms` was measured by the leader of the entry's own term. Apply applies nothing else
     /// (`Rejection::NotStamped`): no time, no grant, no expiry (README "Time", promise 3).
     pub stamped: bool,
+    /// The leader's shown wall-clock time (`Proposal::wall_ms`), for display only.
+    pub wall_ms: Option<u64>,
 }
 
 impl ApplyContext {
@@ -35,6 +37,7 @@ impl ApplyContext {
             term,
             time_ms: proposal.time_ms,
             stamped,
+            wall_ms: proposal.wall_ms,
         }
     }
 
@@ -46,6 +49,7 @@ impl ApplyContext {
             term,
             time_ms,
             stamped: false,
+            wall_ms: None,
         }
     }
 }

@@ -20,6 +20,7 @@ pub struct Before {
     events: usize,
     token: u64,
     time_ms: u64,
+    shown_ms: u64,
 }
 
 impl Before {
@@ -30,6 +31,7 @@ impl Before {
             events: out.events.len(),
             token: state.locks.last_token(),
             time_ms: state.time_ms,
+            shown_ms: state.shown_ms,
         }
     }
 
@@ -74,6 +76,15 @@ impl Before {
             return Err(Violation(format!(
                 "state time ran backwards, from {} to {} ms",
                 self.time_ms, state.time_ms
+            )));
+        }
+        // Shown time moves with cluster time, so it is checked when that moved.
+        let behind = state.time_ms > self.time_ms && state.shown_ms < state.time_ms;
+        if state.shown_ms < self.shown_ms || behind {
+            return Err(Violation(format!(
+                "the shown time ran backwards or fell behind cluster time: from {} to {} ms \
+                 (cluster time {} ms)",
+                self.shown_ms, state.shown_ms, state.time_ms
             )));
         }
         Ok(())
@@ -125,6 +136,7 @@ mod tests {
         State {
             revision,
             time_ms,
+            shown_ms: time_ms,
             ..State::default()
         }
     }
@@ -196,6 +208,23 @@ mod tests {
     }
 
     #[test]
+    fn a_shown_time_going_backwards_or_behind_cluster_time_trips() {
+        let before = Before::of(&state(4, 10), &effects(&[]));
+        let back = State {
+            shown_ms: 9,
+            ..state(4, 10)
+        };
+        let err = before.check(&back, &effects(&[])).unwrap_err();
+        assert!(err.0.contains("shown time ran backwards"), "{err}");
+        let behind = State {
+            shown_ms: 10,
+            ..state(4, 12)
+        };
+        let err = before.check(&behind, &effects(&[])).unwrap_err();
+        assert!(err.0.contains("fell behind cluster time"), "{err}");
+    }
+
+    #[test]
     #[should_panic(expected = "replicated-state invariant violated applying log index 7")]
     fn a_violation_stops_the_node() {
         let ctx = ApplyContext {
@@ -203,6 +232,7 @@ mod tests {
             term: 2,
             time_ms: 0,
             stamped: true,
+            wall_ms: None,
         };
         enforce(&ctx, Err(Violation("test".into())));
     }

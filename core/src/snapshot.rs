@@ -56,6 +56,7 @@ struct SnapshotRef<'a> {
     format: u32,
     revision: u64,
     time_ms: u64,
+    shown_ms: u64,
     objects: Objects<'a>,
     retired: &'a BTreeSet<u64>,
     locks: Vec<&'a Lock>,
@@ -88,6 +89,9 @@ struct SnapshotBody {
     format: u32,
     revision: u64,
     time_ms: u64,
+    /// Absent before issue 24's display clock: then the state's time, a wall-clock time then.
+    #[serde(default)]
+    shown_ms: u64,
     objects: ObjectsRead,
     retired: BTreeSet<u64>,
     #[serde(default)]
@@ -159,6 +163,7 @@ impl State {
             format: SNAPSHOT_FORMAT,
             revision: self.revision,
             time_ms: self.time_ms,
+            shown_ms: self.shown_ms,
             objects: Objects(&self.objects),
             retired: &self.retired,
             locks,
@@ -285,6 +290,7 @@ impl State {
             deployments,
             revision: body.revision,
             time_ms: body.time_ms,
+            shown_ms: body.shown_ms.max(body.time_ms),
             objects,
             retired: body.retired,
             locks,

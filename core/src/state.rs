@@ -28,6 +28,10 @@ pub struct State {
     /// Largest leader time applied so far; persisted in snapshots so time never runs backwards,
     /// not even across a leader change to a node with a slower clock.
     pub(crate) time_ms: u64,
+    /// The time shown for when things happened (creationTimestamp): the leaders' shown wall
+    /// clock, never behind `time_ms` and never running backwards (README "Time", promise 5).
+    /// Nothing that expires reads it.
+    pub(crate) shown_ms: u64,
     /// All objects, ordered by key so lists and pages are deterministic and cheap to range over.
     /// A persistent map of shared objects: cloning the state for a snapshot is O(1) and the
     /// clone shares every object, so snapshots never stall apply.
@@ -76,6 +80,13 @@ impl State {
     /// The largest leader time applied so far (ms since the Unix epoch).
     pub fn time_ms(&self) -> u64 {
         self.time_ms
+    }
+
+    /// The time shown for what happens now (ms since the Unix epoch): creationTimestamp and
+    /// other displayed times. Follows the leaders' wall clocks, never runs backwards, never
+    /// behind `time_ms`.
+    pub fn shown_ms(&self) -> u64 {
+        self.shown_ms
     }
 
     /// Users, roles, and whether authentication is on.
@@ -144,6 +155,7 @@ impl State {
     pub(crate) fn with_clock_of(&self, other: &State) -> State {
         State {
             time_ms: other.time_ms,
+            shown_ms: other.shown_ms,
             term: other.term,
             term_started_ms: other.term_started_ms,
             ..self.clone()

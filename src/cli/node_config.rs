@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::config::options::{option, section_options};
 use crate::config::{
     Config, Limits, LocksConfig, MemberConfig, OperationsConfig, PoolsConfig, RaftConfig,
-    StatusConfig,
+    StatusConfig, TimeConfig,
 };
 
 /// The base port of the loopback cluster (`steward dev --base-port`, cluster-configs/): the
@@ -80,6 +80,7 @@ pub fn loopback_config_at(base_port: u16, id: u64, nodes: u64, data_root: &Path)
         operations: Default::default(),
         status: Default::default(),
         pools: Default::default(),
+        time: TimeConfig::default(),
         tls: crate::config::TlsConfig::plaintext(),
     }
 }
@@ -213,6 +214,12 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
         "pools",
         &toml::Value::try_from(&config.pools)?,
         &toml::Value::try_from(PoolsConfig::default())?,
+    )?;
+    section(
+        &mut out,
+        "time",
+        &toml::Value::try_from(&config.time)?,
+        &toml::Value::try_from(TimeConfig::default())?,
     )?;
     Ok(out)
 }

@@ -81,6 +81,7 @@ pub fn build_config(args: &ServeArgs) -> anyhow::Result<Config> {
                 operations: Default::default(),
                 status: Default::default(),
                 pools: Default::default(),
+                time: Default::default(),
                 tls: Default::default(),
                 metrics_addr: None,
             }

@@ -7,7 +7,8 @@
 //! written once, in code; only the top-level keys, which have no `Default`, say theirs here.
 
 use super::{
-    Limits, LocksConfig, OperationsConfig, PoolsConfig, RaftConfig, StatusConfig, TlsConfig,
+    Limits, LocksConfig, OperationsConfig, PoolsConfig, RaftConfig, StatusConfig, TimeConfig,
+    TlsConfig,
 };
 
 /// One config key as an operator reads it.
@@ -306,6 +307,18 @@ pub const OPTIONS: &[ConfigOption] = &[
         "pools.construct_verb",
         "The verb of the operations that build virtual resources (workers handle MasonConstruct:<verb>).",
     ),
+    opt(
+        "time.clock_offset_ms_max",
+        "A node whose wall clock is further than this from the middle of the nodes' clocks is reported (cluster status, metrics, log), in ms; the leader then shows the middle's time. Wall clocks are for display only: no TTL reads them.",
+    ),
+    opt(
+        "time.clock_probe_interval_ms",
+        "How often every node reads every other node's wall clock, in ms.",
+    ),
+    opt(
+        "time.shown_slew_ms_per_s",
+        "When the middle of the nodes' wall clocks steps, the shown time (creationTimestamp) catches up or waits by at most this many ms per second instead of jumping; 1..=1000.",
+    ),
 ];
 
 /// The option with this dotted key.
@@ -345,6 +358,7 @@ pub fn section_defaults() -> Result<toml::Table, toml::ser::Error> {
         "pools".into(),
         toml::Value::try_from(PoolsConfig::default())?,
     );
+    table.insert("time".into(), toml::Value::try_from(TimeConfig::default())?);
     Ok(table)
 }
 

@@ -20,6 +20,7 @@ fn base() -> Config {
         operations: OperationsConfig::default(),
         status: StatusConfig::default(),
         pools: PoolsConfig::default(),
+        time: TimeConfig::default(),
         tls: TlsConfig::plaintext(),
     }
 }

@@ -178,6 +178,18 @@ impl Config {
         self.operations().validate()?;
         self.status.validate()?;
         self.tls.validate()?;
+        if self.time.clock_offset_ms_max == 0 {
+            return invalid("time.clock_offset_ms_max", "must be >= 1");
+        }
+        if self.time.clock_probe_interval_ms == 0 {
+            return invalid("time.clock_probe_interval_ms", "must be >= 1");
+        }
+        if !(1..=1_000).contains(&self.time.shown_slew_ms_per_s) {
+            return invalid(
+                "time.shown_slew_ms_per_s",
+                "must be 1..=1000 (the shown time never runs backwards)",
+            );
+        }
         if self.pools.reap_interval_ms == 0 {
             return invalid("pools.reap_interval_ms", "must be >= 1");
         }

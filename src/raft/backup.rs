@@ -336,6 +336,7 @@ mod tests {
                 term: 1,
                 time_ms: 1_000 + i as u64,
                 stamped: true,
+                wall_ms: None,
             };
             let command = crate::state::Command::Objects(crate::state::ObjectCommand::Create {
                 object,

@@ -256,7 +256,8 @@ impl Cluster for ClusterService {
                 },
             })
             .collect::<Vec<_>>();
-        let mut warnings = status_warnings(&nodes, leader_id);
+        let mut warnings =
+            status_warnings(&nodes, leader_id, self.node.config.time.clock_offset_ms_max);
         let alarms = alarm_messages(self.node.state().alarms().iter());
         for alarm in &alarms {
             warnings.push(format!(

@@ -89,6 +89,17 @@ pub fn refresh(node: &Node) {
                 .map_or(-1, |t| gauge(openraft::Instant::elapsed(&**t).as_millis())),
         );
     }
+    m.clock_offset.clear();
+    for o in node.shown.offsets() {
+        m.clock_offset
+            .get_or_create(&PeerLabels {
+                peer: o.node_id.to_string(),
+            })
+            .set(o.offset_ms);
+    }
+    m.clock_outliers
+        .set(gauge(node.shown.outliers(node.id).len() as u64));
+    m.clock_offset_max.set(gauge(node.shown.offset_ms_max()));
     m.store_watchers.set(gauge(node.hub.watcher_count()));
     let now_ms = node.cluster_now();
     let state = node.state();

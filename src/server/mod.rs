@@ -213,6 +213,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         tokio::spawn(pools::run_reaper(node.clone(), stop_rx.clone())),
         tokio::spawn(pools::run_mason(node.clone(), stop_rx.clone())),
         tokio::spawn(space::run_monitor(node.clone(), stop_rx.clone())),
+        tokio::spawn(time::probe::run_probe(node.clone(), stop_rx.clone())),
     ];
     if let Some(listener) = metrics_listener {
         servers.push(tokio::spawn(metrics::serve_metrics(

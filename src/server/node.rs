@@ -20,6 +20,7 @@ use crate::raft::types::{
 };
 use crate::server::errors;
 use crate::server::forward::{ForwardError, Forwarder};
+use crate::server::time::wall::ShownClock;
 use crate::server::time::ClusterClock;
 use crate::server::watch::WatchHub;
 use crate::state::{Command, Family, Proposal, Response, State};
@@ -45,6 +46,9 @@ pub struct Node {
     /// Cluster time as this node sees it, and the count it stamps proposals with while it
     /// leads (server/time.rs).
     pub time: Arc<ClusterClock>,
+    /// The nodes' wall clocks as this node reads them, and the shown time it stamps while it
+    /// leads (server/time/wall.rs); display only.
+    pub shown: ShownClock,
     /// This node's Prometheus metrics (src/metrics.rs).
     pub metrics: Arc<Metrics>,
     /// Serialises membership changes on this node: a second one is refused, not queued.
@@ -71,8 +75,15 @@ impl Node {
         time: Arc<ClusterClock>,
         db: RaftDb,
     ) -> Node {
+        let shown = ShownClock::new(
+            time.clock_handle(),
+            config.time.clock_offset_ms_max,
+            config.time.clock_probe_interval_ms,
+            config.time.shown_slew_ms_per_s,
+        );
         Node {
             id: config.id,
+            shown,
             pending: Semaphore::new(config.limits.pending_proposals_max),
             forwarder: Forwarder::new(
                 channels.clone(),
@@ -366,6 +377,7 @@ impl Node {
         let proposal = Proposal {
             time_ms,
             term: Some(term),
+            wall_ms: Some(self.shown.now()),
             command,
         };
         match self.raft.client_write(proposal).await {

@@ -28,6 +28,9 @@ use crate::raft::state_machine::ApplyObserver;
 use crate::server::watch::WatchHub;
 use crate::state::Effects;
 
+pub mod probe;
+pub mod wall;
+
 /// Where time comes from. Nothing replicated depends on `wall_ms`.
 pub trait Clock: Send + Sync + 'static {
     /// Wall-clock time in milliseconds since the Unix epoch (display, certificates, logs).
@@ -114,6 +117,11 @@ impl ClusterClock {
     /// The clocks underneath (wall time for display).
     pub fn clock(&self) -> &dyn Clock {
         &*self.clock
+    }
+
+    /// The clocks underneath, shared.
+    pub fn clock_handle(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
     }
 
     fn inner(&self) -> MutexGuard<'_, Inner> {

@@ -262,6 +262,7 @@ impl TestCluster {
                 operations: operations.clone(),
                 status: Default::default(),
                 pools: Default::default(),
+                time: Default::default(),
                 tls: steward::config::TlsConfig::plaintext(),
                 metrics_addr: Some(format!("127.0.0.1:{}", free_port())),
             };
@@ -386,6 +387,7 @@ impl TestCluster {
             operations,
             status: Default::default(),
             pools: Default::default(),
+            time: Default::default(),
             tls: steward::config::TlsConfig::plaintext(),
             metrics_addr: None,
         };

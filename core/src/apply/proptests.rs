@@ -425,7 +425,7 @@ proptest! {
             let cmd = to_command(&model, gen);
             let before = state.clone();
             let events_before = events.len();
-            let ctx = ApplyContext { log_index: i as u64 + 1, term: 1, time_ms: *time_ms, stamped: true };
+            let ctx = ApplyContext { log_index: i as u64 + 1, term: 1, time_ms: *time_ms, stamped: true, wall_ms: None };
             let response = apply(&mut state, &ctx, &cmd, &mut events);
             let want = model_step(&mut model, &cmd);
             prop_assert_eq!(outcome(&response), want, "{}", cmd);
@@ -498,7 +498,7 @@ proptest! {
         let mut object = Resource::new("v1", &parts[0], &parts[1], &parts[2]);
         object.metadata.labels.insert(parts[3].clone(), parts[3].clone());
         let key = object.key();
-        let ctx = ApplyContext { log_index, term, time_ms, stamped: true };
+        let ctx = ApplyContext { log_index, term, time_ms, stamped: true, wall_ms: None };
         let mut state = State::new();
         let mut events = Vec::new();
         let ops = vec![

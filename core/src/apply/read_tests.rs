@@ -139,6 +139,7 @@ fn uids_are_uuid_shaped_and_distinct() {
         term: 0xabcde,
         time_ms: 0,
         stamped: true,
+        wall_ms: None,
     };
     assert_eq!(
         uid(&ctx, 0x0001_0000_0000_0002),

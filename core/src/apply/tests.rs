@@ -37,6 +37,7 @@ impl Log {
             term: 2,
             time_ms,
             stamped: true,
+            wall_ms: None,
         };
         apply(&mut self.state, &ctx, &cmd, &mut self.events)
     }
@@ -565,6 +566,7 @@ fn time_never_runs_backwards() {
             term: 3,
             time_ms: 61_000,
             stamped: true,
+            wall_ms: None,
         },
     );
     assert_eq!(log.state.time_ms(), 61_000);
@@ -575,6 +577,7 @@ fn time_never_runs_backwards() {
             term: 3,
             time_ms: 1,
             stamped: true,
+            wall_ms: None,
         },
     );
     assert_eq!(log.state.time_ms(), 61_000);

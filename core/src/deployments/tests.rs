@@ -46,6 +46,7 @@ impl Log {
             term: 1,
             time_ms: T0 + self.index,
             stamped: true,
+            wall_ms: None,
         };
         let cmd = Command::Deployments(DeploymentCommand {
             key: key(),
@@ -527,6 +528,7 @@ fn resource_writes_to_the_mirror_are_refused() {
         term: 1,
         time_ms: T0 + log.index,
         stamped: true,
+        wall_ms: None,
     };
     let mut changed = mirror.clone();
     changed.status = json!({"state": "Approved"});

@@ -64,6 +64,7 @@ fn format_2_is_what_is_written() {
     let proposal = crate::Proposal {
         time_ms: 5,
         term: None,
+        wall_ms: None,
         command: MemberCommand::Retire { node_id: 1 }.into(),
     };
     assert_eq!(

@@ -84,6 +84,7 @@ fn no_lock_expires_within_the_grace_after_a_leader_change() {
         term: 1,
         time_ms: 7_100,
         stamped: true,
+        wall_ms: None,
     };
     apply_blank(&mut log.state, &stale);
     assert_eq!(log.state.term_started_ms(), Some(6_000));

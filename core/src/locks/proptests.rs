@@ -402,6 +402,7 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
                 term: model.term,
                 time_ms: state.time_ms(),
                 stamped: true,
+                wall_ms: None,
             };
             apply_blank(&mut state, &ctx);
             prop_assert_eq!(state.term_started_ms(), None);
@@ -414,6 +415,7 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
             term: model.term,
             time_ms,
             stamped: true,
+            wall_ms: None,
         };
         let mut effects = Effects::default();
         let response = apply_effects(&mut state, &ctx, &cmd, &mut effects);

@@ -49,6 +49,7 @@ impl Log {
             term: self.term,
             time_ms,
             stamped: true,
+            wall_ms: None,
         }
     }
 
@@ -757,6 +758,7 @@ fn apply_wrapper_keeps_resource_events_and_drops_lock_events() {
         term: 1,
         time_ms: 10,
         stamped: true,
+        wall_ms: None,
     };
     let got = crate::apply(
         &mut state,

@@ -10,6 +10,7 @@ fn stamped(time_ms: u64, term: u64, command: Command) -> Proposal {
     Proposal {
         time_ms,
         term: Some(term),
+        wall_ms: None,
         command,
     }
 }
@@ -83,6 +84,7 @@ fn entries_from_before_issue_24_keep_their_wall_clock_time() {
     let legacy = Proposal {
         time_ms: 1_100,
         term: None,
+        wall_ms: None,
         command: sweep(&["d"], 0, 0),
     };
     assert_eq!(log.propose(&legacy), swept(1, 0, 0));

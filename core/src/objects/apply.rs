@@ -91,7 +91,7 @@ fn create(state: &mut State, ctx: &ApplyContext, object: &Resource) -> Result<Ch
     stored.metadata.uid = uid(ctx, revision);
     stored.metadata.resource_version = revision;
     stored.metadata.generation = 1;
-    stored.metadata.creation_timestamp = rfc3339_seconds(state.time_ms).into();
+    stored.metadata.creation_timestamp = rfc3339_seconds(state.shown_ms).into();
     // DELIBERATE BUG (src/bugs.rs, test-only builds): answer "created" and store nothing. Keyed
     // on the log index so every replica drops the same creates and the bug stays invisible to
     // anything but a client that reads its acknowledged write back.
@@ -197,7 +197,17 @@ fn next_reservation(
     let Some(given) = &object.reservation else {
         return Ok(current.reservation.clone());
     };
-    let created_ms = created_ms(current)?;
+    let created_ms = match current.reservation.as_deref() {
+        // The cluster time the current end was computed from, so an update keeps it exact.
+        Some(Reservation {
+            expires_at: Some(end),
+            duration_seconds: Some(seconds),
+            ..
+        }) => end.saturating_sub(seconds.saturating_mul(1000)),
+        // A shown time, never behind the cluster time it was shown at (`State::shown_ms`): an
+        // end computed from it is never early, at worst late by what the display was ahead.
+        _ => created_ms(current)?,
+    };
     let settled = reservations::settle(given, current.reservation.as_deref(), created_ms)?;
     Ok(Some(Box::new(settled)))
 }

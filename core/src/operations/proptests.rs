@@ -351,6 +351,7 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
             term,
             time_ms: clock,
             stamped: true,
+            wall_ms: None,
         };
         let cmd = Command::Objects(ObjectCommand::Create {
             object: director(name),
@@ -372,6 +373,7 @@ fn run(steps: &[(u64, bool, Step)]) -> Result<(), TestCaseError> {
             term,
             time_ms,
             stamped: true,
+            wall_ms: None,
         };
         let Some(cmd) = command(&model, &state, step, now) else {
             if let Step::NewTerm = step {

@@ -67,6 +67,7 @@ impl Log {
             term: self.term,
             time_ms,
             stamped: true,
+            wall_ms: None,
         };
         apply_effects(&mut self.state, &ctx, &cmd, &mut self.effects)
     }
@@ -80,6 +81,7 @@ impl Log {
             term: self.term,
             time_ms: self.state.time_ms(),
             stamped: true,
+            wall_ms: None,
         };
         apply_blank(&mut self.state, &ctx);
     }

@@ -96,6 +96,7 @@ impl Log {
             term: 1,
             time_ms: self.now,
             stamped: true,
+            wall_ms: None,
         };
         apply_effects(&mut self.state, &ctx, &cmd, &mut self.effects)
     }

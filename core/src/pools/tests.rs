@@ -55,6 +55,7 @@ impl Log {
             term: self.term,
             time_ms,
             stamped: true,
+            wall_ms: None,
         };
         let cmd = Command::Pools(PoolCommand {
             action,
@@ -101,6 +102,7 @@ impl Log {
             term: self.term,
             time_ms: self.state.time_ms(),
             stamped: true,
+            wall_ms: None,
         };
         apply_blank(&mut self.state, &ctx);
     }
@@ -386,6 +388,7 @@ fn sync_adds_removes_and_defers_removing_leased_resources() {
         term: log.term,
         time_ms: T0 + 50,
         stamped: true,
+        wall_ms: None,
     };
     let cmd = Command::Objects(ObjectCommand::UpdateStatus {
         object,

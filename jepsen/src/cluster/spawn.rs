@@ -42,6 +42,7 @@ pub(super) fn write_config(
         operations: Default::default(),
         status: Default::default(),
         pools: Default::default(),
+        time: Default::default(),
         tls: steward::config::TlsConfig::plaintext(),
         metrics_addr: None,
     };

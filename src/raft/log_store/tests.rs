@@ -33,6 +33,7 @@ fn create(term: u64, index: u64, pad: usize) -> Entry {
         Proposal {
             time_ms: index,
             term: None,
+            wall_ms: None,
             command,
         },
     )

@@ -47,6 +47,7 @@ fn the_floor_holds_the_largest_legal_append_entries() {
                 let proposal = Proposal {
                     time_ms: u64::MAX,
                     term: None,
+                    wall_ms: None,
                     command: command_of(command_bytes_max),
                 };
                 Entry::new_normal(log_id(u64::MAX - i), proposal)

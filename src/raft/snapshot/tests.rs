@@ -45,6 +45,7 @@ fn create(index: u64) -> Entry {
         Proposal {
             time_ms: index * 10,
             term: None,
+            wall_ms: None,
             command,
         },
     )

@@ -15,7 +15,7 @@ use crate::server::errors;
 use crate::state::Rejection;
 
 impl ClusterService {
-    pub(super) fn members(&self) -> BTreeMap<NodeId, (NodeAddr, bool)> {
+    pub(crate) fn members(&self) -> BTreeMap<NodeId, (NodeAddr, bool)> {
         let m = self.node.raft.metrics();
         let m = m.borrow_watched();
         let membership = m.membership_config.membership();

@@ -24,8 +24,13 @@ pub const STATUS_DISK_WARN_PERCENT: u64 = 90;
 /// is reported as nearing its quota.
 pub const STATUS_QUOTA_WARN_PERCENT: u64 = 80;
 
-/// What `Cluster.Status` warns about, from the nodes' answers (see `ClusterStatusReply`).
-pub fn status_warnings(nodes: &[NodeStatus], leader_id: u64) -> Vec<String> {
+/// What `Cluster.Status` warns about, from the nodes' answers (see `ClusterStatusReply`);
+/// `clock_offset_ms_max` is `time.clock_offset_ms_max`.
+pub fn status_warnings(
+    nodes: &[NodeStatus],
+    leader_id: u64,
+    clock_offset_ms_max: u64,
+) -> Vec<String> {
     let mut warnings = Vec::new();
     let voters: Vec<&NodeStatus> = nodes.iter().filter(|n| n.voter).collect();
     let quorum = voters.len() / 2 + 1;
@@ -95,7 +100,41 @@ pub fn status_warnings(nodes: &[NodeStatus], leader_id: u64) -> Vec<String> {
             }
         }
     }
+    warnings.extend(clock_warnings(nodes, clock_offset_ms_max));
     warnings
+}
+
+/// A line for each node whose wall clock, as it answered, is further than
+/// `clock_offset_ms_max` from the middle (median) of the answering nodes' clocks. The answers
+/// were read at about the same moment (one fan-out), so their differences are the clocks'.
+fn clock_warnings(nodes: &[NodeStatus], clock_offset_ms_max: u64) -> Vec<String> {
+    let answered: Vec<&NodeStatus> = nodes
+        .iter()
+        .filter(|n| n.state != "unreachable" && n.wall_ms > 0)
+        .collect();
+    let mut walls: Vec<u64> = answered.iter().map(|n| n.wall_ms).collect();
+    walls.sort_unstable();
+    let Some(middle) = walls.get(walls.len().saturating_sub(1) / 2).copied() else {
+        return Vec::new();
+    };
+    answered
+        .iter()
+        .filter_map(|n| {
+            let (distance, way) = if n.wall_ms >= middle {
+                (n.wall_ms - middle, "ahead of")
+            } else {
+                (middle - n.wall_ms, "behind")
+            };
+            (distance > clock_offset_ms_max).then(|| {
+                format!(
+                    "node {}'s wall clock is {distance} ms {way} the middle of the nodes' clocks \
+                     (time.clock_offset_ms_max = {clock_offset_ms_max}): shown times follow \
+                     the middle; no TTL reads wall clocks",
+                    n.id
+                )
+            })
+        })
+        .collect()
 }
 
 /// How long a status fan-out waits for one node, at most: less when the caller's deadline is
@@ -106,7 +145,7 @@ const STATUS_ANSWER_MARGIN_MAX: Duration = Duration::from_millis(100);
 
 impl ClusterService {
     /// Asks one node for its own view, waiting `wait` at most; this node answers from memory.
-    pub(super) async fn node_view(
+    pub(crate) async fn node_view(
         &self,
         id: NodeId,
         addr: &NodeAddr,
@@ -177,7 +216,7 @@ mod tests {
     #[test]
     fn a_healthy_cluster_has_no_warnings() {
         let nodes = [node(1, 5_000), node(2, 4_990), node(3, 5_000)];
-        assert_eq!(status_warnings(&nodes, 1), Vec::<String>::new());
+        assert_eq!(status_warnings(&nodes, 1, 500), Vec::<String>::new());
     }
 
     #[test]
@@ -191,7 +230,7 @@ mod tests {
             error: "connection refused".into(),
             ..NodeStatus::default()
         };
-        let warnings = status_warnings(&[node(1, 5_000), behind, down], 1);
+        let warnings = status_warnings(&[node(1, 5_000), behind, down], 1, 500);
         assert_eq!(
             warnings,
             vec![
@@ -215,7 +254,7 @@ mod tests {
             error: "timeout".into(),
             ..NodeStatus::default()
         };
-        let warnings = status_warnings(&[down(1), lone, down(3)], 1);
+        let warnings = status_warnings(&[down(1), lone, down(3)], 1, 500);
         assert_eq!(
             warnings[0],
             "no leader serving: writes and linearizable reads wait"
@@ -227,6 +266,39 @@ mod tests {
         let mut learner = node(4, 5_000);
         learner.voter = false;
         let nodes = [node(1, 5_000), node(2, 5_000), node(3, 5_000), learner];
-        assert_eq!(status_warnings(&nodes, 1), Vec::<String>::new());
+        assert_eq!(status_warnings(&nodes, 1, 500), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_wall_clock_far_from_the_middle_is_named() {
+        let at = |id, wall_ms| NodeStatus {
+            wall_ms,
+            ..node(id, 5_000)
+        };
+        let t0 = 1_800_000_000_000;
+        let near = [at(1, t0), at(2, t0 + 400), at(3, t0 - 300)];
+        assert_eq!(status_warnings(&near, 1, 500), Vec::<String>::new());
+        let stepped = [at(1, t0 + 3_600_000), at(2, t0 + 20), at(3, t0)];
+        assert_eq!(
+            status_warnings(&stepped, 1, 500),
+            vec![
+                "node 1's wall clock is 3599980 ms ahead of the middle of the nodes' clocks \
+                 (time.clock_offset_ms_max = 500): shown times follow the middle; no TTL reads \
+                 wall clocks"
+            ]
+        );
+        // An unreachable node, or one that does not say, has no clock to compare.
+        let mut quiet = at(3, 0);
+        quiet.state = "unreachable".into();
+        let two = [at(1, t0), at(2, t0 + 900), quiet];
+        let clocks: Vec<String> = status_warnings(&two, 1, 500)
+            .into_iter()
+            .filter(|w| w.contains("wall clock"))
+            .collect();
+        assert_eq!(clocks.len(), 1, "{clocks:?}");
+        assert!(
+            clocks[0].starts_with("node 2's wall clock is 900 ms ahead"),
+            "{clocks:?}"
+        );
     }
 }

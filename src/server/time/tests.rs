@@ -4,15 +4,23 @@ use super::*;
 
 /// A clock the test moves by hand: `wall` can jump anywhere, `monotonic` only forward.
 #[derive(Default)]
-struct HandClock {
-    wall: AtomicU64,
-    monotonic: AtomicU64,
+pub(super) struct HandClock {
+    pub(super) wall: AtomicU64,
+    pub(super) monotonic: AtomicU64,
 }
 
 impl HandClock {
-    fn advance(&self, ms: u64) {
+    /// Real time passes: both clocks move.
+    pub(super) fn advance(&self, ms: u64) {
         self.monotonic.fetch_add(ms, Ordering::SeqCst);
         self.wall.fetch_add(ms, Ordering::SeqCst);
+    }
+
+    /// The wall clock steps by `ms` (negative: back); the monotonic clock does not.
+    pub(super) fn step(&self, ms: i64) {
+        let wall = self.wall.load(Ordering::SeqCst);
+        self.wall
+            .store(wall.saturating_add_signed(ms), Ordering::SeqCst);
     }
 }
 
