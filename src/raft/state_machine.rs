@@ -39,8 +39,9 @@ pub trait ApplyObserver: Send + Sync + 'static {
     /// Users, roles or authentication changed: the state's auth revision is now
     /// `auth_revision`. Called before the `on_applied` of the batch that changed it.
     fn on_auth(&self, _auth_revision: u64) {}
-    /// The state's cluster time after a batch or a snapshot install (`State::time_ms`): how
-    /// the node's cluster clock learns what apply reached (server/time.rs).
+    /// The state's cluster time after a batch with proposals in it, or a snapshot install
+    /// (`State::time_ms`): how the node's cluster clock learns what apply reached, and when
+    /// (server/time.rs).
     fn on_time(&self, _time_ms: u64) {}
 }
 
@@ -138,6 +139,12 @@ impl StateMachine {
         let mut effects = Effects::default();
         let mut replies = Vec::with_capacity(batch.len());
         let state_lock = self.state.clone();
+        // Only a batch with proposals tells the clock: a blank or membership entry carries no
+        // time, and anchoring on it would drop the quiet time before an election from the new
+        // leader's count (server/time.rs).
+        let timed = batch
+            .iter()
+            .any(|(entry, _)| matches!(entry.payload, EntryPayload::Normal(_)));
         let (revision, auth_revision, time_ms) = {
             let mut state = state_lock.write().map_err(|_| poisoned())?;
             for (entry, responder) in batch {
@@ -146,7 +153,9 @@ impl StateMachine {
             }
             (state.revision(), state.auth().revision, state.time_ms())
         };
-        self.observer.on_time(time_ms);
+        if timed {
+            self.observer.on_time(time_ms);
+        }
         // Before anything of this batch is handed out, so no stream sends it under the
         // authorization the batch revoked.
         self.tell_auth(auth_revision);

@@ -2,10 +2,11 @@
 //!
 //! The state's `time_ms` moves only by what leaders measure on their monotonic clocks, never by
 //! a wall clock, so a wall clock stepped or running fast on any node expires nothing early:
-//! - Every node keeps an anchor: the cluster time the last applied entry moved it to, and the
-//!   monotonic instant that entry was applied here. That instant is after the entry's leader
-//!   stamped it, so `anchor.cluster_ms + (monotonic now - anchor.at)` never counts more than
-//!   the real time that has passed since then.
+//! - Every node keeps an anchor: the state's cluster time after the last entry it applied, and
+//!   the monotonic instant that entry was applied here. That instant is after every stamp in
+//!   the state was made, so `anchor.cluster_ms + (monotonic now - anchor.at)` never counts
+//!   ahead of any deadline's own count: not past a refresh's time + TTL before TTL has really
+//!   passed since the refresh.
 //! - A node that becomes leader of a term waits until it has applied an entry of that term (its
 //!   blank entry: everything before it is applied), then freezes its anchor and stamps every
 //!   proposal of the term with the anchor's count. The time since the last entry it saw is
@@ -128,16 +129,21 @@ impl ClusterClock {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Apply reached `cluster_ms` (the state's time after a batch). Only a move forward
-    /// re-anchors: an older anchor credits the time since it, which has passed all the same.
+    /// Apply reached `cluster_ms` (the state's time after a batch of proposals, or a snapshot
+    /// install): the anchor is now, even when the time did not move. Crediting the time since an older anchor instead would count
+    /// ahead of a leader whose count lags more than this node's did: a refresh it stamped
+    /// without moving the state's time sets a deadline this node would reach early
+    /// (`model_tests.rs` found it). From the last entry applied, a count is never ahead of
+    /// any deadline's own count (README "Time").
     pub fn applied(&self, cluster_ms: u64) {
         let mut inner = self.inner();
-        if inner.applied.is_none_or(|a| cluster_ms > a.cluster_ms) {
-            inner.applied = Some(Anchor {
-                cluster_ms,
-                at_monotonic_ms: self.clock.monotonic_ms(),
-            });
-        }
+        let cluster_ms = inner
+            .applied
+            .map_or(cluster_ms, |a| a.cluster_ms.max(cluster_ms));
+        inner.applied = Some(Anchor {
+            cluster_ms,
+            at_monotonic_ms: self.clock.monotonic_ms(),
+        });
     }
 
     /// The cluster time to stamp a proposal of `term` with, when this node leads `term` and has
@@ -198,5 +204,7 @@ impl ApplyObserver for Observers {
     }
 }
 
+#[cfg(test)]
+mod model_tests;
 #[cfg(test)]
 mod tests;

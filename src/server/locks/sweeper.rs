@@ -4,7 +4,7 @@
 use crate::server::node::Node;
 use crate::state::LockCommand;
 use crate::state::LockReply;
-use crate::state::{Response, State};
+use crate::state::Response;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,10 +20,16 @@ pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver
             _ = tokio::time::sleep(interval) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        let Some(names) = node.sweep_due(grace_ms, State::locks_due) else {
+        let Some((names, started)) = node.sweep_due(grace_ms, |state, now| {
+            (state.locks_due(now), state.term_started_ms().is_some())
+        }) else {
             continue;
         };
-        if names.is_empty() {
+        // A new leader's first stamped entry starts its term's grace (core's
+        // `start_term_clock`) and expires nothing. On a quiet cluster, waiting for something to
+        // be due before proposing it would add a second sweep to every end after an election;
+        // an empty sweep starts the grace at takeover (README "Time", bound 2).
+        if names.is_empty() && started {
             continue;
         }
         let command = LockCommand::Sweep {

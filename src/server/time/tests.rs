@@ -91,13 +91,20 @@ fn a_new_term_counts_from_what_was_applied_last() {
 }
 
 #[test]
-fn an_entry_that_does_not_move_time_keeps_the_older_anchor() {
+fn an_entry_that_does_not_move_time_still_anchors_the_count() {
     let (hand, cluster) = clocks();
     cluster.applied(1_000);
     hand.advance(700);
-    cluster.applied(900);
+    // Another leader, whose count lagged 700 ms more, stamped a refresh at 1_000: counting on
+    // from the older anchor would reach its deadline 700 ms early.
     cluster.applied(1_000);
-    assert_eq!(cluster.estimate(), Some(1_700));
+    assert_eq!(cluster.estimate(), Some(1_000));
+    hand.advance(300);
+    // The state's time never goes back: a lower reading keeps the time, not the instant.
+    cluster.applied(900);
+    assert_eq!(cluster.estimate(), Some(1_000));
+    hand.advance(5);
+    assert_eq!(cluster.leader_now(3, true), Some(1_005));
 }
 
 #[test]
