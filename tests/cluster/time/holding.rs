@@ -141,7 +141,8 @@ impl Holding {
                     break;
                 }
                 Err(s) if matches!(s.code(), Code::FailedPrecondition | Code::NotFound) => {
-                    return Err(self.lost(sent, &format!("refresh refused: {s:?}")));
+                    let refusal = format!("refresh refused, {:?}: {}", s.code(), s.message());
+                    return Err(self.lost(sent, &refusal));
                 }
                 // An unknown outcome (a killed node, no leader yet): send it again.
                 Err(_) => tokio::time::sleep(RETRY_PAUSE).await,
