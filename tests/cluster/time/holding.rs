@@ -2,7 +2,8 @@
 //! it, the same for every kind: keep it refreshed on time (`keep_all`), and, once refreshes stop,
 //! watch it end (`watch_ends`) and check the end against the two promises of README "Time":
 //! never before (send of the last acknowledged refresh) + TTL, and no later than that + TTL +
-//! one election timeout max + one sweep interval of the loop that ends it.
+//! one election timeout max + one sweep interval of the loop that ends it (two after a change
+//! of leader in the quiet time: time.rs says why).
 //!
 //! Every refresh and every probe goes through a `Client` of all the nodes, so a killed leader
 //! or an election only delays them. A refresh whose outcome is unknown (no answer, no leader)
@@ -23,8 +24,9 @@ use tonic::{Code, Status};
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 /// How often the end is polled.
 const POLL_EVERY: Duration = Duration::from_millis(20);
-/// What the end may take beyond the bound: a sweep's own proposal and apply, and the probe's
-/// round trip, on two busy cores running a debug build.
+/// What the end may take beyond the bound: a sweep's own proposal and apply on two busy cores
+/// running a debug build, and a new leader's lag behind its predecessor's count (it counts
+/// from when it applied the last entry, which is after that entry was stamped).
 pub const SLACK: Duration = Duration::from_secs(1);
 
 /// The pool type of the test lease; its `busy` state expires after the lease's TTL.
@@ -142,7 +144,7 @@ impl Holding {
                 }
                 Err(s) if matches!(s.code(), Code::FailedPrecondition | Code::NotFound) => {
                     let refusal = format!("refresh refused, {:?}: {}", s.code(), s.message());
-                    return Err(self.lost(sent, &refusal));
+                    return Err(self.lost(Instant::now(), &refusal));
                 }
                 // An unknown outcome (a killed node, no leader yet): send it again.
                 Err(_) => tokio::time::sleep(RETRY_PAUSE).await,
@@ -154,6 +156,8 @@ impl Holding {
         }
     }
 
+    /// What a refusal (or a read) answered at `at` tells: it ended before then, so inside its
+    /// TTL when `at` is.
     fn lost(&self, at: Instant, what: &str) -> String {
         let since = at - self.last_acked_send;
         let verdict = if since < self.ttl {
