@@ -200,13 +200,15 @@ impl TtlReport {
             .iter()
             .map(|(e, n)| format!("{n} {}", e.as_str()))
             .collect();
+        // The shape matrix.sh reads: the first number, then "(N ok, N failed, N unknown)".
+        let r = self.refreshes;
         format!(
-            "ttl: {} holds ({}; {}), refreshes {}, {} refused as lost, anomalies {} ({} early \
-             losses, {} late releases of {} judged): {}",
+            "ttl: {} holds, {} refreshes ({r}), {}; {}; {} refused as lost, anomalies {} ({} \
+             early losses, {} late releases of {} judged): {}",
             self.holds,
+            r.ok + r.failed + r.unknown,
             kinds.join(", "),
             ends.join(", "),
-            self.refreshes,
             self.refused_as_lost,
             self.early_count + self.late_count,
             self.early_count,
