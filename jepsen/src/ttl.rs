@@ -26,7 +26,8 @@
 //!
 //! Here: the history's types, the pool and objects it needs (`init`), and the processes. Beside
 //! it: `calls.rs` (each kind's acquire, refresh, release and read), `check.rs` (the checker and
-//! the finding) and `tests.rs` (hand-made histories, good and bad).
+//! the finding), `report.rs` (what it reports) and `tests.rs` (hand-made histories, good and
+//! bad).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,10 +43,12 @@ use crate::rng::Rng;
 
 mod calls;
 mod check;
+mod report;
 #[cfg(test)]
 mod tests;
 
-pub use check::{check, finding, Bounds, EarlyLoss, KindLateness, LateRelease, TtlReport};
+pub use check::{check, excused_windows, finding, Bounds};
+pub use report::{lateness_table, EarlyLoss, KindLateness, LateRelease, Stats, TtlReport};
 
 /// Every hold's TTL: the lock's TTL, the pool type's busy expiry, the worker's TTL.
 pub const TTL: Duration = Duration::from_secs(3);

@@ -1,7 +1,6 @@
 //! The ttl checker on hand-made histories: holds kept to their deadline pass; every way of
 //! losing one early is flagged, and so is a release later than promise 2 outside faults.
 
-use super::check::{excused_windows, Stats};
 use super::*;
 use crate::nemesis::{TimelineEntry, TimelineKind};
 
