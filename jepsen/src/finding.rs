@@ -76,7 +76,7 @@ pub fn verdict(valid: bool, invalid: bool) -> (&'static str, i32) {
 }
 
 /// How the operations of a history ended.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Counts {
     pub ok: usize,
     pub failed: usize,

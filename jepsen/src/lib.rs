@@ -7,10 +7,10 @@
 //! - `nemesis`: partitions, kill -9, pause, packet loss, clock, membership, on a seeded schedule;
 //!   `clock` (libfaketime settings) and `membership` (remove a member, add a fresh one) do the
 //!   last two.
-//! - `register`, `set`, `lockrmw`, `watch`, `operations`, `lease`: workloads; `history`: what clients saw; `outcome`: ok / fail / unknown.
+//! - `register`, `set`, `lockrmw`, `watch`, `operations`, `lease`, `ttl`: workloads; `history`: what clients saw; `outcome`: ok / fail / unknown.
 //! - `finding`: what a checked run comes to (summary, report, exit code, plot points), the
 //!   same shape for every workload.
-//! - `checker`: linearizability (register); `mutex`: the reader-writer mutex model (lock); `set::check`, `watch::check`, `operations::check`; `plot`: latency over time with faults.
+//! - `checker`: linearizability (register); `mutex`: the reader-writer mutex model (lock); `set::check`, `watch::check`, `operations::check`, `ttl::check` (TTLs never early, late by a bound); `plot`: latency over time with faults.
 
 pub mod checker;
 pub mod clock;
@@ -31,4 +31,5 @@ pub mod process;
 pub mod register;
 pub mod rng;
 pub mod set;
+pub mod ttl;
 pub mod watch;

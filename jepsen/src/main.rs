@@ -20,13 +20,13 @@ use jepsen::life;
 use jepsen::nemesis::{self, Nemesis};
 use jepsen::plot;
 use jepsen::process::Exit;
-use jepsen::{lease, lockrmw, operations, register, set, watch};
+use jepsen::{lease, lockrmw, operations, register, set, ttl, watch};
 use steward::client::Client;
 
 #[derive(Parser, Debug)]
 #[command(about = "Fault-injection runs of real steward processes")]
 struct Args {
-    /// register | set | lock | watch | operations | lease
+    /// register | set | lock | watch | operations | lease | ttl
     #[arg(long, default_value = "register")]
     workload: String,
     /// Comma-separated: partition, kill, pause, loss, clock, membership; or none. `clock` needs
@@ -110,10 +110,18 @@ fn steward_bin(arg: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 }
 
 async fn run(args: Args) -> anyhow::Result<i32> {
-    if !["register", "set", "lock", "watch", "operations", "lease"]
-        .contains(&args.workload.as_str())
+    if ![
+        "register",
+        "set",
+        "lock",
+        "watch",
+        "operations",
+        "lease",
+        "ttl",
+    ]
+    .contains(&args.workload.as_str())
     {
-        anyhow::bail!("--workload: register, set, lock, watch, operations or lease");
+        anyhow::bail!("--workload: register, set, lock, watch, operations, lease or ttl");
     }
     if args.workload == "watch" && args.concurrency <= watch::WATCHERS {
         anyhow::bail!(
@@ -154,7 +162,7 @@ async fn run(args: Args) -> anyhow::Result<i32> {
         steward_bin: steward_bin(args.steward_bin.clone())?,
         work_dir: out.join("cluster"),
         raft: raft_config(args.snapshot_every),
-        locks: steward::config::LocksConfig::default(),
+        locks: locks_config(&args.workload),
         faketime,
     };
     jepsen::netns::cleanup_stale();
@@ -264,6 +272,9 @@ async fn run_workload(
     if args.workload == "lease" {
         lease::init(&all).await?;
     }
+    if args.workload == "ttl" {
+        ttl::init(&all).await?;
+    }
     // watch: every watcher starts right after the revision of a list taken before any write.
     let watch_from = if args.workload == "watch" {
         watch::init(&all).await? + 1
@@ -280,6 +291,7 @@ async fn run_workload(
     let lock_out = Arc::new(Mutex::new(Vec::new()));
     let watch_out = Arc::new(Mutex::new(Vec::new()));
     let lease_out = Arc::new(Mutex::new(Vec::new()));
+    let ttl_out = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = vec![];
     let ops_run = (args.workload == "operations")
         .then(|| operations::start(&endpoints, args.seed, start, stop.clone()));
@@ -324,6 +336,15 @@ async fn run_workload(
                 start,
                 stop,
                 lease_out.clone(),
+            ))
+        } else if args.workload == "ttl" {
+            tokio::spawn(ttl::process(
+                p,
+                client,
+                args.seed,
+                start,
+                stop,
+                ttl_out.clone(),
             ))
         } else if args.workload == "watch" {
             tokio::spawn(watch::writer(
@@ -386,6 +407,16 @@ async fn run_workload(
                 lockrmw::finding(&taken(&lock_out), final_counter(&all).await?, &history_file)?
             }
             "lease" => lease::finding(&taken(&lease_out), &history_file)?,
+            "ttl" => {
+                // The bounds of the nodes as spawn.rs configures them.
+                let bounds = ttl::Bounds::of(
+                    &raft_config(args.snapshot_every),
+                    &locks_config(&args.workload),
+                    &steward::config::OperationsConfig::default(),
+                    &steward::config::PoolsConfig::default(),
+                );
+                ttl::finding(&taken(&ttl_out), nemesis.timeline(), &bounds, &history_file)?
+            }
             "watch" => {
                 let writes = taken(&watch_out);
                 let final_revision = watch::final_revision(&all).await?;
@@ -467,6 +498,16 @@ where
             Err(e) => anyhow::bail!("final read: {e}"),
         }
     }
+}
+
+/// The nodes' lock settings: the defaults, except for the ttl workload, whose silent holders
+/// would otherwise leave each lock to its 5 s lock-delay after every expiry (`ttl::LOCK_DELAY`).
+fn locks_config(workload: &str) -> steward::config::LocksConfig {
+    let mut locks = steward::config::LocksConfig::default();
+    if workload == "ttl" {
+        locks.lock_delay_ms = ttl::LOCK_DELAY.as_millis() as u64;
+    }
+    locks
 }
 
 /// The nodes' Raft settings: the defaults, with `--snapshot-every` applied.

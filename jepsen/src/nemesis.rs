@@ -31,7 +31,7 @@ use crate::membership;
 
 mod schedule;
 
-pub use schedule::{check_kinds, check_kinds_for, kinds_missing, schedule};
+pub use schedule::{check_kinds, check_kinds_for, kinds_missing, schedule, CLOCK_STEP_LARGE_S};
 
 /// As a node id in a `Fault`: whichever node leads when the fault is applied (node ids start
 /// at 1, so 0 is free). `schedule` uses it for "isolate / kill / pause the leader"; the

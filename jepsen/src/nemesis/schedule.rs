@@ -7,6 +7,10 @@ use std::time::Duration;
 use super::{Fault, TimelineEntry, KINDS, LEADER};
 use crate::rng::Rng;
 
+/// The large wall-clock step of the clock nemesis, in seconds (either way): an hour, as in
+/// issue 24's "steps up to ±1 h".
+pub const CLOCK_STEP_LARGE_S: i64 = 3_600;
+
 /// Checks command-line nemesis kinds against `KINDS` (call before `schedule`).
 pub fn check_kinds(kinds: &[&str]) -> anyhow::Result<()> {
     match kinds.iter().find(|k| !KINDS.contains(k)) {
@@ -61,8 +65,9 @@ pub fn kinds_missing(kinds: &[&str], timeline: &[TimelineEntry]) -> Vec<String> 
 ///   majority), bridge, or one-way between two random nodes;
 /// - kill: the leader or a random node (half each); pause: the leader two times in three;
 /// - loss: 20-60% on the link between two random nodes;
-/// - clock: on the leader two times in three (only the leader's clock reaches the log), a step
-///   of 2-60 s either way, or a rate of 0.25x, 0.5x, 2x or 4x;
+/// - clock: on the leader two times in three (the leader is the node whose clocks decide cluster
+///   time), else a random node: a step either way (one in three of an hour, `CLOCK_STEP_LARGE_S`,
+///   the others 2-60 s), or a rate of 0.25x, 0.5x, 2x or 4x;
 /// - membership: remove the leader (one time in three) or a random node, and add a fresh one.
 ///
 /// Panics on a kind not in `KINDS` (see `check_kinds`). Partitions and loss need two nodes,
@@ -137,7 +142,12 @@ fn pick(rng: &mut Rng, kind: &str, ids: &[u64]) -> Option<Fault> {
         "clock" => {
             let id = if rng.below(3) < 2 { LEADER } else { any(rng) };
             Some(if rng.below(2) == 0 {
-                let secs = 2 + rng.below(59) as i64;
+                // One step in three is an hour: NTP fixing a badly set clock, or a VM resumed
+                // from a snapshot; the rest are the drift-sized steps of a clock that slipped.
+                let secs = match rng.below(3) {
+                    0 => CLOCK_STEP_LARGE_S,
+                    _ => 2 + rng.below(59) as i64,
+                };
                 let sign = if rng.below(2) == 0 { 1 } else { -1 };
                 Fault::ClockJump {
                     node: id,

@@ -314,3 +314,56 @@ fn a_timeline_without_a_requested_kind_is_flagged() {
     assert!(check_kinds_for(&["partition", "loss"], 1).is_err());
     assert!(check_kinds_for(&KINDS, 3).is_ok());
 }
+
+/// Clock faults: steps either way, a third of them an hour, the rest 2-60 s; rates among the
+/// four; on the leader about two times in three and on followers too.
+#[test]
+fn clock_faults_step_up_to_an_hour_either_way_on_leader_and_followers() {
+    let interval = Duration::from_secs(6);
+    let mut steps: Vec<i64> = Vec::new();
+    let mut rates: BTreeSet<u32> = BTreeSet::new();
+    let (mut on_leader, mut on_other) = (0, 0);
+    for seed in 0..300 {
+        for (_, fault, _) in schedule(seed, &["clock"], &[1, 2, 3], interval * 10, interval) {
+            let node = match fault {
+                Fault::ClockJump { node, delta_ms } => {
+                    steps.push(delta_ms);
+                    node
+                }
+                Fault::ClockRate { node, percent } => {
+                    rates.insert(percent);
+                    node
+                }
+                f => panic!("not a clock fault: {f}"),
+            };
+            match node {
+                LEADER => on_leader += 1,
+                _ => on_other += 1,
+            }
+        }
+    }
+    let hour_ms = CLOCK_STEP_LARGE_S * 1000;
+    assert!(steps
+        .iter()
+        .all(|d| d.abs() == hour_ms || (2_000..=60_000).contains(&d.abs())));
+    let hours = steps.iter().filter(|d| d.abs() == hour_ms).count();
+    assert!(
+        steps.contains(&hour_ms) && steps.contains(&-hour_ms),
+        "an hour both ways"
+    );
+    assert!(steps.iter().any(|d| (2_000..=60_000).contains(d)));
+    assert!(steps.iter().any(|d| (-60_000..=-2_000).contains(d)));
+    // A third of the steps, within sampling noise.
+    let share = hours as f64 / steps.len() as f64;
+    assert!(
+        (0.25..0.42).contains(&share),
+        "{hours} of {} steps",
+        steps.len()
+    );
+    assert_eq!(rates, BTreeSet::from([25, 50, 200, 400]));
+    let leader_share = f64::from(on_leader) / f64::from(on_leader + on_other);
+    assert!(
+        (0.58..0.76).contains(&leader_share),
+        "{on_leader} on the leader, {on_other} not"
+    );
+}
