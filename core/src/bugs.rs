@@ -40,11 +40,12 @@ pub enum Bug {
     PanicInTask,
     /// The node's cluster clock counts on the wall clock instead of the monotonic one, as
     /// steward did before issue 24: a forward step of the leader's wall clock expires locks,
-    /// leases and workers early by the step (tests/cluster/time.rs: the holder loses its lock).
+    /// leases and workers early by the step (jepsen ttl: early losses; tests/cluster/time.rs:
+    /// each holder loses what it holds).
     WallClockTime,
-    /// Apply takes an entry's time stamp whatever term measured it: a deposed leader's late
-    /// stamp moves time and expires what the current leader's count has not reached
-    /// (core/src/locks/time_tests.rs).
+    /// Apply takes an entry's time stamp whatever term measured it: a held-up leader's stamp
+    /// moves time and expires what the current leader's count has not reached
+    /// (steward's src/server/time/model_tests.rs: a lock lost early).
     StaleTermTime,
 }
 

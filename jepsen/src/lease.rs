@@ -79,18 +79,30 @@ fn ns(start: Instant) -> u64 {
 
 /// Creates the pool: `RESOURCES` free resources of `TYPE` whose busy leases expire.
 pub async fn init(client: &Client) -> anyhow::Result<()> {
+    create_pool(client, TYPE, "res", RESOURCES, EXPIRY).await
+}
+
+/// Creates a pool of `count` free resources `<prefix>-<i>` of `pool_type` whose busy leases
+/// expire after `expiry` without a heartbeat (the lease and ttl workloads).
+pub async fn create_pool(
+    client: &Client,
+    pool_type: &str,
+    prefix: &str,
+    count: usize,
+    expiry: Duration,
+) -> anyhow::Result<()> {
     let msg = pb::PoolSyncRequest {
-        resources: (0..RESOURCES)
+        resources: (0..count)
             .map(|i| pb::PoolSyncEntry {
-                name: format!("res-{i}"),
-                r#type: TYPE.into(),
+                name: format!("{prefix}-{i}"),
+                r#type: pool_type.into(),
                 state: "free".into(),
             })
             .collect(),
         expiry: [(
-            TYPE.to_string(),
+            pool_type.to_string(),
             pb::PoolTypeExpiry {
-                expiry_ms: [("busy".to_string(), EXPIRY.as_millis() as u64)].into(),
+                expiry_ms: [("busy".to_string(), expiry.as_millis() as u64)].into(),
             },
         )]
         .into(),

@@ -36,7 +36,6 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use steward::client::Client;
-use steward::proto::v1 as pb;
 
 use crate::history::Outcome;
 use crate::rng::Rng;
@@ -202,27 +201,7 @@ fn ns(start: Instant) -> u64 {
 /// The pool (`RESOURCES` free resources of `POOL_TYPE`, busy leases expiring after `TTL`) and one
 /// fence object per lock.
 pub async fn init(client: &Client) -> anyhow::Result<()> {
-    let msg = pb::PoolSyncRequest {
-        resources: (0..RESOURCES)
-            .map(|i| pb::PoolSyncEntry {
-                name: format!("ttl-res-{i}"),
-                r#type: POOL_TYPE.into(),
-                state: "free".into(),
-            })
-            .collect(),
-        expiry: [(
-            POOL_TYPE.to_string(),
-            pb::PoolTypeExpiry {
-                expiry_ms: [("busy".to_string(), TTL.as_millis() as u64)].into(),
-            },
-        )]
-        .into(),
-        dynamic: Vec::new(),
-    };
-    client
-        .pool_sync(msg)
-        .await
-        .map_err(|e| anyhow::anyhow!("creating the pool: {e}"))?;
+    crate::lease::create_pool(client, POOL_TYPE, "ttl-res", RESOURCES, TTL).await?;
     for lock in LOCKS {
         client
             .create(&fence_object(lock, "", 0))

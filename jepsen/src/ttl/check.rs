@@ -15,24 +15,24 @@
 //! A loss counts as early only when it is more than `EARLY_TOLERANCE_NS` before the deadline:
 //! cluster time is counted in whole milliseconds, which can gain a fraction of one per count.
 //!
-//! **Lateness** (promise 2), for each silent hold: from its deadline as above to the first
-//! sign it is gone (a read showing it released, or another holder's acquire of the same lock or
-//! resource sent after it went silent, acknowledged). Upper bound: that sign's completion minus
-//! the deadline; lower bound: the invocation of the last read that still showed it (or the last
-//! acknowledged refresh's sending) minus the deadline. Holds with a refresh of unknown outcome are
-//! left out (that refresh may have landed later and moved the deadline).
+//! **Lateness** (promise 2), for each silent hold: the leader stamped its last acknowledged
+//! refresh somewhere between that refresh's sending and its answer, so its true deadline is
+//! between sending + TTL and answer + TTL, and its release between the invocation of the last
+//! read that still showed it (or the last refresh's sending) and the first sign it is gone (a
+//! read showing it released, or another holder's acquire of the same lock or resource sent
+//! after it went silent, acknowledged). Upper bound: that sign's completion minus (sending +
+//! TTL); lower bound: the last read that still showed it minus (answer + TTL). A refresh that
+//! took seconds to answer (a fault) widens the two apart. Holds with a refresh of unknown
+//! outcome are left out (that refresh may have landed later and moved the deadline).
 //!
 //! **Late release**: a silent hold whose lower bound, counted from the *completion* of its last
 //! acknowledged refresh (the leader stamped it somewhere between sending and completion), is
 //! more than one election timeout (max) + the kind's sweep interval + `Bounds::slack_ms`. Judged
 //! only for holds whose silence (last acknowledged refresh to gone) overlaps no fault other than
-//! `clock`, nor the `settle_ms` after its heal. Measured first: across a change of leader (the
-//! leader killed, paused, partitioned away or removed, with a quorum up all along) a release
-//! comes up to about two election timeouts + a sweep late, not one: the election that nobody
-//! measures, then the new leader's grace of one election timeout max before it expires anything
-//! (in a 120 s run under every fault, silent holds were still there up to 3.7 s past their last
-//! refresh's completion + TTL, each across a kill, pause, partition or membership change). So
-//! those windows are measured (`lateness`) but not judged (`lateness_judged` is what is).
+//! `clock`, nor the `settle_ms` after its heal: across a change of leader a release is also late
+//! by how late the new leader applied the old one's last proposal (README "Time"), which a
+//! partition or a pause stretches. Those windows are measured (`lateness`) but not judged
+//! (`lateness_judged` is what is).
 //! Clock faults are never excused: cluster time ignores wall clocks, so a clock fault must not
 //! make anything late.
 //!
@@ -384,7 +384,7 @@ impl Samples {
         if let Some(gone) = s.gone_ns {
             let (upper, lower) = self.0.entry(kind).or_default();
             upper.push(ms(i128::from(gone) - i128::from(s.deadline_sent_ns)));
-            lower.push(ms(i128::from(s.there_ns) - i128::from(s.deadline_sent_ns)));
+            lower.push(ms(i128::from(s.there_ns) - i128::from(s.deadline_acked_ns)));
         }
     }
 

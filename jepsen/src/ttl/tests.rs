@@ -152,7 +152,11 @@ fn holds_kept_to_their_deadline_are_valid() {
     assert_eq!((lock.kind, lock.measured), (Kind::Lock, 1));
     let upper = lock.upper.expect("a sample");
     assert_eq!(upper.max_ms, 210.0, "gone at 5700, deadline 5490");
-    assert_eq!(lock.lower.expect("a sample").max_ms, 100.0, "there at 5590");
+    assert_eq!(
+        lock.lower.expect("a sample").max_ms,
+        70.0,
+        "there at 5590, deadline 5520 from the answer"
+    );
     let worker = &report.lateness[2];
     assert_eq!(
         worker.upper.expect("a sample").p50_ms,
@@ -161,8 +165,8 @@ fn holds_kept_to_their_deadline_are_valid() {
     );
     assert_eq!(
         worker.lower.expect("a sample").p50_ms,
-        40.0,
-        "listed (dead) at 4240"
+        10.0,
+        "listed (dead) at 4240, deadline 4230 from the answer"
     );
 }
 
