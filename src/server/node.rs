@@ -34,6 +34,14 @@ const RESEND_PAUSE_MAX: Duration = Duration::from_millis(500);
 /// would give up, so the caller learns it may send it again rather than seeing its own timeout.
 const ANSWER_MARGIN_MAX: Duration = Duration::from_millis(100);
 
+/// How long a new leader waits after its term's first stamped entry before its sweeps may
+/// expire anything (the `grace_ms` they carry; core's `State::sweep_may_act`). None since
+/// cluster time (README "Time"): a new leader's count never runs ahead of the count that set a
+/// deadline (src/server/time/model_tests.rs checks it with no grace), so waiting an election
+/// timeout more would only make every end across a change of leader later than bound 2. Old
+/// entries keep the grace they carry.
+pub const TERM_GRACE_MS: u64 = 0;
+
 /// Shared by every handler of one node.
 pub struct Node {
     pub id: NodeId,

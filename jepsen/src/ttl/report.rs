@@ -160,7 +160,11 @@ impl TtlReport {
                 l.bound_ms
             ));
         }
-        s.push_str("lateness of silent holds' release (ms past last acknowledged refresh sent + TTL), all:\n");
+        s.push_str(
+            "lateness of silent holds' release, ms (upper: first sign it was gone minus the last \
+             acknowledged refresh's sending + TTL; lower: last sign it was there minus that \
+             refresh's answer + TTL), all:\n",
+        );
         s.push_str(&lateness_table(&self.lateness));
         s.push_str("\nthe same, judged windows only (no fault but clock during the silence):\n");
         s.push_str(&lateness_table(&self.lateness_judged));

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 /// The leader's sweeper: every `locks.sweep_interval_ms`, if this node leads, proposes a
 /// `LockSweep` naming the locks its clock says are due. Apply re-checks each with leader time,
-/// after the grace of one election timeout that follows every change of leader.
+/// once its term's first stamped entry is applied (`TERM_GRACE_MS` after it: none).
 pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let interval = Duration::from_millis(node.config.locks.sweep_interval_ms);
-    let grace_ms = node.config.raft.election_timeout_ms_max;
+    let grace_ms = crate::server::node::TERM_GRACE_MS;
     let lock_delay_ms = node.config.locks.lock_delay_ms;
     loop {
         tokio::select! {
@@ -25,10 +25,10 @@ pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver
         }) else {
             continue;
         };
-        // A new leader's first stamped entry starts its term's grace (core's
+        // A new leader's first stamped entry starts its term's clock (core's
         // `start_term_clock`) and expires nothing. On a quiet cluster, waiting for something to
         // be due before proposing it would add a second sweep to every end after an election;
-        // an empty sweep starts the grace at takeover (README "Time", bound 2).
+        // an empty sweep starts it at takeover (README "Time", bound 2).
         if names.is_empty() && started {
             continue;
         }

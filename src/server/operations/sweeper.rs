@@ -16,7 +16,7 @@ use tracing::Instrument;
 pub async fn run_op_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let config = node.config.operations();
     let interval = Duration::from_millis(config.sweep_interval_ms);
-    let grace_ms = node.config.raft.election_timeout_ms_max;
+    let grace_ms = crate::server::node::TERM_GRACE_MS;
     let limits = op_limits(config);
     loop {
         tokio::select! {

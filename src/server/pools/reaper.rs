@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
 
-/// The leader's reaper: every `pools.reap_interval_ms`, if this node leads and the grace after
-/// its election has passed, proposes a `Reset` (to `pools.reset_state`) of the leases whose
+/// The leader's reaper: every `pools.reap_interval_ms`, if this node leads and its term's
+/// first stamped entry is applied (`TERM_GRACE_MS` after it), proposes a `Reset` (to `pools.reset_state`) of the leases whose
 /// state's expiry passed at its clock, the expiry of waits past their deadline, and a
 /// `Reconcile` when a dynamic pool's resource outlived its lifespan. Apply re-checks each
 /// against the entry's time.
 pub async fn run_reaper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let interval = Duration::from_millis(node.config.pools.reap_interval_ms);
-    let grace_ms = node.config.raft.election_timeout_ms_max;
+    let grace_ms = crate::server::node::TERM_GRACE_MS;
     let dest = node.config.pools.reset_state.clone();
     loop {
         tokio::select! {
