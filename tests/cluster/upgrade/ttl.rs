@@ -256,7 +256,7 @@ async fn ttls_running_in_a_data_dir_of_the_build_before_cluster_time_go_on_from_
 
     // Right after start, everything is still held, though every deadline is long past on the
     // wall clock.
-    let since_ms = real_wall_ms() - last_ms;
+    let since_ms = real_wall_ms().saturating_sub(last_ms);
     for f in &fixed {
         let held = wait_for("an answer", Duration::from_secs(10), || async {
             f.held.probe(&client).await.ok()
@@ -266,7 +266,7 @@ async fn ttls_running_in_a_data_dir_of_the_build_before_cluster_time_go_on_from_
             held,
             "{} ended at once: its wall-clock deadline {} ms ago was compared with the wall clock",
             f.held.what(),
-            real_wall_ms() - f.deadline_ms
+            real_wall_ms().saturating_sub(f.deadline_ms)
         );
     }
     eprintln!(
