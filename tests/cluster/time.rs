@@ -7,7 +7,7 @@
 //! `CLOCK_REALTIME` is faked, and each node re-reads its own settings file every second.
 //! `holding.rs` holds the three kinds the same way: refreshes, probes, the bound.
 
-mod holding;
+pub(crate) mod holding;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -2,7 +2,10 @@
 //! issue 23 (log format 1, snapshot format 6), replays its snapshot and log, and serves the same
 //! objects, locks, operations, pools and deployment status as that build did; then it takes
 //! writes. The fixture and the answers the old build gave are in tests/fixtures/upgrade-v1/ (its
-//! README says how they were made).
+//! README says how they were made). `ttl.rs`: TTLs running in a data dir of the build before
+//! issue 24 (wall-clock deadlines) go on from its last stamp.
+
+mod ttl;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
