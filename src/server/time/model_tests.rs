@@ -301,6 +301,6 @@ fn a_count_from_an_older_anchor_does_not_expire_a_slower_leaders_refresh_early()
         Step::Sweep,
     ];
     for step in &steps {
-        sim.run(step).unwrap();
+        sim.run(step).unwrap_or_else(|e| panic!("{e}"));
     }
 }

@@ -42,18 +42,33 @@ const HOLDER: &str = "h1";
 pub enum Held {
     /// A WRITE grant of lock `name`.
     Lock { name: String, token: u64 },
-    /// Pool resource `name`, leased `busy` (Boskos' heartbeat is an update naming that state).
-    Lease { name: String },
+    /// Pool resource `name` of type `rtype`, leased `busy` to `owner` (Boskos' heartbeat is an
+    /// update naming that state).
+    Lease {
+        rtype: String,
+        name: String,
+        owner: String,
+    },
     /// A registered worker: it heartbeats; once expired, the sweep removes it.
     Worker { id: String },
 }
 
 impl Held {
-    fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Held::Lock { .. } => "lock",
             Held::Lease { .. } => "pool lease",
             Held::Worker { .. } => "worker",
+        }
+    }
+
+    /// The kind and its name: `lock t`, `pool lease vm-1`, `worker w-1`.
+    pub(crate) fn what(&self) -> String {
+        match self {
+            Held::Lock { name, .. } | Held::Lease { name, .. } => {
+                format!("{} {name}", self.kind())
+            }
+            Held::Worker { id } => format!("worker {id}"),
         }
     }
 
@@ -64,10 +79,10 @@ impl Held {
                 .lock_refresh(name, HOLDER, *token, Some(ttl))
                 .await
                 .map(drop),
-            Held::Lease { name } => {
+            Held::Lease { name, owner, .. } => {
                 let update = pb::PoolUpdateRequest {
                     name: name.clone(),
-                    owner: HOLDER.into(),
+                    owner: owner.clone(),
                     state: "busy".into(),
                     user_data: Default::default(),
                 };
@@ -79,7 +94,7 @@ impl Held {
 
     /// A linearizable read: whether it is still held (the lock by this token, the lease by its
     /// owner in `busy`, the worker registered). Err: no answer, ask again.
-    async fn probe(&self, client: &Client) -> Result<bool, Status> {
+    pub(crate) async fn probe(&self, client: &Client) -> Result<bool, Status> {
         let linear = Consistency::Linearizable;
         match self {
             Held::Lock { name, token } => match client.lock_get(name, linear).await {
@@ -87,9 +102,9 @@ impl Held {
                 Err(s) if s.code() == Code::NotFound => Ok(false),
                 Err(s) => Err(s),
             },
-            Held::Lease { name } => {
-                let list = client.pool_list(LEASE_TYPE, "", "", linear).await?;
-                let mine = |r: &pb::PoolResource| r.owner == HOLDER && r.state == "busy";
+            Held::Lease { rtype, name, owner } => {
+                let list = client.pool_list(rtype, "", "", linear).await?;
+                let mine = |r: &pb::PoolResource| r.owner == *owner && r.state == "busy";
                 Ok(list.resources.iter().any(|r| r.name == *name && mine(r)))
             }
             Held::Worker { id } => {
@@ -100,7 +115,7 @@ impl Held {
     }
 
     /// How often the leader loop that ends this kind runs (the nodes' config).
-    fn sweep_interval(&self, config: &Config) -> Duration {
+    pub(crate) fn sweep_interval(&self, config: &Config) -> Duration {
         Duration::from_millis(match self {
             Held::Lock { .. } => config.locks.sweep_interval_ms,
             Held::Lease { .. } => config.pools.reap_interval_ms,
@@ -216,7 +231,12 @@ pub async fn take_lease(client: &Client, name: &str, ttl: Duration) -> Holding {
         .expect("acquire");
     assert_eq!(lease.resource.expect("resource").name, name);
     let name = name.to_string();
-    Holding::taken(Held::Lease { name }, ttl, sent)
+    let held = Held::Lease {
+        rtype: LEASE_TYPE.into(),
+        name,
+        owner: HOLDER.into(),
+    };
+    Holding::taken(held, ttl, sent)
 }
 
 /// Registers worker `id` with `ttl`, for a kind nothing submits.

@@ -10,15 +10,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-use steward::client::{Client, Consistency};
+use steward::client::Client;
 use steward::config::Config;
-use steward::proto::v1 as pb;
 use steward::proto::v1::ClusterStatusRequest;
-use tonic::Code;
 
 use super::copy_dir;
 use crate::harness::{wait_for, TestCluster};
-use crate::time::holding::SLACK;
+use crate::time::holding::{Held, SLACK};
 
 /// make.sh's `TTL`: the pool lease's `busy` expiry, which no answer of the old build shows.
 const LEASE_EXPIRY_MS: u64 = 30_000;
@@ -45,68 +43,11 @@ fn ms(value: &Value, what: &str) -> u64 {
     value.as_u64().unwrap_or_else(|| panic!("{what}: {value}"))
 }
 
-/// What the fixture holds, by kind, with what a probe names.
-#[derive(Debug)]
-enum Held {
-    Lock {
-        name: String,
-        token: u64,
-    },
-    Lease {
-        rtype: String,
-        name: String,
-        owner: String,
-    },
-    Worker {
-        id: String,
-    },
-}
-
 /// One thing held in the fixture and its wall-clock deadline there.
 #[derive(Debug)]
 struct Fixed {
     held: Held,
     deadline_ms: u64,
-}
-
-impl Held {
-    fn what(&self) -> String {
-        match self {
-            Held::Lock { name, .. } => format!("lock {name}"),
-            Held::Lease { name, .. } => format!("pool lease {name}"),
-            Held::Worker { id } => format!("worker {id}"),
-        }
-    }
-
-    /// A linearizable read: whether it is still held. Err: no answer, ask again.
-    async fn probe(&self, client: &Client) -> Result<bool, tonic::Status> {
-        let linear = Consistency::Linearizable;
-        match self {
-            Held::Lock { name, token } => match client.lock_get(name, linear).await {
-                Ok(info) => Ok(info.holders.iter().any(|h| h.token == *token)),
-                Err(s) if s.code() == Code::NotFound => Ok(false),
-                Err(s) => Err(s),
-            },
-            Held::Lease { rtype, name, owner } => {
-                let list = client.pool_list(rtype, "", "", linear).await?;
-                let mine = |r: &pb::PoolResource| r.owner == *owner && r.state == "busy";
-                Ok(list.resources.iter().any(|r| r.name == *name && mine(r)))
-            }
-            Held::Worker { id } => {
-                let list = client.worker_list(linear).await?;
-                Ok(list.workers.iter().any(|w| w.id == *id))
-            }
-        }
-    }
-
-    /// How often the leader loop that ends this kind runs.
-    fn sweep_interval(&self, config: &Config) -> Duration {
-        Duration::from_millis(match self {
-            Held::Lock { .. } => config.locks.sweep_interval_ms,
-            Held::Lease { .. } => config.pools.reap_interval_ms,
-            Held::Worker { .. } => config.operations.sweep_interval_ms,
-        })
-    }
 }
 
 /// The fixture's last stamp (the old build's state time, `nowMs` of every answer it gave at
