@@ -151,6 +151,11 @@ pub struct TimeConfig {
     /// When the middle of the clocks steps, the shown time catches up (or waits) by at most
     /// this many ms per second instead of jumping (slewing).
     pub shown_slew_ms_per_s: u64,
+    /// While anything is timed (a lock, a lease, a worker, a deadline), the leader writes its
+    /// count of cluster time into the log at least this often, even when nothing else is
+    /// written: a node that restarted or caught up late then counts from a recent entry, so a
+    /// change of leader to it ends things late by at most this much more (README "Time").
+    pub checkpoint_interval_ms: u64,
 }
 
 impl Default for TimeConfig {
@@ -159,6 +164,7 @@ impl Default for TimeConfig {
             clock_offset_ms_max: 500,
             clock_probe_interval_ms: 2_000,
             shown_slew_ms_per_s: 100,
+            checkpoint_interval_ms: 1_000,
         }
     }
 }

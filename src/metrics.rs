@@ -136,6 +136,8 @@ pub struct Metrics {
     pub clock_outliers: Gauge,
     /// `time.clock_offset_ms_max`.
     pub clock_offset_max: Gauge,
+    /// Checkpoints of cluster time this node proposed while leading a quiet log.
+    pub time_checkpoints: Counter,
     pub store_revision: Gauge,
     pub store_objects: Family<KindLabels, Gauge>,
     pub store_watchers: Gauge,
@@ -195,6 +197,7 @@ impl Metrics {
             clock_offset: Family::default(),
             clock_outliers: Gauge::default(),
             clock_offset_max: Gauge::default(),
+            time_checkpoints: Counter::default(),
             store_revision: Gauge::default(),
             store_objects: Family::default(),
             store_watchers: Gauge::default(),
@@ -385,6 +388,11 @@ impl Metrics {
             "time.clock_offset_ms_max: the largest distance from the middle of the clocks not reported",
             Unit::Other("milliseconds".to_string()),
             m.clock_offset_max.clone(),
+        );
+        r.register(
+            "time_checkpoints",
+            "Checkpoints of cluster time this node proposed as leader while the log was quiet and something was timed (time.checkpoint_interval_ms)",
+            m.time_checkpoints.clone(),
         );
         r.register(
             "store_revision",

@@ -312,6 +312,11 @@ impl LockTable {
 
     /// Names with something for a sweep to do at `now_ms`, earliest due first, at most
     /// `LOCK_SWEEP_NAMES_MAX`.
+    /// The earliest time any lock has something for a sweep to do.
+    pub(crate) fn next_due_ms(&self) -> Option<u64> {
+        self.due.first().map(|(at, _)| *at)
+    }
+
     pub(crate) fn due(&self, now_ms: u64) -> Vec<String> {
         let range = match now_ms.checked_add(1) {
             Some(end) => self.due.range(..(end, String::new())),

@@ -262,6 +262,11 @@ impl ReservationIndex {
         }
     }
 
+    /// The earliest time a reservation is due.
+    pub fn next_due_ms(&self) -> Option<u64> {
+        self.pending.get_min().map(|(at, _)| *at)
+    }
+
     /// The reservations due at `now_ms`, earliest first, at most `max`.
     pub fn due(&self, now_ms: u64, max: usize) -> Vec<ObjectKey> {
         self.pending

@@ -130,6 +130,22 @@ impl State {
         self.term_started_ms
     }
 
+    /// The earliest cluster time at which something ends or is due (a lock holder's or waiter's
+    /// expiry, a lock-delay, a worker's TTL, an operation's deadline, a pool lease, claim or
+    /// lifespan, a reservation); `None` when nothing is timed. While it is `Some`, the leader
+    /// checkpoints cluster time through the log (README "Time").
+    pub fn next_due_ms(&self) -> Option<u64> {
+        [
+            self.locks.next_due_ms(),
+            self.ops.next_due_ms(),
+            self.pools.next_due_ms(),
+            self.reservations.next_due_ms(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
     /// Whether a lock or operation sweep proposed at leader time `now_ms` could do anything,
     /// given the grace of `grace_ms` after a change of leader that apply enforces: yes before the
     /// term's first time-stamped entry (a sweep may be what starts the term's clock), no while

@@ -319,6 +319,10 @@ pub const OPTIONS: &[ConfigOption] = &[
         "time.shown_slew_ms_per_s",
         "When the middle of the nodes' wall clocks steps, the shown time (creationTimestamp) catches up or waits by at most this many ms per second instead of jumping; 1..=1000.",
     ),
+    opt(
+        "time.checkpoint_interval_ms",
+        "While anything is timed (a lock, lease, worker or deadline), the leader writes cluster time into the log at least this often, in ms: a node that restarted or caught up in a quiet spell then counts from a recent entry, and a change of leader to it ends things late by at most this much more.",
+    ),
 ];
 
 /// The option with this dotted key.

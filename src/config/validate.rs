@@ -190,6 +190,9 @@ impl Config {
                 "must be 1..=1000 (the shown time never runs backwards)",
             );
         }
+        if self.time.checkpoint_interval_ms == 0 {
+            return invalid("time.checkpoint_interval_ms", "must be >= 1");
+        }
         if self.pools.reap_interval_ms == 0 {
             return invalid("pools.reap_interval_ms", "must be >= 1");
         }

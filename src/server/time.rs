@@ -172,6 +172,16 @@ impl ClusterClock {
         Some(anchor.now(now))
     }
 
+    /// How long ago (monotonic ms) this node last applied a time-stamped entry or installed a
+    /// snapshot; `None` before it did. On the leader: how long the log has had no checkpoint of
+    /// cluster time.
+    pub fn quiet_ms(&self) -> Option<u64> {
+        let now = self.clock.monotonic_ms();
+        self.inner()
+            .applied
+            .map(|a| now.saturating_sub(a.at_monotonic_ms))
+    }
+
     /// This node's best estimate of cluster time now (any role): the applied anchor's count.
     /// Never ahead of what a leader of the current term could stamp; for display and metrics.
     pub fn estimate(&self) -> Option<u64> {

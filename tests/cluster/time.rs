@@ -8,6 +8,7 @@
 //! `holding.rs` holds the three kinds the same way: refreshes, probes, the bound.
 
 pub(crate) mod holding;
+mod quiet;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

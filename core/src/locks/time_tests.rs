@@ -90,3 +90,28 @@ fn entries_from_before_issue_24_keep_their_wall_clock_time() {
     assert_eq!(log.propose(&legacy), swept(1, 0, 0));
     assert_eq!(log.state.time_ms(), 1_100);
 }
+
+/// What the leader's checkpoints of cluster time wait on (README "Time"): the earliest thing
+/// that ends, and nothing once nothing is timed.
+#[test]
+fn the_next_due_time_is_the_earliest_end_and_none_once_nothing_is_timed() {
+    let mut log = Log::new();
+    assert_eq!(log.state.next_due_ms(), None);
+    log.granted(1_000, acquire("d", "h1", W, Some(100), 0));
+    assert_eq!(log.state.next_due_ms(), Some(1_100));
+    log.granted(1_050, acquire("e", "h2", W, Some(20), 0));
+    assert_eq!(log.state.next_due_ms(), Some(1_070));
+    log.granted(1_060, acquire("f", "h3", W, None, 0));
+    assert_eq!(
+        log.state.next_due_ms(),
+        Some(1_070),
+        "a holder with no TTL ends never"
+    );
+    log.run(2_000, sweep(&["d", "e"], 0, 0));
+    assert!(log.state.lock("d").is_none() && log.state.lock("e").is_none());
+    assert_eq!(
+        log.state.next_due_ms(),
+        None,
+        "only an untimed holder is left"
+    );
+}

@@ -100,6 +100,13 @@ impl OperationTable {
 
     /// What a sweep at `now_ms` must look at, earliest first, at most `OP_SWEEP_ITEMS_MAX` of
     /// each.
+    /// The earliest worker expiry or operation deadline.
+    pub(crate) fn next_due_ms(&self) -> Option<u64> {
+        let worker = self.expiries.first().map(|(at, _)| *at);
+        let op = self.deadlines.get_min().map(|(at, _)| *at);
+        worker.into_iter().chain(op).min()
+    }
+
     pub(crate) fn due(&self, now_ms: u64) -> OpsDue {
         let workers = self.expiries.iter().take_while(|(at, _)| *at <= now_ms);
         let ops = self

@@ -275,6 +275,14 @@ impl PoolIndex {
             .map(CompactString::as_str)
     }
 
+    /// The earliest lease expiry, claim deadline or end of a lifespan.
+    pub fn next_due_ms(&self) -> Option<u64> {
+        [&self.expiring, &self.claim_deadlines, &self.lifespans]
+            .into_iter()
+            .filter_map(|set| set.get_min().map(|(at, _)| *at))
+            .min()
+    }
+
     /// Leases expired at `now_ms`, earliest first, at most `max`.
     pub fn expired(&self, now_ms: u64, max: usize) -> Vec<String> {
         self.expiring

@@ -11,8 +11,13 @@ use std::time::Duration;
 /// The leader's sweeper: every `locks.sweep_interval_ms`, if this node leads, proposes a
 /// `LockSweep` naming the locks its clock says are due. Apply re-checks each with leader time,
 /// once its term's first stamped entry is applied (`TERM_GRACE_MS` after it: none).
+///
+/// An empty sweep is also the leader's checkpoint of cluster time: one at the start of its
+/// term, and one whenever the log had no stamped entry for `time.checkpoint_interval_ms` while
+/// anything is timed.
 pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let interval = Duration::from_millis(node.config.locks.sweep_interval_ms);
+    let checkpoint_ms = node.config.time.checkpoint_interval_ms;
     let grace_ms = crate::server::node::TERM_GRACE_MS;
     let lock_delay_ms = node.config.locks.lock_delay_ms;
     loop {
@@ -20,8 +25,13 @@ pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver
             _ = tokio::time::sleep(interval) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        let Some((names, started)) = node.sweep_due(grace_ms, |state, now| {
-            (state.locks_due(now), state.term_started_ms().is_some())
+        let Some((names, started, timed)) = node.sweep_due(grace_ms, |state, now| {
+            let timed = state.next_due_ms().is_some();
+            (
+                state.locks_due(now),
+                state.term_started_ms().is_some(),
+                timed,
+            )
         }) else {
             continue;
         };
@@ -29,8 +39,18 @@ pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver
         // `start_term_clock`) and expires nothing. On a quiet cluster, waiting for something to
         // be due before proposing it would add a second sweep to every end after an election;
         // an empty sweep starts it at takeover (README "Time", bound 2).
-        if names.is_empty() && started {
+        //
+        // Every node counts cluster time from the last stamped entry it applied, at the moment
+        // it applied it. One that applied it late (it restarted, was paused, or installed a
+        // snapshot) counts behind, by how late, until the next stamped entry; were it to lead
+        // before one came, every end would be that much late. So the leader checkpoints while
+        // anything is timed and the log was quiet (README "Time", bound 2).
+        let checkpoint = timed && node.time.quiet_ms().is_some_and(|q| q >= checkpoint_ms);
+        if names.is_empty() && started && !checkpoint {
             continue;
+        }
+        if names.is_empty() && started {
+            node.metrics.time_checkpoints.inc();
         }
         let command = LockCommand::Sweep {
             names,
