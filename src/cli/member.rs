@@ -388,6 +388,8 @@ pub fn cluster_status_json(reply: &ClusterStatusReply) -> Value {
                 "dataBytes": n.data_bytes,
                 "quotaBytes": n.quota_bytes,
                 "pid": n.pid,
+                "wallMs": n.wall_ms,
+                "clusterMs": n.cluster_ms,
             })
         })
         .collect();

@@ -111,6 +111,8 @@ fn status_tables_show_each_node() {
         id: 1,
         pid: 4242,
         state: "leader".into(),
+        wall_ms: 1_800_000_000_123,
+        cluster_ms: 1_799_999_990_456,
         ..NodeStatus::default()
     };
     let reply = ClusterStatusReply {
@@ -125,7 +127,10 @@ fn status_tables_show_each_node() {
         .split_whitespace()
         .collect();
     assert_eq!(row[..3], ["1", "4242", "leader"], "{text}");
-    assert_eq!(cluster_status_json(&reply)["nodes"][0]["pid"], 4242);
+    let json = cluster_status_json(&reply);
+    assert_eq!(json["nodes"][0]["pid"], 4242);
+    assert_eq!(json["nodes"][0]["wallMs"], 1_800_000_000_123_u64);
+    assert_eq!(json["nodes"][0]["clusterMs"], 1_799_999_990_456_u64);
     assert_eq!(
         cluster_status_json(&reply)["warnings"][0],
         "node 2 is unreachable: connection refused"
