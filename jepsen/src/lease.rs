@@ -1,7 +1,8 @@
 //! The lease workload: Boskos-style leasing of a small pool. Each process, over and over, acquires
-//! a free resource (free -> busy) under a fresh owner name, holds it for a while heartbeating,
-//! and releases it; now and then it "crashes" instead (stops heartbeating, never releases), so
-//! the leader's reaper has to take the lease back. Checked: no resource is ever held by two
+//! a free resource (free -> busy; a dirty one, which the reaper left, when none is free) under a
+//! fresh owner name, holds it for a while heartbeating, and releases it (to free); now and then it
+//! "crashes" instead (stops heartbeating, never releases), so the leader's reaper has to take
+//! the lease back. Checked: no resource is ever held by two
 //! owners whose acquires were both acknowledged and whose holding intervals overlap.
 //!
 //! When is a lease held? From its acquire's acknowledgement until the first of:
@@ -166,6 +167,10 @@ async fn one_lease(
     // expiry of the first sending, a refusal proves no lease is held under this request id; one
     // still in flight may land later, and is then never used).
     let mut unknown_tries = 0;
+    // Leases the reaper took back are reset to `dirty` (pools.reset_state): with nothing free,
+    // the next try takes a dirty one, as Boskos' janitor would clean it, so crashed holders do
+    // not drain the pool for the rest of the run.
+    let mut from = "free";
     let reply = loop {
         if stop.load(std::sync::atomic::Ordering::Relaxed) && lease.acquire != Outcome::Unknown {
             return None;
@@ -174,7 +179,7 @@ async fn one_lease(
         if lease.acquire != Outcome::Unknown {
             lease.acquire_invoke_ns = invoke;
         }
-        match client.pool_acquire(TYPE, "free", "busy", owner, "r").await {
+        match client.pool_acquire(TYPE, from, "busy", owner, "r").await {
             Ok(reply) => {
                 lease.acquire = Outcome::Ok;
                 lease.acquire_complete_ns = ns(start);
@@ -204,12 +209,14 @@ async fn one_lease(
                         unknown_tries = 0;
                         tokio::time::sleep(Duration::from_millis(150)).await;
                     }
-                    // Nothing free (at once, or within the acquire's wait): try again soon.
+                    // Nothing in `from` (at once, or within the acquire's wait): try the other
+                    // state soon.
                     _ if matches!(
                         steward::client::reason(&e),
                         Some(ErrorReason::PoolEmpty | ErrorReason::PoolWaitExpired)
                     ) =>
                     {
+                        from = if from == "free" { "dirty" } else { "free" };
                         tokio::time::sleep(Duration::from_millis(10 + rng.below(30))).await;
                     }
                     _ => tokio::time::sleep(Duration::from_millis(20)).await,
