@@ -56,6 +56,16 @@ use writer::{writer_loop, WriteOp};
 pub struct LogStore {
     db: RaftDb,
     shared: Arc<Shared>,
+    observer: Option<Arc<dyn LogObserver>>,
+}
+
+/// Told what the log accepts and drops, as it does (server/time.rs: when entries arrived).
+/// Called on openraft's task, in log order; must not block.
+pub trait LogObserver: Send + Sync + 'static {
+    /// The log accepted entries up to `last_index` (before they are durable).
+    fn on_appended(&self, last_index: u64);
+    /// The log dropped every entry after `after` (`None`: all).
+    fn on_truncated(&self, after: Option<u64>);
 }
 
 impl fmt::Debug for LogStore {
@@ -122,7 +132,17 @@ impl LogStore {
             // Without a writer every write fails with a clear error instead of hanging.
             Err(e) => tracing::error!(error = %e, "cannot start the raft log writer thread"),
         }
-        LogStore { db, shared }
+        LogStore {
+            db,
+            shared,
+            observer: None,
+        }
+    }
+
+    /// The store, telling `observer` what it accepts and drops.
+    pub fn observed_by(mut self, observer: Arc<dyn LogObserver>) -> LogStore {
+        self.observer = Some(observer);
+        self
     }
 
     fn send(&self, op: WriteOp) -> io::Result<()> {
@@ -275,6 +295,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: Send,
     {
         let entries: Vec<Arc<Entry>> = entries.into_iter().map(Arc::new).collect();
+        if let (Some(observer), Some(last)) = (&self.observer, entries.last()) {
+            observer.on_appended(last.log_id.index);
+        }
         let seq = self.shared.next_seq.fetch_add(1, Ordering::Relaxed);
         lock(&self.shared.tail).append(seq, &entries);
         self.send(WriteOp::Append {
@@ -288,6 +311,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> io::Result<()> {
         tracing::debug!(?last_log_id, "truncating raft log after");
         let after = last_log_id.map(|l| l.index);
+        if let Some(observer) = &self.observer {
+            observer.on_truncated(after);
+        }
         let removed = lock(&self.shared.tail).truncate_after(after);
         // Entries may be freed here, after the lock is released.
         drop(removed);

@@ -41,8 +41,8 @@ pub trait ApplyObserver: Send + Sync + 'static {
     fn on_auth(&self, _auth_revision: u64) {}
     /// The state's cluster time after a batch with proposals in it, or a snapshot install
     /// (`State::time_ms`): how the node's cluster clock learns what apply reached, and when
-    /// (server/time.rs).
-    fn on_time(&self, _time_ms: u64) {}
+    /// (server/time.rs). `last_index`: the batch's last entry (`None` for a snapshot).
+    fn on_time(&self, _time_ms: u64, _last_index: Option<u64>) {}
 }
 
 /// An observer that ignores everything (tests, offline tools).
@@ -154,7 +154,7 @@ impl StateMachine {
             (state.revision(), state.auth().revision, state.time_ms())
         };
         if timed {
-            self.observer.on_time(time_ms);
+            self.observer.on_time(time_ms, prev);
         }
         // Before anything of this batch is handed out, so no stream sends it under the
         // authorization the batch revoked.
@@ -282,7 +282,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let (revision, auth_revision, time_ms) =
             (state.revision(), state.auth().revision, state.time_ms());
         *self.state.write().map_err(|_| poisoned())? = state;
-        self.observer.on_time(time_ms);
+        self.observer.on_time(time_ms, None);
         self.tell_auth(auth_revision);
         self.last_applied = meta.last_log_id;
         self.last_membership = meta.last_membership.clone();

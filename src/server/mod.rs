@@ -146,15 +146,16 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         hub: hub.clone(),
         time: time.clone(),
     });
-    let sm = StateMachine::open(db.clone(), observer).context("cannot open the state machine")?;
+    let sm = StateMachine::open(db.clone(), observer.clone())
+        .context("cannot open the state machine")?;
     let state = sm.state();
     {
         let state = state.read().unwrap_or_else(|p| p.into_inner());
         hub.reset_to(state.revision());
         hub.set_auth_revision(state.auth().revision);
-        time.applied(state.time_ms());
+        time.applied(state.time_ms(), None);
     }
-    let log_store = LogStore::new(db.clone());
+    let log_store = LogStore::new(db.clone()).observed_by(observer.clone());
 
     let tls = crate::tls::NodeTls::load(&config.tls)?;
     if tls.is_none() {

@@ -3,10 +3,15 @@
 //! The state's `time_ms` moves only by what leaders measure on their monotonic clocks, never by
 //! a wall clock, so a wall clock stepped or running fast on any node expires nothing early:
 //! - Every node keeps an anchor: the state's cluster time after the last entry it applied, and
-//!   the monotonic instant that entry was applied here. That instant is after every stamp in
-//!   the state was made, so `anchor.cluster_ms + (monotonic now - anchor.at)` never counts
-//!   ahead of any deadline's own count: not past a refresh's time + TTL before TTL has really
-//!   passed since the refresh.
+//!   the monotonic instant that entry reached this node's log (the log store tells, as it
+//!   accepts each batch; when it cannot, the instant it was applied). That instant is after
+//!   every stamp in the state was made (an entry is stamped before it is appended anywhere, and
+//!   the entries before it were in the log no later), so `anchor.cluster_ms + (monotonic now -
+//!   anchor.at)` never counts ahead of any deadline's own count: not past a refresh's time +
+//!   TTL before TTL has really passed since the refresh. Counting from arrival rather than
+//!   apply credits what a follower waits to learn an entry is committed, and, for the old
+//!   leader's last entries, which a follower applies only once a new leader commits them, the
+//!   whole election.
 //! - A node that becomes leader of a term waits until it has applied an entry of that term (its
 //!   blank entry: everything before it is applied), then freezes its anchor and stamps every
 //!   proposal of the term with the anchor's count. The time since the last entry it saw is
@@ -22,9 +27,11 @@
 //! The monotonic clock and the wall clock come through `Clock`, a seam for tests and the
 //! simulator. Wall time is for display only (`wall_ms`).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use crate::raft::log_store::LogObserver;
 use crate::raft::state_machine::ApplyObserver;
 use crate::server::watch::WatchHub;
 use crate::state::Effects;
@@ -92,12 +99,19 @@ impl Anchor {
     }
 }
 
+/// Arrivals remembered at most (batches not applied yet); beyond it the oldest are forgotten,
+/// and entries of a forgotten batch count from the next batch's arrival (later: never early).
+const ARRIVALS_MAX: usize = 4_096;
+
 #[derive(Debug, Default)]
 struct Inner {
     /// The last cluster time apply reached on this node, and when.
     applied: Option<Anchor>,
     /// The term this node leads and the anchor it froze for it.
     leading: Option<(u64, Anchor)>,
+    /// The monotonic instant each batch the log accepted arrived, by its last index. An entry
+    /// arrived with the batch of the smallest last index at or after its own.
+    arrivals: BTreeMap<u64, u64>,
 }
 
 /// This node's view of cluster time: what apply last reached, and, while it leads, the count
@@ -135,15 +149,47 @@ impl ClusterClock {
     /// without moving the state's time sets a deadline this node would reach early
     /// (`model_tests.rs` found it). From the last entry applied, a count is never ahead of
     /// any deadline's own count (README "Time").
-    pub fn applied(&self, cluster_ms: u64) {
+    ///
+    /// `last_index`: the batch's last entry, whose arrival in this node's log is the anchor's
+    /// instant when the log store told it (`appended`); `None` (a snapshot, the state a node
+    /// starts with), or an arrival not known: now.
+    pub fn applied(&self, cluster_ms: u64, last_index: Option<u64>) {
+        let now = self.clock.monotonic_ms();
         let mut inner = self.inner();
+        let arrived = last_index.and_then(|i| {
+            let (&end, &at) = inner.arrivals.range(i..).next()?;
+            // Batches wholly applied are done with; the one holding `i` may go on.
+            inner.arrivals = inner.arrivals.split_off(&end);
+            Some(at)
+        });
         let cluster_ms = inner
             .applied
             .map_or(cluster_ms, |a| a.cluster_ms.max(cluster_ms));
         inner.applied = Some(Anchor {
             cluster_ms,
-            at_monotonic_ms: self.clock.monotonic_ms(),
+            at_monotonic_ms: arrived.map_or(now, |at| at.min(now)),
         });
+    }
+
+    /// The log accepted a batch of entries ending at `last_index`, now.
+    pub fn appended(&self, last_index: u64) {
+        let now = self.clock.monotonic_ms();
+        let mut inner = self.inner();
+        inner.arrivals.insert(last_index, now);
+        while inner.arrivals.len() > ARRIVALS_MAX {
+            inner.arrivals.pop_first();
+        }
+    }
+
+    /// The log dropped its entries after `after` (a new leader's log replaces them): their
+    /// arrivals are forgotten, so entries appended in their place count from their own.
+    pub fn truncated(&self, after: Option<u64>) {
+        let mut inner = self.inner();
+        match after.map(|a| a.checked_add(1)) {
+            Some(Some(from)) => drop(inner.arrivals.split_off(&from)),
+            Some(None) => {}
+            None => inner.arrivals.clear(),
+        }
     }
 
     /// The cluster time to stamp a proposal of `term` with, when this node leads `term` and has
@@ -209,8 +255,18 @@ impl ApplyObserver for Observers {
         self.hub.on_auth(auth_revision);
     }
 
-    fn on_time(&self, time_ms: u64) {
-        self.time.applied(time_ms);
+    fn on_time(&self, time_ms: u64, last_index: Option<u64>) {
+        self.time.applied(time_ms, last_index);
+    }
+}
+
+impl LogObserver for Observers {
+    fn on_appended(&self, last_index: u64) {
+        self.time.appended(last_index);
+    }
+
+    fn on_truncated(&self, after: Option<u64>) {
+        self.time.truncated(after);
     }
 }
 

@@ -387,3 +387,33 @@ async fn limited_read_from_the_tail_respects_byte_limit() -> io::Result<()> {
     assert_eq!(disk.entries.len(), 2);
     Ok(())
 }
+
+/// What the store tells its observer (server/time.rs counts cluster time from arrivals).
+#[derive(Default)]
+struct Told(std::sync::Mutex<Vec<String>>);
+
+impl LogObserver for Told {
+    fn on_appended(&self, last_index: u64) {
+        lock(&self.0).push(format!("appended {last_index}"));
+    }
+    fn on_truncated(&self, after: Option<u64>) {
+        lock(&self.0).push(format!("truncated {after:?}"));
+    }
+}
+
+#[tokio::test]
+async fn the_observer_is_told_each_batch_as_it_arrives_and_each_truncation() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let told = Arc::new(Told::default());
+    let mut store = LogStore::new(RaftDb::open(dir.path())?).observed_by(told.clone());
+    append(&mut store, creates(1, 1..=3)).await?;
+    append(&mut store, creates(1, 4..=7)).await?;
+    store.truncate_after(Some(log_id(1, 5))).await?;
+    append(&mut store, creates(2, 6..=6)).await?;
+    append(&mut store, Vec::new()).await?;
+    assert_eq!(
+        *lock(&told.0),
+        ["appended 3", "appended 7", "truncated Some(5)", "appended 6"]
+    );
+    Ok(())
+}

@@ -1,9 +1,9 @@
 //! A model of the whole time path (README "Time", promises 1 and 3), checked on arbitrary
 //! leader changes and clock readings: three nodes, each with its own `ClusterClock` on a
 //! hand-moved clock (monotonic clocks at the speed of real time from different origins, wall
-//! clocks stepped anywhere), one log applied by the real core apply, followers that apply late
-//! (the way a node's count loses time), elections of caught-up nodes only (as Raft's vote
-//! rule), every proposal stamped by the real `leader_now`, and proposals that a leader stamped
+//! clocks stepped anywhere), one log applied by the real core apply, followers that receive
+//! entries (the log store tells the clock when) and apply them late (the way a node's count
+//! loses time), elections of caught-up nodes only (as Raft's vote rule), every proposal stamped by the real `leader_now`, and proposals that a leader stamped
 //! and only appended after it was elected again (the one way a stamp of another term reaches
 //! the log).
 //!
@@ -40,8 +40,11 @@ enum Step {
     Advance(u64),
     /// A node's wall clock steps (ms, negative: back).
     WallJump(usize, i64),
-    /// A node applies everything committed so far, now.
+    /// A node receives everything appended so far, now, and applies it.
     Replicate(usize),
+    /// A node receives everything appended so far, now, and applies none of it yet (a
+    /// follower that has not learnt of the commit).
+    Receive(usize),
     /// A node wins the next term (it catches up first, as only an up-to-date node can).
     Elect(usize),
     /// The holder acquires (or refreshes) through the leader.
@@ -59,6 +62,7 @@ fn step() -> impl Strategy<Value = Step> {
         4 => (1u64..4_000).prop_map(Step::Advance),
         1 => (0usize..3, -3_600_000i64..3_600_000).prop_map(|(n, d)| Step::WallJump(n, d)),
         2 => (0usize..3).prop_map(Step::Replicate),
+        2 => (0usize..3).prop_map(Step::Receive),
         2 => (0usize..3).prop_map(Step::Elect),
         4 => (500u64..5_000).prop_map(Step::Refresh),
         3 => Just(Step::Sweep),
@@ -72,6 +76,8 @@ struct NodeSim {
     clock: ClusterClock,
     /// Entries of `Sim::times` this node has applied.
     applied: usize,
+    /// Entries of `Sim::times` in this node's log.
+    received: usize,
 }
 
 struct Sim {
@@ -100,11 +106,12 @@ impl Sim {
                 hand.wall.store(wall, std::sync::atomic::Ordering::SeqCst);
                 let clock = ClusterClock::new(hand.clone());
                 // As a node starts (server/mod.rs): the time of the state it opened.
-                clock.applied(0);
+                clock.applied(0, None);
                 NodeSim {
                     clock,
                     hand,
                     applied: 0,
+                    received: 0,
                 }
             })
             .collect();
@@ -120,14 +127,25 @@ impl Sim {
         }
     }
 
-    /// Node `n` applies what it has not, as one batch.
-    fn replicate(&mut self, n: usize) {
+    /// Node `n` receives what it has not, now, as one batch.
+    fn receive(&mut self, n: usize) {
         let node = &mut self.nodes[n];
-        let batch = &self.times[node.applied..];
-        if batch.iter().any(|(_, proposal)| *proposal) {
-            node.clock.applied(self.state.time_ms());
+        if node.received < self.times.len() {
+            node.received = self.times.len();
+            node.clock.appended(node.received as u64);
         }
-        node.applied = self.times.len();
+    }
+
+    /// Node `n` receives what it has not, and applies it all as one batch.
+    fn replicate(&mut self, n: usize) {
+        self.receive(n);
+        let node = &mut self.nodes[n];
+        let batch = &self.times[node.applied..node.received];
+        if batch.iter().any(|(_, proposal)| *proposal) {
+            let (time_ms, _) = self.times[node.received - 1];
+            node.clock.applied(time_ms, Some(node.received as u64));
+        }
+        node.applied = node.received;
     }
 
     /// Appends an entry of the current term, applied at once by the leader.
@@ -190,6 +208,7 @@ impl Sim {
             }
             Step::WallJump(n, delta) => self.nodes[n].hand.step(delta),
             Step::Replicate(n) => self.replicate(n),
+            Step::Receive(n) => self.receive(n),
             Step::Elect(n) => {
                 self.replicate(n);
                 self.term += 1;
