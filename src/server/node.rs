@@ -71,6 +71,9 @@ pub struct Node {
     pub compaction: tokio::sync::Mutex<()>,
     /// The space check's last reading of the disk, served by status answers.
     pub usage: crate::server::space::UsageCache,
+    /// The last term whose clock started while this node led it (its first stamped entry was
+    /// applied): the leader loops sweep at once when it changes, not up to an interval later.
+    term_clock: tokio::sync::watch::Sender<u64>,
 }
 
 impl Node {
@@ -108,6 +111,37 @@ impl Node {
             db,
             compaction: tokio::sync::Mutex::new(()),
             usage: Default::default(),
+            term_clock: tokio::sync::watch::Sender::new(0),
+        }
+    }
+
+    /// This node leads a term whose clock has started (`State::term_started_ms`): wakes the
+    /// leader loops the first time it is told of that term.
+    pub fn term_clock_started(&self) {
+        if let Some((_, term)) = self.leader_now() {
+            self.term_clock
+                .send_if_modified(|t| std::mem::replace(t, term) != term);
+        }
+    }
+
+    /// What a leader loop waits on besides its interval (`next_round`).
+    pub fn term_clock(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.term_clock.subscribe()
+    }
+
+    /// Waits for a leader loop's next round: `interval`, or less when this node's term clock
+    /// starts (`started`, from `term_clock`): a new leader ends what is overdue at once, not up
+    /// to an interval after taking over (README "Time", bound 2). False once `stop` is set.
+    pub async fn next_round(
+        &self,
+        interval: Duration,
+        stop: &mut tokio::sync::watch::Receiver<bool>,
+        started: &mut tokio::sync::watch::Receiver<u64>,
+    ) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => true,
+            Ok(()) = started.changed() => true,
+            _ = stop.wait_for(|s| *s) => false,
         }
     }
 

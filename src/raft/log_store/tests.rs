@@ -413,7 +413,12 @@ async fn the_observer_is_told_each_batch_as_it_arrives_and_each_truncation() -> 
     append(&mut store, Vec::new()).await?;
     assert_eq!(
         *lock(&told.0),
-        ["appended 3", "appended 7", "truncated Some(5)", "appended 6"]
+        [
+            "appended 3",
+            "appended 7",
+            "truncated Some(5)",
+            "appended 6"
+        ]
     );
     Ok(())
 }

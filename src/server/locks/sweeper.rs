@@ -45,6 +45,9 @@ pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver
         // snapshot) counts behind, by how late, until the next stamped entry; were it to lead
         // before one came, every end would be that much late. So the leader checkpoints while
         // anything is timed and the log was quiet (README "Time", bound 2).
+        if started {
+            node.term_clock_started();
+        }
         let checkpoint = timed && node.time.quiet_ms().is_some_and(|q| q >= checkpoint_ms);
         if names.is_empty() && started && !checkpoint {
             continue;

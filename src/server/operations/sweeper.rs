@@ -18,11 +18,8 @@ pub async fn run_op_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Recei
     let interval = Duration::from_millis(config.sweep_interval_ms);
     let grace_ms = crate::server::node::TERM_GRACE_MS;
     let limits = op_limits(config);
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
+    let mut started = node.term_clock();
+    while node.next_round(interval, &mut stop, &mut started).await {
         decommission_round(&node, config)
             .instrument(tracing::debug_span!("decommission", node = node.id))
             .await;

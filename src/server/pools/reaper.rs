@@ -18,11 +18,8 @@ pub async fn run_reaper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<
     let interval = Duration::from_millis(node.config.pools.reap_interval_ms);
     let grace_ms = crate::server::node::TERM_GRACE_MS;
     let dest = node.config.pools.reset_state.clone();
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
+    let mut started = node.term_clock();
+    while node.next_round(interval, &mut stop, &mut started).await {
         if let Some(claims) = node.sweep_due(0, State::pool_claims_expired) {
             if !claims.is_empty() {
                 let command = PoolCommand {
