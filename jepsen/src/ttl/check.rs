@@ -27,14 +27,13 @@
 //!
 //! **Late release**: a silent hold whose lower bound, counted from the *completion* of its last
 //! acknowledged refresh (the leader stamped it somewhere between sending and completion), is
-//! more than one election timeout (max) + the kind's sweep interval + `Bounds::slack_ms`. Judged
-//! only for holds whose silence (last acknowledged refresh to gone) overlaps no fault other than
-//! `clock`, nor the `settle_ms` after its heal: across a change of leader a release is also late
-//! by how late the new leader applied the old one's last proposal (README "Time"), which a
-//! partition or a pause stretches. Those windows are measured (`lateness`) but not judged
-//! (`lateness_judged` is what is).
-//! Clock faults are never excused: cluster time ignores wall clocks, so a clock fault must not
-//! make anything late.
+//! more than one election (`Bounds::election_ms`) + the kind's sweep interval +
+//! `Bounds::slack_ms`. Judged for every hold whose silence (last acknowledged refresh to gone)
+//! overlaps no fault but those of `JUDGED_FAULTS`, nor the `settle_ms` after such a fault's heal:
+//! a kill or pause of the leader costs one election, and clock faults must cost nothing (cluster
+//! time ignores wall clocks). Partitions, lost messages and membership changes can keep a new
+//! leader from counting on from recent entries for longer (README "Time"); those windows are
+//! measured (`lateness`) but not judged (`lateness_judged` is what is).
 //!
 //! The report's types and how they read: `report.rs`.
 
@@ -56,8 +55,8 @@ const SHOWN: usize = 30;
 /// The cluster's timing, as the harness starts the nodes: what promise 2 allows.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Bounds {
-    /// `raft.election_timeout_ms_max`: the election after a leader change, and the grace a new
-    /// leader waits before expiring anything.
+    /// `raft.election_timeout_ms_max`: an election after a leader change takes two at most
+    /// (`election_ms`).
     pub election_timeout_max_ms: u64,
     /// `locks.sweep_interval_ms`, `pools.reap_interval_ms`, `operations.sweep_interval_ms`.
     pub lock_sweep_ms: u64,
@@ -95,20 +94,34 @@ impl Bounds {
         }
     }
 
+    /// One election, at most: after the leader's last heartbeat, openraft's followers refuse
+    /// to vote for a leader lease (`election_timeout_ms_max`), then wait a randomized election
+    /// timeout (up to `election_timeout_ms_max`) before they campaign; etcd's followers wait
+    /// one to two election timeouts the same way.
+    pub fn election_ms(&self) -> u64 {
+        2 * self.election_timeout_max_ms
+    }
+
     /// Promise 2's allowance past the TTL for `kind`, slack included, in ms.
     pub fn late_ms(&self, kind: Kind) -> u64 {
-        self.election_timeout_max_ms + self.sweep_ms(kind) + self.slack_ms
+        self.election_ms() + self.sweep_ms(kind) + self.slack_ms
     }
 }
 
-/// The windows (ns) in which promise 2 is excused: each fault other than `clock` that took
-/// effect, from its start to its heal + `settle_ms` (to the end of time if never healed).
+/// Faults under which promise 2 is judged all the same: wall clocks decide nothing, and a kill
+/// or a pause of one node (the leader included) leaves a quorum up, whose new leader is
+/// elected within one election.
+pub const JUDGED_FAULTS: [&str; 3] = ["clock", "kill", "pause"];
+
+/// The windows (ns) in which promise 2 is excused: each fault not in `JUDGED_FAULTS` that took
+/// effect (a partition, lost messages, a change of membership), from its start to its heal +
+/// `settle_ms` (to the end of time if never healed).
 pub fn excused_windows(timeline: &[TimelineEntry], settle_ms: u64) -> Vec<(u64, u64)> {
     let mut out = vec![];
     let mut open: Option<u64> = None;
     for e in timeline {
         match (e.kind == "fault", e.nemesis.as_deref()) {
-            (true, Some(kind)) if kind != "clock" => {
+            (true, Some(kind)) if !JUDGED_FAULTS.contains(&kind) => {
                 open.get_or_insert(e.at_ns);
             }
             (true, _) => {}

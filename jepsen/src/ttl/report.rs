@@ -166,7 +166,7 @@ impl TtlReport {
              refresh's answer + TTL), all:\n",
         );
         s.push_str(&lateness_table(&self.lateness));
-        s.push_str("\nthe same, judged windows only (no fault but clock during the silence):\n");
+        s.push_str("\nthe same, judged windows only (no fault but clock, kill or pause during the silence):\n");
         s.push_str(&lateness_table(&self.lateness_judged));
         s.push('\n');
         s.push_str(&serde_json::to_string_pretty(self)?);

@@ -320,12 +320,12 @@ fn a_lock_or_lease_given_to_another_while_held_is_an_early_loss() {
 
 #[test]
 fn a_silent_hold_released_past_the_bound_outside_faults_is_late() {
-    // Lock: bound 1000 + 100 + 500 ms past the last refresh's completion + TTL (4230).
+    // Lock: bound 2 x 1000 + 100 + 500 ms past the last refresh's completion + TTL (4330).
     let late = refreshed(
         Kind::Lock,
         "a",
         "l0",
-        vec![read(6_000, 6_010, None), read(6_100, 6_110, Some(true))],
+        vec![read(7_000, 7_010, None), read(7_100, 7_110, Some(true))],
         End::Silent,
     );
     let report = checked(std::slice::from_ref(&late));
@@ -333,8 +333,8 @@ fn a_silent_hold_released_past_the_bound_outside_faults_is_late() {
         (report.late_count, report.early_count, report.judged),
         (1, 0, 1)
     );
-    assert_eq!(report.late[0].late_ms_at_least, 1_770.0);
-    assert_eq!(report.late[0].bound_ms, 1_600);
+    assert_eq!(report.late[0].late_ms_at_least, 2_770.0);
+    assert_eq!(report.late[0].bound_ms, 2_600);
     assert!(report
         .summary()
         .contains("1 late releases of 1 judged): INVALID"));
@@ -342,10 +342,10 @@ fn a_silent_hold_released_past_the_bound_outside_faults_is_late() {
         .text()
         .expect("text")
         .starts_with("late release: lock l0 of a: "));
-    // Within the bound: valid (there at 5800 is 1570 ms past 4230).
+    // Within the bound: valid (there at 6800 is 2470 ms past 4330).
     let mut in_time = late.clone();
-    in_time.steps[4] = read(5_800, 5_810, None);
-    in_time.steps[5] = read(5_900, 5_910, Some(true));
+    in_time.steps[4] = read(6_800, 6_810, None);
+    in_time.steps[5] = read(6_900, 6_910, Some(true));
     assert!(checked(&[in_time]).valid());
     // A fault (other than clock) during the silence excuses it.
     let report = check(
@@ -368,7 +368,7 @@ fn a_silent_hold_released_past_the_bound_outside_faults_is_late() {
 }
 
 #[test]
-fn only_faults_other_than_clock_excuse_lateness_until_they_settle() {
+fn only_faults_other_than_clock_kill_and_pause_excuse_lateness_until_they_settle() {
     let entry = |at_ms: u64, kind: TimelineKind, nemesis: Option<&str>| TimelineEntry {
         at_ns: at_ms * MS,
         what: String::new(),
@@ -378,7 +378,11 @@ fn only_faults_other_than_clock_excuse_lateness_until_they_settle() {
     let timeline = vec![
         entry(1_000, TimelineKind::Fault, Some("clock")),
         entry(3_000, TimelineKind::Heal, None),
-        entry(6_000, TimelineKind::Fault, Some("kill")),
+        entry(4_000, TimelineKind::Fault, Some("kill")),
+        entry(5_000, TimelineKind::Heal, None),
+        entry(5_500, TimelineKind::Fault, Some("pause")),
+        entry(5_800, TimelineKind::Heal, None),
+        entry(6_000, TimelineKind::Fault, Some("membership")),
         entry(8_000, TimelineKind::Heal, None),
         // A fault that found nothing to do excuses nothing.
         entry(12_000, TimelineKind::Fault, None),

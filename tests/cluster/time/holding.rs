@@ -296,7 +296,9 @@ async fn keep(
 /// Polls every holding (no more refreshes) until it ends, and checks each end against the
 /// bound: no sooner than its deadline, no later than its last acknowledged refresh's send +
 /// TTL + `raft.election_timeout_ms_max` + `sweeps` of its sweep interval (+ `SLACK`). Prints
-/// each window; Err lists the ends out of bound.
+/// each window; Err lists the ends out of bound. One election timeout, not the two an election
+/// after a leader's death may take (README "Time", bound 2): the tests end in leaderships moved
+/// by transfer, which skips the leader lease and the timeout.
 ///
 /// A linearizable read takes effect between its send and its reply, so the end lies between
 /// the send of the last probe that saw it held and the reply of the first that saw it ended.
