@@ -40,11 +40,12 @@ pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver
         // be due before proposing it would add a second sweep to every end after an election;
         // an empty sweep starts it at takeover (README "Time", bound 2).
         //
-        // Every node counts cluster time from the last stamped entry it applied, at the moment
-        // it applied it. One that applied it late (it restarted, was paused, or installed a
-        // snapshot) counts behind, by how late, until the next stamped entry; were it to lead
-        // before one came, every end would be that much late. So the leader checkpoints while
-        // anything is timed and the log was quiet (README "Time", bound 2).
+        // Every node counts cluster time from the last stamped entry it applied, from when that
+        // entry reached its log, or, when that is not known (a restart replays its log, a
+        // snapshot is installed), from when it applied it. One that applied it late counts
+        // behind, by how late, until the next stamped entry; were it to lead before one came,
+        // every end would be that much late. So the leader checkpoints while anything is timed
+        // and the log was quiet (README "Time", bound 2).
         if started {
             node.term_clock_started();
         }
