@@ -13,7 +13,7 @@ mod quiet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use steward::client::Client;
+use steward::client::{Client, LockMode};
 use steward::proto::v1::ClusterStatusRequest;
 
 use crate::harness::{skip_or_fail, wait_for, TestCluster};
@@ -154,14 +154,24 @@ async fn a_lock_a_pool_lease_and_a_worker_outlive_a_one_hour_step_of_the_leaders
     let client = client(&cluster);
     let mut held = take_all(&client, LOCK_TTL).await;
 
-    let clock = step_wall_clock(&cluster, leader).await;
-
-    // Refreshing on time, the holders lose nothing. Each first refresh comes a full period
-    // after the step, so a sweep by a leader that believed its wall clock would have had its
-    // chance first.
-    let hold = tokio::time::sleep(HOLD_FOR);
-    if let Err(lost) = keep_all(&mut held, &client, REFRESH_EVERY, hold).await {
-        panic!("lost after the step:\n{lost}\n(cluster time: {clock:?})");
+    // Another holder waits for the lock from before the step: its wait is a TTL too (a
+    // waiter's deadline), set before the step like the holders'.
+    let stepped = async {
+        tokio::time::sleep(WAITER_QUEUED).await;
+        let clock = step_wall_clock(&cluster, leader).await;
+        // Refreshing on time, the holders lose nothing. Each first refresh comes a full period
+        // after the step, so a sweep by a leader that believed its wall clock would have had
+        // its chance first.
+        let hold = tokio::time::sleep(HOLD_FOR);
+        let kept = keep_all(&mut held, &client, REFRESH_EVERY, hold).await;
+        (clock, kept)
+    };
+    let (waited, (clock, kept)) = tokio::join!(wait_for_the_held_lock(&client), stepped);
+    match (kept, waited) {
+        (Ok(()), Ok(())) => {}
+        (kept, waited) => panic!(
+            "after the step:\nholders: {kept:?}\nwaiter: {waited:?}\n(cluster time: {clock:?})"
+        ),
     }
     clock.unwrap_or_else(|e| panic!("{e}"));
 
@@ -174,6 +184,30 @@ async fn a_lock_a_pool_lease_and_a_worker_outlive_a_one_hour_step_of_the_leaders
     );
     if let Err(out) = ends {
         panic!("ended out of bound:\n{out}");
+    }
+}
+
+/// How long after the waiter is sent the leader's wall clock steps: it is queued by then.
+const WAITER_QUEUED: Duration = Duration::from_millis(500);
+
+/// A second holder asks for the lock the first keeps, waiting `WAIT`: the wait is a TTL too
+/// (a waiter's deadline, swept by the leader), so it must end no sooner than `WAIT` after it was
+/// sent, refused, however the leader's wall clock stepped meanwhile.
+async fn wait_for_the_held_lock(client: &Client) -> Result<(), String> {
+    const WAIT: Duration = Duration::from_secs(8);
+    let sent = Instant::now();
+    let asked = client
+        .lock_acquire("t", LockMode::Write, "waiter", Some(TTL), None, Some(WAIT))
+        .await;
+    let waited = sent.elapsed();
+    match asked {
+        Ok(grant) => Err(format!(
+            "the waiter was granted the held lock after {waited:?}: {grant:?}"
+        )),
+        Err(status) if waited < WAIT => Err(format!(
+            "the wait ended {waited:?} after it was sent, before its {WAIT:?}: {status:?}"
+        )),
+        Err(_) => Ok(()),
     }
 }
 
