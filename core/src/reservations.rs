@@ -128,7 +128,8 @@ impl Reservation {
 
 /// Checks a client's reservation and gives the one to store: server-set fields from `current`
 /// (the stored reservation, on an update) and the end computed from `created_ms` (the resource's
-/// creation time, whole seconds as its `creationTimestamp` shows it).
+/// creation, in cluster time), rounded up to the next whole second so `expiresAt` shows
+/// exactly: never before `durationSeconds` after the create (README "Time", promise 1).
 pub fn settle(
     given: &Reservation,
     current: Option<&Reservation>,
@@ -167,7 +168,8 @@ pub fn settle(
                 format!("must be 1..={RESERVATION_DURATION_SECONDS_MAX} (got {seconds})"),
             ));
         }
-        next.expires_at = Some((created_ms / 1000 * 1000).saturating_add(seconds * 1000));
+        let base = created_ms.div_ceil(1000).saturating_mul(1000);
+        next.expires_at = Some(base.saturating_add(seconds * 1000));
     }
     let Some(current) = current else {
         return Ok(next);

@@ -13,7 +13,7 @@ mod quiet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use steward::client::{Client, LockMode};
+use steward::client::{Client, Consistency, LockMode, OpListOptions};
 use steward::proto::v1::ClusterStatusRequest;
 
 use crate::harness::{skip_or_fail, wait_for, TestCluster};
@@ -166,11 +166,16 @@ async fn a_lock_a_pool_lease_and_a_worker_outlive_a_one_hour_step_of_the_leaders
         let kept = keep_all(&mut held, &client, REFRESH_EVERY, hold).await;
         (clock, kept)
     };
-    let (waited, (clock, kept)) = tokio::join!(wait_for_the_held_lock(&client), stepped);
-    match (kept, waited) {
-        (Ok(()), Ok(())) => {}
-        (kept, waited) => panic!(
-            "after the step:\nholders: {kept:?}\nwaiter: {waited:?}\n(cluster time: {clock:?})"
+    let (waited, reserved, (clock, kept)) = tokio::join!(
+        wait_for_the_held_lock(&client),
+        a_reservation_ends_on_time(&client),
+        stepped
+    );
+    match (kept, waited, reserved) {
+        (Ok(()), Ok(()), Ok(())) => {}
+        (kept, waited, reserved) => panic!(
+            "after the step:\nholders: {kept:?}\nwaiter: {waited:?}\nreservation: \
+             {reserved:?}\n(cluster time: {clock:?})"
         ),
     }
     clock.unwrap_or_else(|e| panic!("{e}"));
@@ -208,6 +213,48 @@ async fn wait_for_the_held_lock(client: &Client) -> Result<(), String> {
             "the wait ended {waited:?} after it was sent, before its {WAIT:?}: {status:?}"
         )),
         Err(_) => Ok(()),
+    }
+}
+
+/// A resource reserved for `DURATION` just before the step: its end is a deadline too (the
+/// leader submits its decommission once it is due), so no decommission may show before
+/// `DURATION` after the create was sent; and one shows within the bound's reach after it.
+async fn a_reservation_ends_on_time(client: &Client) -> Result<(), String> {
+    const DURATION: Duration = Duration::from_secs(8);
+    let object = serde_json::json!({
+        "kind": "Container",
+        "apiVersion": "provision.threefold.io/v1",
+        "metadata": { "name": "reserved" },
+        "spec": { "flist": "https://hub.grid.tf/ubuntu.flist" },
+        "reservation": { "nodeId": "node-a", "durationSeconds": DURATION.as_secs() },
+    });
+    let sent = Instant::now();
+    client
+        .create(&object)
+        .await
+        .map_err(|e| format!("create: {e:?}"))?;
+    let opts = OpListOptions {
+        target: Some(("Container".into(), String::new(), "reserved".into())),
+        consistency: Consistency::Linearizable,
+        ..OpListOptions::default()
+    };
+    loop {
+        let listed = client.op_list(&opts).await;
+        let answered = sent.elapsed();
+        match listed {
+            Ok(reply) if !reply.operations.is_empty() && answered < DURATION => {
+                return Err(format!(
+                    "decommissioned within {answered:?} of its create, before its {DURATION:?}: \
+                     {:?}",
+                    reply.operations
+                ))
+            }
+            Ok(reply) if !reply.operations.is_empty() => return Ok(()),
+            _ if answered > DURATION * 3 => {
+                return Err(format!("not decommissioned {answered:?} after its create"))
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
     }
 }
 

@@ -212,7 +212,8 @@ fn next_reservation(
     Ok(Some(Box::new(settled)))
 }
 
-/// The object's creation time as its `creationTimestamp` shows it (whole seconds).
+/// The latest time the object's `creationTimestamp` (whole seconds) may stand for: an end
+/// counted from it is never early.
 fn created_ms(object: &Resource) -> Result<u64, Rejection> {
     let text = &object.metadata.creation_timestamp;
     let time = humantime::parse_rfc3339(text).map_err(|e| Rejection::Invalid {
@@ -220,7 +221,8 @@ fn created_ms(object: &Resource) -> Result<u64, Rejection> {
         rule: format!("stored value {text:?} is not an RFC 3339 time: {e}"),
     })?;
     let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
-    Ok(u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+    let ms = u64::try_from(since.as_millis()).unwrap_or(u64::MAX);
+    Ok(ms.saturating_add(999))
 }
 
 /// The stored object, if it exists and (when `expected` is given) has that resourceVersion.

@@ -63,13 +63,9 @@ fn not_due(log: &mut Log, time_ms: u64, name: &str) -> String {
 fn an_ended_reservation_is_decommissioned_once_and_its_delete_removes_it() {
     let mut log = Log::new();
     let res = json!({ "nodeId": "node-7", "durationSeconds": 60, "units": { "cru": 2, "mru": 4 } });
-    log.run(T0 + 500, create(reserved("d1", res)));
+    log.run(T0, create(reserved("d1", res)));
     let stored = reservation_of(&log, "d1");
-    assert_eq!(
-        stored.expires_at,
-        Some(T0 + 60_000),
-        "from the creation second"
-    );
+    assert_eq!(stored.expires_at, Some(T0 + 60_000), "from the creation");
     let node = log.state.reservations().node("node-7").cloned().unwrap();
     assert_eq!((node.workloads, node.units.cru, node.units.mru), (1, 2, 4));
 
@@ -253,7 +249,9 @@ fn counters_follow_rolled_back_txns_and_survive_a_snapshot() {
     );
     let restored = State::from_snapshot_bytes(&log.state.to_snapshot_bytes()).unwrap();
     assert_eq!(restored, log.state, "the index is rebuilt from the objects");
-    assert_eq!(restored.reservations_due(T0 + 5_000), vec![key("c")]);
+    // Created 2 ms into a second: its end is rounded up to the next whole one.
+    assert!(restored.reservations_due(T0 + 5_999).is_empty());
+    assert_eq!(restored.reservations_due(T0 + 6_000), vec![key("c")]);
 }
 
 /// Random creates, updates, deletes, failed txns, clock steps, decommission proposals (due or

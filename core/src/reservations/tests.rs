@@ -69,9 +69,13 @@ fn json_form_refuses_unknown_fields_and_bad_times() {
 fn settle_computes_the_end_from_the_creation_second() {
     let r =
         given(json!({ "nodeId": "n", "durationSeconds": 60, "expiresAt": "2030-01-01T00:00:00Z" }));
-    // The duration wins over a given end; it counts from the whole second of creation.
-    let settled = settle(&r, None, CREATED + 999).unwrap();
-    assert_eq!(settled.expires_at, Some(CREATED + 60_000));
+    // The duration wins over a given end; it counts from the creation, rounded up to a whole
+    // second, so the end is never early (a create 1 ms into a second ends 59.999 s later, not
+    // 59.001 s).
+    let settled = settle(&r, None, CREATED + 1).unwrap();
+    assert_eq!(settled.expires_at, Some(CREATED + 1_000 + 60_000));
+    let on_the_second = settle(&r, None, CREATED).unwrap();
+    assert_eq!(on_the_second.expires_at, Some(CREATED + 60_000));
     // The client's decommission mark is ignored.
     let forged = Reservation {
         decommission: Some(OperationId(3)),
