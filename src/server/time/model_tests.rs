@@ -323,3 +323,29 @@ fn a_count_from_an_older_anchor_does_not_expire_a_slower_leaders_refresh_early()
         sim.run(step).unwrap_or_else(|e| panic!("{e}"));
     }
 }
+
+/// The run that found the need for a stamp's term: node 2 stamped a sweep while it led, was
+/// held up until it led again, and then appended it. Its count in the earlier term did not
+/// lose what its count in the later one did, so taking that stamp would end node 0's refresh
+/// early. Kept as a test of its own because the property's persisted seeds replay other steps
+/// whenever `Step` changes; CI runs it with `stale-term-time`, which must fail it.
+#[test]
+fn a_sweep_stamped_in_an_earlier_term_does_not_expire_a_later_refresh_early() {
+    crate::bugs::check_env().unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = Sim::new(
+        [0, 0, 0],
+        [1_700_000_000_000, 1_700_000_000_000, 1_700_000_004_882],
+    );
+    let steps = [
+        Step::Elect(2),
+        Step::Stall,
+        Step::Elect(0),
+        Step::Refresh(500),
+        Step::Elect(2),
+        Step::Refresh(500),
+        Step::Unstall,
+    ];
+    for step in &steps {
+        sim.run(step).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
