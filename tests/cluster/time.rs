@@ -157,7 +157,15 @@ async fn a_lock_a_pool_lease_and_a_worker_outlive_a_one_hour_step_of_the_leaders
     // Another holder waits for the lock from before the step: its wait is a TTL too (a
     // waiter's deadline), set before the step like the holders'.
     let stepped = async {
-        tokio::time::sleep(WAITER_QUEUED).await;
+        wait_for(
+            "the waiter to be queued",
+            Duration::from_secs(10),
+            || async {
+                let lock = client.lock_get("t", Consistency::Linearizable).await.ok()?;
+                (!lock.waiters.is_empty()).then_some(())
+            },
+        )
+        .await;
         let clock = step_wall_clock(&cluster, leader).await;
         // Refreshing on time, the holders lose nothing. Each first refresh comes a full period
         // after the step, so a sweep by a leader that believed its wall clock would have had
@@ -191,9 +199,6 @@ async fn a_lock_a_pool_lease_and_a_worker_outlive_a_one_hour_step_of_the_leaders
         panic!("ended out of bound:\n{out}");
     }
 }
-
-/// How long after the waiter is sent the leader's wall clock steps: it is queued by then.
-const WAITER_QUEUED: Duration = Duration::from_millis(500);
 
 /// A second holder asks for the lock the first keeps, waiting `WAIT`: the wait is a TTL too
 /// (a waiter's deadline, swept by the leader), so it must end no sooner than `WAIT` after it was
