@@ -362,6 +362,8 @@ impl Default for LocksConfig {
 pub struct RaftConfig {
     pub cluster_name: String,
     pub heartbeat_interval_ms: u64,
+    /// The whole time a follower hears no leader before it campaigns, lease included:
+    /// `raft::types::openraft_election_timeouts` splits it into openraft's two settings.
     pub election_timeout_ms_min: u64,
     pub election_timeout_ms_max: u64,
     /// Build a snapshot after this many log entries since the last one.
@@ -379,8 +381,8 @@ impl Default for RaftConfig {
         RaftConfig {
             cluster_name: "steward".to_string(),
             heartbeat_interval_ms: 100,
-            election_timeout_ms_min: 500,
-            election_timeout_ms_max: 1000,
+            election_timeout_ms_min: 1500,
+            election_timeout_ms_max: 2000,
             snapshot_logs_since_last: 100_000,
             log_behind_snapshot_max: 5_000,
             rpc_timeout_ms: 2_000,

@@ -100,8 +100,8 @@ impl Cluster {
             .collect();
         let raft = RaftConfig {
             heartbeat_interval_ms: 50,
-            election_timeout_ms_min: 300,
-            election_timeout_ms_max: 600,
+            election_timeout_ms_min: 900,
+            election_timeout_ms_max: 1200,
             ..RaftConfig::default()
         };
         let mut children = vec![];

@@ -21,8 +21,9 @@
 //! The checker (`check`) judges the history against the promises:
 //! 1. never early: a holder keeps what it holds until at least the sending of its last
 //!    acknowledged acquire or refresh + TTL, so nothing may show it lost before that;
-//! 2. late by a bound: a silent hold is gone within TTL + one election timeout (the grace every
-//!    new leader waits before expiring anything) + one sweep interval, while a quorum is up.
+//! 2. late by a bound: a silent hold is gone within TTL + one election timeout (the longest a
+//!    follower waits for a dead leader before it campaigns) + one sweep interval, while a quorum
+//!    is up.
 //!
 //! Here: the history's types, the pool and objects it needs (`init`), and the processes. Beside
 //! it: `calls.rs` (each kind's acquire, refresh, release and read), `check.rs` (the checker and

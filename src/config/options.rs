@@ -93,11 +93,11 @@ pub const OPTIONS: &[ConfigOption] = &[
     ),
     opt(
         "raft.election_timeout_ms_min",
-        "A follower that hears no leader for a random time in [min, max] ms starts an election (Pre-Vote is on); more than raft.heartbeat_interval_ms.",
+        "A follower that hears no leader for a random time in [min, max] ms starts an election (Pre-Vote is on). The first half of max is a leader lease in which followers refuse to vote, so min must be more than max / 2 + raft.heartbeat_interval_ms.",
     ),
     opt(
         "raft.election_timeout_ms_max",
-        "Upper end of that random election timeout, in ms; more than raft.election_timeout_ms_min.",
+        "Upper end of that random election timeout, in ms; more than raft.election_timeout_ms_min. After a leader dies, what falls due (a TTL) waits for the next leader: up to this much.",
     ),
     opt(
         "raft.snapshot_logs_since_last",

@@ -30,6 +30,66 @@ fn defaults_validate() {
     base().validate().expect("valid");
 }
 
+/// The election timeouts are the whole wait before a follower campaigns: openraft's lease (its
+/// `election_timeout_max`) plus its random timeout. Every valid steward setting gives openraft
+/// settings it accepts and whose wait spans `min..=max`; the least min is refused, one more
+/// is accepted.
+#[test]
+fn election_timeouts_are_the_whole_wait_and_openraft_accepts_every_valid_one() {
+    let mut valid = 0;
+    for heartbeat in [1, 50, 100, 333] {
+        for max in (2..=3001).step_by(37) {
+            for min in (1..max).step_by(13) {
+                let mut c = base();
+                c.raft.heartbeat_interval_ms = heartbeat;
+                c.raft.election_timeout_ms_min = min;
+                c.raft.election_timeout_ms_max = max;
+                let ours = c.validate();
+                let least_min = max / 2 + heartbeat + 1;
+                let top = 2 * (max / 2);
+                assert_eq!(
+                    ours.is_ok(),
+                    min >= least_min && min < top,
+                    "{heartbeat}/{min}/{max}"
+                );
+                if ours.is_err() {
+                    continue;
+                }
+                valid += 1;
+                let settings = crate::raft::types::raft_settings(&c.raft)
+                    .unwrap_or_else(|e| panic!("{heartbeat}/{min}/{max}: openraft refused: {e}"));
+                let lease = settings.election_timeout_max;
+                assert_eq!(lease + settings.election_timeout_min, min);
+                assert!(lease + settings.election_timeout_max <= max);
+                assert!(lease + settings.election_timeout_max + 1 >= max);
+            }
+        }
+    }
+    assert!(valid > 1000, "{valid} valid settings tried");
+
+    let mut c = base();
+    let r = &mut c.raft;
+    r.election_timeout_ms_min = r.election_timeout_ms_max / 2 + r.heartbeat_interval_ms;
+    let err = c.validate().expect_err("at the limit").to_string();
+    assert!(
+        err.contains("raft.election_timeout_ms_min") && err.contains("max / 2"),
+        "{err}"
+    );
+    c.raft.election_timeout_ms_min += 1;
+    c.validate().expect("one over the limit");
+
+    // An odd max tops out one below it (twice the lease, rounded down).
+    c.raft.election_timeout_ms_max = 2001;
+    c.raft.election_timeout_ms_min = 2000;
+    let err = c
+        .validate()
+        .expect_err("no room below twice the lease")
+        .to_string();
+    assert!(err.contains("raft.election_timeout_ms_max"), "{err}");
+    c.raft.election_timeout_ms_min = 1999;
+    c.validate().expect("room for one ms");
+}
+
 #[test]
 fn each_rule_names_its_field() {
     type Mutate = fn(&mut Config);
@@ -193,7 +253,7 @@ fn parse(text: &str) -> Result<(Config, Vec<renamed::OldName>), ConfigError> {
 #[test]
 fn old_names_are_read_as_the_new_ones() {
     let text = format!(
-        "{HEAD}[raft]\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 600\n\
+        "{HEAD}[raft]\nelection_timeout_min_ms = 900\nelection_timeout_max_ms = 1200\n\
          max_in_snapshot_log_to_keep = 7\nmax_payload_entries = 64\n\
          [limits]\nmax_object_bytes = 4096\nmax_request_bytes = 16384\nmax_list_page = 50\n\
          default_list_page = 10\nmax_txn_ops = 4\nmax_watchers = 9\nmax_pending_proposals = 11\n\
@@ -209,7 +269,7 @@ fn old_names_are_read_as_the_new_ones() {
             r.log_behind_snapshot_max,
             r.payload_entries_max
         ),
-        (300, 600, 7, 64)
+        (900, 1200, 7, 64)
     );
     let l = &config.limits;
     assert_eq!(

@@ -68,10 +68,24 @@ impl Config {
                 "must be greater than raft.heartbeat_interval_ms (> 0)",
             );
         }
-        if r.election_timeout_ms_max <= r.election_timeout_ms_min {
+        // Twice the lease (max / 2, rounded down) is the top of the wait.
+        if 2 * (r.election_timeout_ms_max / 2) <= r.election_timeout_ms_min {
             return invalid(
                 "raft.election_timeout_ms_max",
-                "must be greater than raft.election_timeout_ms_min",
+                "must be greater than raft.election_timeout_ms_min (by 2 if odd: half of max, \
+                 rounded down, is a leader lease, and the wait tops out at twice it)",
+            );
+        }
+        // Half of max is openraft's leader lease, and min less that half the bottom of its
+        // random timeout, which openraft wants above the heartbeat interval
+        // (`raft::types::openraft_election_timeouts`).
+        let lease = r.election_timeout_ms_max / 2;
+        if r.election_timeout_ms_min <= lease.saturating_add(r.heartbeat_interval_ms) {
+            return invalid(
+                "raft.election_timeout_ms_min",
+                "must be greater than raft.election_timeout_ms_max / 2 + raft.heartbeat_interval_ms \
+                 (the wait includes a leader lease of half the max; what is left must outlast a \
+                 heartbeat)",
             );
         }
         if r.snapshot_logs_since_last == 0 {

@@ -41,15 +41,31 @@ pub use openraft::{ReadPolicy, ServerState};
 pub type ChangeMembers = openraft::ChangeMembers<NodeId, NodeAddr>;
 pub type LinearizableReadError = openraft::errors::LinearizableReadError<TypeConfig>;
 
+/// openraft's `(election_timeout_min, election_timeout_max)` for steward's election timeouts.
+///
+/// steward's `raft.election_timeout_ms_min..max` is the whole time a follower hears no leader
+/// before it campaigns. openraft's follower waits two things in a row: a leader lease of its
+/// `election_timeout_max` after the last message of a leader (it refuses to vote meanwhile),
+/// then a random timeout in `election_timeout_min..election_timeout_max`. So openraft gets half
+/// of steward's max for both the lease and the top of its random timeout, and steward's min less
+/// that half for the bottom: a follower campaigns `min` to `2 * (max / 2)` (at most `max`) after
+/// the last heartbeat it heard. Validation (`Config::validate`) keeps openraft's min above the
+/// heartbeat interval and below its max.
+pub fn openraft_election_timeouts(r: &crate::config::RaftConfig) -> (u64, u64) {
+    let lease = r.election_timeout_ms_max / 2;
+    (r.election_timeout_ms_min.saturating_sub(lease), lease)
+}
+
 /// openraft's settings from steward's raft config section.
 pub fn raft_settings(
     r: &crate::config::RaftConfig,
 ) -> Result<openraft::Config, openraft::ConfigError> {
+    let (election_timeout_min, election_timeout_max) = openraft_election_timeouts(r);
     openraft::Config {
         cluster_name: r.cluster_name.clone(),
         heartbeat_interval: r.heartbeat_interval_ms,
-        election_timeout_min: r.election_timeout_ms_min,
-        election_timeout_max: r.election_timeout_ms_max,
+        election_timeout_min,
+        election_timeout_max,
         install_snapshot_timeout: r.rpc_timeout_ms * 10,
         max_payload_entries: r.payload_entries_max,
         snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(r.snapshot_logs_since_last),

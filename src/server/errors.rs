@@ -49,7 +49,7 @@ pub const CHANGE_IN_PROGRESS_RETRY_DELAY: Duration = Duration::from_secs(1);
 /// RetryInfo of NOT_APPLIED, in ms: about one election timeout, the time a new leader takes to
 /// appear. `set_election_timeout` sets it from the node's config at start-up; this default is
 /// the config's default `raft.election_timeout_ms_min`.
-static NOT_APPLIED_RETRY_MS: AtomicU64 = AtomicU64::new(500);
+static NOT_APPLIED_RETRY_MS: AtomicU64 = AtomicU64::new(1500);
 
 /// Sets NOT_APPLIED's RetryInfo to this node's election timeout (called once at start-up).
 pub fn set_election_timeout(timeout: Duration) {

@@ -162,7 +162,7 @@ impl Node {
 
     /// How long to wait for a leader to appear before answering Unavailable.
     fn leader_wait(&self) -> Duration {
-        Duration::from_millis((self.config.raft.election_timeout_ms_max * 5).max(5_000))
+        Duration::from_millis((self.config.raft.election_timeout_ms_max * 5 / 2).max(5_000))
     }
 
     /// The current leader and its addresses, waiting for one up to a few election timeouts or

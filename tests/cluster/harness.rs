@@ -127,8 +127,8 @@ pub const TLS_OUTSIDER: u64 = 99;
 pub fn test_raft(snapshot_every: u64, keep: u64) -> RaftConfig {
     RaftConfig {
         heartbeat_interval_ms: 100,
-        election_timeout_ms_min: 300,
-        election_timeout_ms_max: 600,
+        election_timeout_ms_min: 900,
+        election_timeout_ms_max: 1200,
         snapshot_logs_since_last: snapshot_every,
         log_behind_snapshot_max: keep,
         rpc_timeout_ms: 1000,

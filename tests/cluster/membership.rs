@@ -183,7 +183,7 @@ async fn concurrent_membership_changes_are_refused_and_a_dead_learner_times_out(
             .contains("membership change is in progress"),
         "{refused:?}"
     );
-    // The dead learner's add ends with DeadlineExceeded (election_timeout_max * 20 = 12 s here).
+    // The dead learner's add ends with DeadlineExceeded (election_timeout_ms_max * 10 = 12 s here).
     let err = slow
         .await
         .expect("task")

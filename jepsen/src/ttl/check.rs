@@ -55,8 +55,8 @@ const SHOWN: usize = 30;
 /// The cluster's timing, as the harness starts the nodes: what promise 2 allows.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Bounds {
-    /// `raft.election_timeout_ms_max`: an election after a leader change takes two at most
-    /// (`election_ms`).
+    /// `raft.election_timeout_ms_max`: the longest a follower hears no leader before it
+    /// campaigns (`election_ms`).
     pub election_timeout_max_ms: u64,
     /// `locks.sweep_interval_ms`, `pools.reap_interval_ms`, `operations.sweep_interval_ms`.
     pub lock_sweep_ms: u64,
@@ -82,7 +82,7 @@ impl Bounds {
             pool_reap_ms: pools.reap_interval_ms,
             worker_sweep_ms: operations.sweep_interval_ms,
             slack_ms: 500,
-            settle_ms: 2 * raft.election_timeout_ms_max,
+            settle_ms: raft.election_timeout_ms_max,
         }
     }
 
@@ -94,12 +94,11 @@ impl Bounds {
         }
     }
 
-    /// One election, at most: after the leader's last heartbeat, openraft's followers refuse
-    /// to vote for a leader lease (`election_timeout_ms_max`), then wait a randomized election
-    /// timeout (up to `election_timeout_ms_max`) before they campaign; etcd's followers wait
-    /// one to two election timeouts the same way.
+    /// One election timeout: a follower campaigns at most `raft.election_timeout_ms_max` after
+    /// the dead leader's last heartbeat (steward gives openraft half of it as the leader lease in
+    /// which followers refuse to vote, and half as the top of its random timeout).
     pub fn election_ms(&self) -> u64 {
-        2 * self.election_timeout_max_ms
+        self.election_timeout_max_ms
     }
 
     /// Promise 2's allowance past the TTL for `kind`, slack included, in ms.

@@ -79,7 +79,7 @@ impl ClusterService {
 
     /// How long AddLearner waits for the new learner to catch up.
     pub(super) fn catch_up_timeout(&self) -> Duration {
-        Duration::from_millis(self.node.config.raft.election_timeout_ms_max * 20)
+        Duration::from_millis(self.node.config.raft.election_timeout_ms_max * 10)
     }
 
     pub(super) fn busy() -> Status {
@@ -294,7 +294,7 @@ impl ClusterService {
             .transfer_leader(to)
             .await
             .map_err(|e| errors::unavailable(format!("raft stopped: {e}"), None))?;
-        let timeout = Duration::from_millis(self.node.config.raft.election_timeout_ms_max * 5);
+        let timeout = Duration::from_millis(self.node.config.raft.election_timeout_ms_max * 5 / 2);
         self.node
             .raft
             .wait(Some(timeout))
