@@ -410,6 +410,7 @@ async fn run_workload(
             "ttl" => {
                 // The bounds of the nodes as spawn.rs configures them.
                 let bounds = ttl::Bounds::of(
+                    args.nodes,
                     &raft_config(args.snapshot_every),
                     &locks_config(&args.workload),
                     &steward::config::OperationsConfig::default(),

@@ -42,6 +42,27 @@ const ANSWER_MARGIN_MAX: Duration = Duration::from_millis(100);
 /// entries keep the grace they carry.
 pub const TERM_GRACE_MS: u64 = 0;
 
+/// When a leader loop (the pool reaper, the operation sweeper) runs: `Node::leader_rounds`.
+pub struct LeaderRounds {
+    interval: Duration,
+    stop: tokio::sync::watch::Receiver<bool>,
+    /// The term whose clock this node last started (`Node::term_clock_started`).
+    started: tokio::sync::watch::Receiver<u64>,
+}
+
+impl LeaderRounds {
+    /// Waits for the next round: `interval`, or less when this node's term clock starts: a new
+    /// leader ends what is overdue at once, not up to an interval after taking over (README
+    /// "Time", bound 2). False once `stop` is set.
+    pub async fn next(&mut self) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(self.interval) => true,
+            Ok(()) = self.started.changed() => true,
+            _ = self.stop.wait_for(|s| *s) => false,
+        }
+    }
+}
+
 /// Shared by every handler of one node.
 pub struct Node {
     pub id: NodeId,
@@ -124,24 +145,17 @@ impl Node {
         }
     }
 
-    /// What a leader loop waits on besides its interval (`next_round`).
-    pub fn term_clock(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.term_clock.subscribe()
-    }
-
-    /// Waits for a leader loop's next round: `interval`, or less when this node's term clock
-    /// starts (`started`, from `term_clock`): a new leader ends what is overdue at once, not up
-    /// to an interval after taking over (README "Time", bound 2). False once `stop` is set.
-    pub async fn next_round(
+    /// The rounds of a leader loop: every `interval`, and at once when this node's term clock
+    /// starts, until `stop` is set.
+    pub fn leader_rounds(
         &self,
         interval: Duration,
-        stop: &mut tokio::sync::watch::Receiver<bool>,
-        started: &mut tokio::sync::watch::Receiver<u64>,
-    ) -> bool {
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => true,
-            Ok(()) = started.changed() => true,
-            _ = stop.wait_for(|s| *s) => false,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> LeaderRounds {
+        LeaderRounds {
+            interval,
+            stop,
+            started: self.term_clock.subscribe(),
         }
     }
 

@@ -14,9 +14,11 @@
 //!   whole election.
 //! - A node that becomes leader of a term waits until it has applied an entry of that term (its
 //!   blank entry: everything before it is applied), then freezes its anchor and stamps every
-//!   proposal of the term with the anchor's count. The time since the last entry it saw is
-//!   credited, so a quiet spell before the old leader died is not lost; an election is (nothing
-//!   measures it), which makes expiries late by at most about one election, never early.
+//!   proposal of the term with the anchor's count. The time since the last entry reached it is
+//!   credited, so neither a quiet spell before the old leader died nor the election is lost;
+//!   what is lost is how late that entry reached this node after it was stamped, which makes
+//!   expiries that much late, never early. What fell due while nobody led ends once the new
+//!   leader sweeps: late by at most about one election timeout.
 //! - While it leads it keeps its frozen anchor: re-anchoring on its own entries would lose
 //!   their commit latency each time.
 //! - A new cluster (nothing ever stamped) starts cluster time at its first leader's wall clock,

@@ -27,13 +27,12 @@
 //!
 //! **Late release**: a silent hold whose lower bound, counted from the *completion* of its last
 //! acknowledged refresh (the leader stamped it somewhere between sending and completion), is
-//! more than one election (`Bounds::election_ms`) + the kind's sweep interval +
-//! `Bounds::slack_ms`. Judged for every hold whose silence (last acknowledged refresh to gone)
-//! overlaps no fault but those of `JUDGED_FAULTS`, nor the `settle_ms` after such a fault's heal:
-//! a kill or pause of the leader costs one election, and clock faults must cost nothing (cluster
-//! time ignores wall clocks). Partitions, lost messages and membership changes can keep a new
-//! leader from counting on from recent entries for longer (README "Time"); those windows are
-//! measured (`lateness`) but not judged (`lateness_judged` is what is).
+//! more than one election timeout (`Bounds::election_ms`) + the kind's sweep interval +
+//! `Bounds::slack_ms`. The promise holds while a quorum is up, so a hold is judged when its
+//! silence (last acknowledged refresh to gone) overlaps no fault that may leave no quorum, nor
+//! the `settle_ms` after such a fault's heal (`Bounds::judged_faults`): in a cluster of 3 or 5
+//! nodes none may, since the nemesis runs one fault at a time and each leaves a connected
+//! majority up. The rest are measured (`lateness`) but not judged (`lateness_judged` is what is).
 //!
 //! The report's types and how they read: `report.rs`.
 
@@ -64,13 +63,16 @@ pub struct Bounds {
     pub worker_sweep_ms: u64,
     /// Allowed beyond the bound: the sweep's own commit and the read that sees it.
     pub slack_ms: u64,
-    /// How long after the heal of a non-clock fault a window is still excused.
+    /// How long after the heal of a fault not judged its window is still excused.
     pub settle_ms: u64,
+    /// The cluster's size at the start: which faults leave a quorum up (`judged_faults`).
+    pub nodes: u64,
 }
 
 impl Bounds {
-    /// The bounds of nodes started with these settings.
+    /// The bounds of `nodes` nodes started with these settings.
     pub fn of(
+        nodes: u64,
         raft: &steward::config::RaftConfig,
         locks: &steward::config::LocksConfig,
         operations: &steward::config::OperationsConfig,
@@ -83,6 +85,23 @@ impl Bounds {
             worker_sweep_ms: operations.sweep_interval_ms,
             slack_ms: 500,
             settle_ms: raft.election_timeout_ms_max,
+            nodes,
+        }
+    }
+
+    /// The faults under which promise 2 is judged all the same: those that leave a quorum up.
+    /// Wall clocks decide nothing, anywhere. With an odd number of nodes, 3 or more, every
+    /// fault of the nemesis (one at a time) leaves a connected majority: a kill or pause stops
+    /// one node; a partition isolates one, splits into unequal halves, cuts one pair one way,
+    /// or bridges two sides through a middle node that reaches both; lost packets are between
+    /// one pair; a membership change removes one member and adds a fresh one before it heals.
+    /// With an even number, halves may be equal; with fewer than 3, one node down is no
+    /// quorum.
+    pub fn judged_faults(&self) -> &'static [&'static str] {
+        match self.nodes {
+            n if n >= 3 && n % 2 == 1 => &crate::nemesis::KINDS,
+            n if n >= 3 => &["clock", "kill", "pause"],
+            _ => &["clock"],
         }
     }
 
@@ -107,20 +126,18 @@ impl Bounds {
     }
 }
 
-/// Faults under which promise 2 is judged all the same: wall clocks decide nothing, and a kill
-/// or a pause of one node (the leader included) leaves a quorum up, whose new leader is
-/// elected within one election.
-pub const JUDGED_FAULTS: [&str; 3] = ["clock", "kill", "pause"];
-
-/// The windows (ns) in which promise 2 is excused: each fault not in `JUDGED_FAULTS` that took
-/// effect (a partition, lost messages, a change of membership), from its start to its heal +
-/// `settle_ms` (to the end of time if never healed).
-pub fn excused_windows(timeline: &[TimelineEntry], settle_ms: u64) -> Vec<(u64, u64)> {
+/// The windows (ns) in which promise 2 is excused: each fault not in `judged` that took
+/// effect, from its start to its heal + `settle_ms` (to the end of time if never healed).
+pub fn excused_windows(
+    timeline: &[TimelineEntry],
+    judged: &[&str],
+    settle_ms: u64,
+) -> Vec<(u64, u64)> {
     let mut out = vec![];
     let mut open: Option<u64> = None;
     for e in timeline {
         match (e.kind == "fault", e.nemesis.as_deref()) {
-            (true, Some(kind)) if !JUDGED_FAULTS.contains(&kind) => {
+            (true, Some(kind)) if !judged.contains(&kind) => {
                 open.get_or_insert(e.at_ns);
             }
             (true, _) => {}
@@ -424,7 +441,7 @@ pub fn finding(
     history_file: &std::path::Path,
 ) -> anyhow::Result<Finding> {
     write_jsonl(history_file, holds)?;
-    let excused = excused_windows(timeline, bounds.settle_ms);
+    let excused = excused_windows(timeline, bounds.judged_faults(), bounds.settle_ms);
     let report = check(holds, &excused, bounds);
     let (_, code) = finding::verdict(report.valid(), true);
     let steps: Vec<&Step> = holds

@@ -85,15 +85,17 @@ pub struct TtlReport {
     pub early: Vec<EarlyLoss>,
     pub late_count: usize,
     pub late: Vec<LateRelease>,
-    /// Silent holds judged against promise 2, and those not judged because a fault other than
-    /// `clock` overlapped their silence, or a refresh's outcome was unknown.
+    /// Silent holds judged against promise 2, and those not judged because a fault that may
+    /// leave no quorum (`Bounds::judged_faults`) overlapped their silence, or a refresh's
+    /// outcome was unknown.
     pub judged: usize,
     pub excused_by_fault: usize,
     pub uncertain: usize,
     pub bounds: Option<Bounds>,
     /// Every silent hold with a certain deadline whose release was seen.
     pub lateness: Vec<KindLateness>,
-    /// Those of them judged against promise 2 (no fault but `clock` in their silence).
+    /// Those of them judged against promise 2 (no fault but `Bounds::judged_faults` in their
+    /// silence).
     pub lateness_judged: Vec<KindLateness>,
 }
 
@@ -166,7 +168,11 @@ impl TtlReport {
              refresh's answer + TTL), all:\n",
         );
         s.push_str(&lateness_table(&self.lateness));
-        s.push_str("\nthe same, judged windows only (no fault but clock, kill or pause during the silence):\n");
+        let judged = self.bounds.map_or(vec![], |b| b.judged_faults().to_vec());
+        s.push_str(&format!(
+            "\nthe same, judged windows only (no fault but {} during the silence):\n",
+            judged.join(", ")
+        ));
         s.push_str(&lateness_table(&self.lateness_judged));
         s.push('\n');
         s.push_str(&serde_json::to_string_pretty(self)?);

@@ -87,6 +87,7 @@ fn bounds() -> Bounds {
         worker_sweep_ms: 200,
         slack_ms: 500,
         settle_ms: 2_000,
+        nodes: 3,
     }
 }
 
@@ -368,7 +369,7 @@ fn a_silent_hold_released_past_the_bound_outside_faults_is_late() {
 }
 
 #[test]
-fn only_faults_other_than_clock_kill_and_pause_excuse_lateness_until_they_settle() {
+fn only_faults_that_may_leave_no_quorum_excuse_lateness_until_they_settle() {
     let entry = |at_ms: u64, kind: TimelineKind, nemesis: Option<&str>| TimelineEntry {
         at_ns: at_ms * MS,
         what: String::new(),
@@ -389,9 +390,25 @@ fn only_faults_other_than_clock_kill_and_pause_excuse_lateness_until_they_settle
         entry(14_000, TimelineKind::Heal, None),
         entry(20_000, TimelineKind::Fault, Some("partition")),
     ];
+    let judged = |nodes| Bounds { nodes, ..bounds() }.judged_faults();
+    // Three or five nodes: every fault leaves a quorum up.
+    for nodes in [3, 5] {
+        assert_eq!(excused_windows(&timeline, judged(nodes), 2_000), vec![]);
+    }
+    // Four: halves may be equal, so partitions and membership changes are excused.
     assert_eq!(
-        excused_windows(&timeline, 2_000),
+        excused_windows(&timeline, judged(4), 2_000),
         vec![(6_000 * MS, 10_000 * MS), (20_000 * MS, u64::MAX)]
+    );
+    // Two: a kill or pause is no quorum either; a clock fault still is one.
+    assert_eq!(
+        excused_windows(&timeline, judged(2), 2_000),
+        vec![
+            (4_000 * MS, 7_000 * MS),
+            (5_500 * MS, 7_800 * MS),
+            (6_000 * MS, 10_000 * MS),
+            (20_000 * MS, u64::MAX)
+        ]
     );
 }
 

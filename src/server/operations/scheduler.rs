@@ -9,9 +9,8 @@
 //! registering or coming back with a heartbeat). Its proposals are in flight side by side: each
 //! round plans besides the ones not answered yet (`State::ops_dispatchable_besides`), so it never
 //! offers an operation twice nor a worker more than its room. The sweeper
-//! passes the grace of one election timeout, as the lock sweeper does, so a new leader whose
-//! clock runs ahead never takes work from a worker that heartbeated to the old one. On the same
-//! tick it proposes the decommission of each reservation that has ended or is marked
+//! expires on cluster time, as the lock sweeper does (README "Time"), so a new leader never
+//! counts ahead of the one a worker heartbeated to. On the same tick it proposes the decommission of each reservation that has ended or is marked
 //! `toDelete` (no grace: a reservation's end is a time, not a lapse of heartbeats).
 
 use crate::state::OperationCommand;

@@ -13,13 +13,13 @@ use tracing::Instrument;
 
 /// The leader's operation sweeper: every `operations.sweep_interval_ms`, if this node leads,
 /// proposes an `OpSweep` of the dead workers and passed deadlines its clock sees.
-pub async fn run_op_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
+pub async fn run_op_sweeper(node: Arc<Node>, stop: tokio::sync::watch::Receiver<bool>) {
     let config = node.config.operations();
     let interval = Duration::from_millis(config.sweep_interval_ms);
     let grace_ms = crate::server::node::TERM_GRACE_MS;
     let limits = op_limits(config);
-    let mut started = node.term_clock();
-    while node.next_round(interval, &mut stop, &mut started).await {
+    let mut rounds = node.leader_rounds(interval, stop);
+    while rounds.next().await {
         decommission_round(&node, config)
             .instrument(tracing::debug_span!("decommission", node = node.id))
             .await;

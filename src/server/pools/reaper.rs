@@ -14,12 +14,12 @@ use tracing::Instrument;
 /// state's expiry passed at its clock, the expiry of waits past their deadline, and a
 /// `Reconcile` when a dynamic pool's resource outlived its lifespan. Apply re-checks each
 /// against the entry's time.
-pub async fn run_reaper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
+pub async fn run_reaper(node: Arc<Node>, stop: tokio::sync::watch::Receiver<bool>) {
     let interval = Duration::from_millis(node.config.pools.reap_interval_ms);
     let grace_ms = crate::server::node::TERM_GRACE_MS;
     let dest = node.config.pools.reset_state.clone();
-    let mut started = node.term_clock();
-    while node.next_round(interval, &mut stop, &mut started).await {
+    let mut rounds = node.leader_rounds(interval, stop);
+    while rounds.next().await {
         if let Some(claims) = node.sweep_due(0, State::pool_claims_expired) {
             if !claims.is_empty() {
                 let command = PoolCommand {
