@@ -47,6 +47,10 @@ pub enum Bug {
     /// moves time and expires what the current leader's count has not reached
     /// (steward's src/server/time/model_tests.rs: a lock lost early).
     StaleTermTime,
+    /// A new leader's sweeps carry a grace of two election timeouts after its term's first
+    /// stamped entry, as a design that distrusted the new leader's count might: what fell due
+    /// during an election ends that much later (jepsen ttl under kill: late releases).
+    TakeoverGrace,
 }
 
 impl Bug {
@@ -61,6 +65,7 @@ impl Bug {
         Bug::PanicInTask,
         Bug::WallClockTime,
         Bug::StaleTermTime,
+        Bug::TakeoverGrace,
     ];
 
     /// The name `STEWARD_UNSAFE_BUG` uses.
@@ -75,6 +80,7 @@ impl Bug {
             Bug::PanicInTask => "panic-in-task",
             Bug::WallClockTime => "wall-clock-time",
             Bug::StaleTermTime => "stale-term-time",
+            Bug::TakeoverGrace => "takeover-grace",
         }
     }
 

@@ -42,6 +42,10 @@ const ANSWER_MARGIN_MAX: Duration = Duration::from_millis(100);
 /// entries keep the grace they carry.
 pub const TERM_GRACE_MS: u64 = 0;
 
+/// The grace of sweeps under the deliberate `takeover-grace` bug (src/bugs.rs), in election
+/// timeouts.
+const TAKEOVER_GRACE_BUG_ELECTIONS: u64 = 2;
+
 /// When a leader loop (the pool reaper, the operation sweeper) runs: `Node::leader_rounds`.
 pub struct LeaderRounds {
     interval: Duration,
@@ -142,6 +146,17 @@ impl Node {
         if let Some((_, term)) = self.leader_now() {
             self.term_clock
                 .send_if_modified(|t| std::mem::replace(t, term) != term);
+        }
+    }
+
+    /// The grace this node's sweeps carry: `TERM_GRACE_MS`, or under the deliberate
+    /// `takeover-grace` bug two election timeouts, as a design that distrusted a new leader's
+    /// count might wait (jepsen ttl: late releases).
+    pub fn term_grace_ms(&self) -> u64 {
+        if crate::bugs::active(crate::bugs::Bug::TakeoverGrace) {
+            TAKEOVER_GRACE_BUG_ELECTIONS * self.config.raft.election_timeout_ms_max
+        } else {
+            TERM_GRACE_MS
         }
     }
 

@@ -41,7 +41,7 @@ impl PoolsService {
         check_pool_action(&action).map_err(|r| errors::rejection(&r))?;
         let command = PoolCommand {
             action,
-            grace_ms: crate::server::node::TERM_GRACE_MS,
+            grace_ms: self.node.term_grace_ms(),
         };
         match self.node.propose(command).await? {
             state::ObjectReply::Object { object, revision } => Ok((vec![info(&object)], revision)),
@@ -215,7 +215,7 @@ impl LeaseService for PoolsService {
         let events = self.node.hub.subscribe_pools();
         let command = PoolCommand {
             action,
-            grace_ms: crate::server::node::TERM_GRACE_MS,
+            grace_ms: self.node.term_grace_ms(),
         };
         let (object, revision, leased) = match self.node.propose(command).await? {
             state::ObjectReply::Object { object, revision } => (object, revision, Vec::new()),
@@ -359,7 +359,7 @@ impl LeaseService for PoolsService {
         check_pool_action(&action).map_err(|r| errors::rejection(&r))?;
         let command = PoolCommand {
             action,
-            grace_ms: crate::server::node::TERM_GRACE_MS,
+            grace_ms: self.node.term_grace_ms(),
         };
         match self.node.propose(command).await? {
             state::ObjectReply::Txn { objects, revision } => {

@@ -18,7 +18,7 @@ use std::time::Duration;
 pub async fn run_sweeper(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let interval = Duration::from_millis(node.config.locks.sweep_interval_ms);
     let checkpoint_ms = node.config.time.checkpoint_interval_ms;
-    let grace_ms = crate::server::node::TERM_GRACE_MS;
+    let grace_ms = node.term_grace_ms();
     let lock_delay_ms = node.config.locks.lock_delay_ms;
     loop {
         tokio::select! {

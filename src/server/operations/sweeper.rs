@@ -16,7 +16,7 @@ use tracing::Instrument;
 pub async fn run_op_sweeper(node: Arc<Node>, stop: tokio::sync::watch::Receiver<bool>) {
     let config = node.config.operations();
     let interval = Duration::from_millis(config.sweep_interval_ms);
-    let grace_ms = crate::server::node::TERM_GRACE_MS;
+    let grace_ms = node.term_grace_ms();
     let limits = op_limits(config);
     let mut rounds = node.leader_rounds(interval, stop);
     while rounds.next().await {

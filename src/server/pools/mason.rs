@@ -17,7 +17,7 @@ use tracing::Instrument;
 pub async fn run_mason(node: Arc<Node>, mut stop: tokio::sync::watch::Receiver<bool>) {
     use tokio::sync::broadcast::error::TryRecvError;
     let interval = Duration::from_millis(node.config.pools.reap_interval_ms);
-    let grace_ms = crate::server::node::TERM_GRACE_MS;
+    let grace_ms = node.term_grace_ms();
     let config = node.config.operations();
     let verb = node.config.pools.construct_verb.clone();
     let mut pools = node.hub.subscribe_pools();

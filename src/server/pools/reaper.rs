@@ -16,7 +16,7 @@ use tracing::Instrument;
 /// against the entry's time.
 pub async fn run_reaper(node: Arc<Node>, stop: tokio::sync::watch::Receiver<bool>) {
     let interval = Duration::from_millis(node.config.pools.reap_interval_ms);
-    let grace_ms = crate::server::node::TERM_GRACE_MS;
+    let grace_ms = node.term_grace_ms();
     let dest = node.config.pools.reset_state.clone();
     let mut rounds = node.leader_rounds(interval, stop);
     while rounds.next().await {
