@@ -164,7 +164,7 @@ impl Default for TimeConfig {
             clock_offset_ms_max: 500,
             clock_probe_interval_ms: 2_000,
             shown_slew_ms_per_s: 100,
-            checkpoint_interval_ms: 1_000,
+            checkpoint_interval_ms: 500,
         }
     }
 }

@@ -321,7 +321,7 @@ pub const OPTIONS: &[ConfigOption] = &[
     ),
     opt(
         "time.checkpoint_interval_ms",
-        "While anything is timed (a lock, lease, worker or deadline), the leader writes cluster time into the log at least this often, in ms: a node that restarted or caught up in a quiet spell then counts from a recent entry, and a change of leader to it ends things late by at most this much more.",
+        "While anything is timed (a lock, lease, worker or deadline), the leader writes cluster time into the log at least this often, in ms: a node that restarted or caught up in a quiet spell then counts from a recent entry, behind by at most about this much if it becomes leader. At most raft.election_timeout_ms_max / 2, so that stays within the election timeout the TTL bound allows.",
     ),
 ];
 

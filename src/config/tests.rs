@@ -44,6 +44,8 @@ fn election_timeouts_are_the_whole_wait_and_openraft_accepts_every_valid_one() {
                 c.raft.heartbeat_interval_ms = heartbeat;
                 c.raft.election_timeout_ms_min = min;
                 c.raft.election_timeout_ms_max = max;
+                // Within half of any max here: only the raft rules decide.
+                c.time.checkpoint_interval_ms = 1;
                 let ours = c.validate();
                 let least_min = max / 2 + heartbeat + 1;
                 let top = 2 * (max / 2);
@@ -110,6 +112,10 @@ fn each_rule_names_its_field() {
         (
             |c| c.raft.election_timeout_ms_max = 100,
             "raft.election_timeout_ms_max",
+        ),
+        (
+            |c| c.time.checkpoint_interval_ms = c.raft.election_timeout_ms_max / 2 + 1,
+            "time.checkpoint_interval_ms",
         ),
         (
             |c| c.limits.list_page_default = 5000,

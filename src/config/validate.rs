@@ -204,8 +204,19 @@ impl Config {
                 "must be 1..=1000 (the shown time never runs backwards)",
             );
         }
-        if self.time.checkpoint_interval_ms == 0 {
-            return invalid("time.checkpoint_interval_ms", "must be >= 1");
+        // A leader that caught up in a quiet spell counts behind by up to a checkpoint interval:
+        // within half the election timeout, an end waits for that or for an election, never
+        // both past bound 2 (README "Time").
+        let checkpoint_max = self.raft.election_timeout_ms_max / 2;
+        if self.time.checkpoint_interval_ms == 0
+            || self.time.checkpoint_interval_ms > checkpoint_max
+        {
+            return invalid(
+                "time.checkpoint_interval_ms",
+                "must be >= 1 and at most raft.election_timeout_ms_max / 2 (a leader that caught \
+                 up in a quiet spell counts behind by up to this; it must stay within the \
+                 election timeout of the TTL bound)",
+            );
         }
         if self.pools.reap_interval_ms == 0 {
             return invalid("pools.reap_interval_ms", "must be >= 1");
