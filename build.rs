@@ -17,6 +17,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(true)
         .compile_fds(fds)?;
 
+    // The etcd v3 API (proto/etcd/, src/server/etcd/): keys and values as `bytes::Bytes`, so a
+    // value goes from the request to the log and back without a copy.
+    let etcd = ["proto/etcd/rpc.proto", "proto/etcd/kv.proto"];
+    for f in etcd {
+        println!("cargo:rerun-if-changed={f}");
+    }
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .bytes(".")
+        .compile_fds(protox::compile(etcd, ["proto"])?)?;
+
     // Only the client API: the peer service (raft.proto) is not served on the client port.
     let mut client_api = protox::Compiler::new(["proto"])?;
     client_api.include_imports(true).include_source_info(true);

@@ -123,6 +123,7 @@ fn apply_guarded(
             .alarms
             .apply(action, state.shown_ms)
             .map_or_else(Response::Rejected, Response::Alarms),
+        Command::Kv(command) => crate::kv::apply::apply(state, command, &mut out.kv_events),
         Command::Guarded { .. } => unreachable!("unwrapped above"),
     };
     // After the command: a sweep that is itself the term's first stamped entry sees no start,
@@ -188,6 +189,7 @@ fn mirror_write(cmd: &Command) -> Option<Rejection> {
         | Command::Auth(_)
         | Command::Alarms(_)
         | Command::Members(_)
+        | Command::Kv(_)
         | Command::Guarded { .. } => None,
     }
 }

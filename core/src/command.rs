@@ -22,6 +22,7 @@ use crate::pools::PoolAction;
 pub use crate::alarms::AlarmReply;
 pub use crate::auth::AuthReply;
 pub use crate::deployments::command::DeploymentCommand;
+pub use crate::kv::{KvCommand, KvReply};
 pub use crate::locks::command::LockCommand;
 pub use crate::locks::command::LockReply;
 pub use crate::objects::command::{ObjectCommand, ObjectReply, TxnOp};
@@ -83,6 +84,8 @@ pub enum Command {
     Alarms(AlarmAction),
     /// Cluster membership as the state machine keeps it.
     Members(MemberCommand),
+    /// etcd's keyspace: txns (puts and deletes alone are txns of one) and compactions.
+    Kv(KvCommand),
     /// A client's command, authorized against users and roles at `auth_revision`: applied only
     /// if they have not changed since, else refused with `Rejection::AuthChanged`.
     Guarded {
@@ -118,6 +121,7 @@ family! {
     AuthAction => Auth,
     AlarmAction => Alarms,
     MemberCommand => Members,
+    KvCommand => Kv,
 }
 
 impl fmt::Display for Command {
@@ -146,6 +150,14 @@ impl fmt::Display for Command {
             }
             Command::Auth(action) => write!(f, "{action}"),
             Command::Alarms(action) => write!(f, "{action}"),
+            Command::Kv(KvCommand::Txn(txn)) => write!(
+                f,
+                "kv-txn ({} compares, {}/{} requests)",
+                txn.compare.len(),
+                txn.success.len(),
+                txn.failure.len()
+            ),
+            Command::Kv(KvCommand::Compact { revision }) => write!(f, "kv-compact {revision}"),
             Command::Guarded {
                 auth_revision,
                 command,
@@ -253,6 +265,7 @@ impl Command {
                     | PoolAction::SyncVirtual { .. }
             ),
             Command::Guarded { command, .. } => command.may_grow(),
+            Command::Kv(command) => command.may_grow(),
             Command::Objects(ObjectCommand::Delete { .. })
             | Command::Members(MemberCommand::Retire { .. })
             | Command::Locks(LockCommand::Refresh { .. })
@@ -283,6 +296,7 @@ impl Command {
             | Command::Auth(_)
             | Command::Alarms(_)
             | Command::Members(_)
+            | Command::Kv(_)
             | Command::Guarded { .. } => None,
         }
     }
@@ -304,6 +318,8 @@ pub enum Response {
     Auth(AuthReply),
     /// Alarm commands.
     Alarms(AlarmReply),
+    /// Keyspace commands (etcd's API).
+    Kv(KvReply),
     /// Member commands, blank or membership entries.
     Done { revision: u64 },
     /// The command changed nothing (except, possibly, the state's time).
@@ -343,6 +359,7 @@ replies! {
     ReservationCommand => Operations(OperationReply),
     AuthAction => Auth(AuthReply),
     AlarmAction => Alarms(AlarmReply),
+    KvCommand => Kv(KvReply),
 }
 
 /// What a member command answers: the store revision after it.

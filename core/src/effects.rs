@@ -67,6 +67,8 @@ pub struct Effects {
     pub op_events: Vec<OpEvent>,
     /// One per waiting pool acquire granted or removed.
     pub pool_events: Vec<crate::pools::PoolEvent>,
+    /// One per key of etcd's keyspace changed, in order (several at one revision in a txn).
+    pub kv_events: Vec<crate::kv::KvEvent>,
 }
 
 impl Effects {
@@ -76,5 +78,6 @@ impl Effects {
             && self.lock_events.is_empty()
             && self.op_events.is_empty()
             && self.pool_events.is_empty()
+            && self.kv_events.is_empty()
     }
 }

@@ -59,6 +59,8 @@ pub enum AnyCommand {
     Alarms(AlarmAction),
     #[serde(rename = "members")]
     Members(MemberCommand),
+    #[serde(rename = "kv")]
+    Kv(crate::kv::KvCommand),
     #[serde(rename = "guarded")]
     Guarded {
         auth_revision: u64,
@@ -223,6 +225,7 @@ impl From<AnyCommand> for Command {
             AnyCommand::Auth(c) => Command::Auth(c),
             AnyCommand::Alarms(c) => Command::Alarms(c),
             AnyCommand::Members(c) => Command::Members(c),
+            AnyCommand::Kv(c) => Command::Kv(c),
             AnyCommand::Guarded {
                 auth_revision,
                 command,

@@ -18,6 +18,7 @@ use crate::state::State;
 pub struct Before {
     revision: u64,
     events: usize,
+    kv_events: usize,
     token: u64,
     time_ms: u64,
     shown_ms: u64,
@@ -29,6 +30,7 @@ impl Before {
         Before {
             revision: state.revision,
             events: out.events.len(),
+            kv_events: out.kv_events.len(),
             token: state.locks.last_token(),
             time_ms: state.time_ms,
             shown_ms: state.shown_ms,
@@ -36,7 +38,8 @@ impl Before {
     }
 
     /// Checks what the entry did: the store revision never goes backwards; each revision it
-    /// took has exactly one object event, in order, numbered after the last; the fencing token
+    /// took has exactly one object event, in order, numbered after the last, or else the entry
+    /// is a keyspace txn that took one revision for all its key events; the fencing token
     /// counter never goes backwards; state time never runs backwards.
     pub fn check(&self, state: &State, out: &Effects) -> Result<(), Violation> {
         if state.revision < self.revision {
@@ -47,6 +50,22 @@ impl Before {
         }
         let new = out.events.get(self.events..).unwrap_or_default();
         let taken = state.revision - self.revision;
+        let kv_new = out.kv_events.get(self.kv_events..).unwrap_or_default();
+        if !kv_new.is_empty() {
+            let next = self.revision + 1;
+            let all_at_next = kv_new.iter().all(|e| e.kv.mod_revision == next);
+            if !new.is_empty() || taken != 1 || !all_at_next {
+                return Err(Violation(format!(
+                    "{} key events and {} object events for {taken} new revisions ({} -> {}): \
+                     a keyspace txn takes exactly one, for all its key events",
+                    kv_new.len(),
+                    new.len(),
+                    self.revision,
+                    state.revision
+                )));
+            }
+            return self.check_clocks(state);
+        }
         if u64::try_from(new.len()).ok() != Some(taken) {
             return Err(Violation(format!(
                 "{} object events for {taken} new revisions ({} -> {}): one event per revision",
@@ -65,6 +84,11 @@ impl Before {
                 )));
             }
         }
+        self.check_clocks(state)
+    }
+
+    /// The fencing token counter and the clocks: never backwards.
+    fn check_clocks(&self, state: &State) -> Result<(), Violation> {
         let token = state.locks.last_token();
         if token < self.token {
             return Err(Violation(format!(

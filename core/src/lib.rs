@@ -31,6 +31,8 @@
 //!   k8splugin's readiness of raw Kubernetes objects; applied in `deployments/apply.rs`.
 //! - `auth`: users, roles, and what each role may do.
 //! - `alarms`: alarms nodes raise through the log (NOSPACE) and what they refuse.
+//! - `kv`: etcd's multi-version keyspace (byte keys, versions kept until compaction), on the
+//!   store's revisions; txns and compactions in `kv/apply.rs`.
 //!
 //! And what they share:
 //! - `command`: `Proposal`, `Command` and its families, `Response` and the family replies,
@@ -54,6 +56,7 @@ pub mod deployments;
 pub mod effects;
 pub mod format;
 pub mod invariants;
+pub mod kv;
 pub mod locks;
 pub mod objects;
 pub mod operations;

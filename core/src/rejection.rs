@@ -13,6 +13,9 @@ use crate::operations::{OpState, OperationId};
 /// other response, and each message names the field and the rule.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, thiserror::Error)]
 pub enum Rejection {
+    /// A refusal of etcd's keyspace API, in etcd's words (`kv::KvError`).
+    #[error("{0}")]
+    Kv(crate::kv::KvError),
     #[error("{key} already exists")]
     AlreadyExists { key: ObjectKey },
     #[error("{key} not found")]

@@ -17,6 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::alarms::{Alarm, AlarmTable};
 use crate::auth::AuthTable;
 use crate::deployments::{DeploymentRecord, DeploymentTable};
+use crate::kv::{Bytes, KvStore, Version};
 use crate::locks::{Lock, LockTable};
 use crate::objects::count::LabelCounts;
 use crate::objects::resource::{ObjectKey, Resource};
@@ -31,7 +32,11 @@ use crate::state::State;
 /// 4: `deployments`.
 /// 5: `auth` (users, roles, on or off).
 /// 6: `alarms`.
-pub const SNAPSHOT_FORMAT: u32 = 6;
+/// 7: `kv` (etcd's keyspace).
+pub const SNAPSHOT_FORMAT: u32 = 7;
+
+/// Format 6 (no keyspace) is still read: it restores with an empty keyspace.
+const SNAPSHOT_FORMAT_NO_KV: u32 = 6;
 
 /// Format 5 (no alarms) is still read: it restores with no alarm raised.
 const SNAPSHOT_FORMAT_NO_ALARMS: u32 = 5;
@@ -68,6 +73,48 @@ struct SnapshotRef<'a> {
     deployments: Vec<DeploymentRecord>,
     auth: &'a AuthTable,
     alarms: Vec<&'a Alarm>,
+    kv: KvRef<'a>,
+}
+
+/// etcd's keyspace as written: the compaction revision, then every key with its versions, in
+/// key order, streamed from the map.
+#[derive(Serialize)]
+struct KvRef<'a> {
+    compacted: u64,
+    keys: KvKeys<'a>,
+}
+
+struct KvKeys<'a>(&'a KvStore);
+
+#[derive(Serialize)]
+struct KeyHistoryRef<'a> {
+    #[serde(serialize_with = "crate::kv::b64_serialize")]
+    key: &'a Bytes,
+    versions: &'a [Version],
+}
+
+impl Serialize for KvKeys<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(
+            self.0
+                .histories()
+                .map(|(key, versions)| KeyHistoryRef { key, versions }),
+        )
+    }
+}
+
+/// etcd's keyspace as read.
+#[derive(Default, Deserialize)]
+struct KvBody {
+    compacted: u64,
+    keys: Vec<KeyHistory>,
+}
+
+#[derive(Deserialize)]
+struct KeyHistory {
+    #[serde(deserialize_with = "crate::kv::b64_deserialize")]
+    key: Bytes,
+    versions: Vec<Version>,
 }
 
 type ObjectMap = imbl::OrdMap<ObjectKey, Arc<Resource>>;
@@ -112,6 +159,8 @@ struct SnapshotBody {
     auth: AuthTable,
     #[serde(default)]
     alarms: Vec<Alarm>,
+    #[serde(default)]
+    kv: KvBody,
 }
 
 /// The objects as read, each put into the map as it is decoded: a `Vec` of them first would cost
@@ -175,6 +224,10 @@ impl State {
             deployments: self.deployments.parts(),
             auth: &self.auth,
             alarms: self.alarms.iter().collect(),
+            kv: KvRef {
+                compacted: self.kv.compacted(),
+                keys: KvKeys(&self.kv),
+            },
         };
         // Only `out` can fail: all map keys are strings and no Serialize impl here errors.
         serde_json::to_writer(out, &body).map_err(io::Error::from)
@@ -204,6 +257,7 @@ impl State {
     fn from_snapshot_body(body: SnapshotBody) -> Result<State, String> {
         let known = [
             SNAPSHOT_FORMAT,
+            SNAPSHOT_FORMAT_NO_KV,
             SNAPSHOT_FORMAT_NO_ALARMS,
             SNAPSHOT_FORMAT_NO_AUTH,
             SNAPSHOT_FORMAT_NO_DEPLOYMENTS,
@@ -213,6 +267,7 @@ impl State {
         if !known.contains(&body.format) {
             return Err(format!(
                 "snapshot format {} is not supported (expected {SNAPSHOT_FORMAT}, \
+                 {SNAPSHOT_FORMAT_NO_KV} without etcd's keyspace, \
                  {SNAPSHOT_FORMAT_NO_ALARMS} without alarms, \
                  {SNAPSHOT_FORMAT_NO_AUTH} without users, \
                  {SNAPSHOT_FORMAT_NO_DEPLOYMENTS} without deployments, \
@@ -239,7 +294,14 @@ impl State {
                 body.format
             ));
         }
-        if body.format < SNAPSHOT_FORMAT && !body.alarms.is_empty() {
+        if body.format < SNAPSHOT_FORMAT && (!body.kv.keys.is_empty() || body.kv.compacted > 0) {
+            return Err(format!(
+                "snapshot format {} cannot hold etcd's keyspace",
+                body.format
+            ));
+        }
+        let kv = restore_kv(body.kv, body.revision)?;
+        if body.format < SNAPSHOT_FORMAT_NO_KV && !body.alarms.is_empty() {
             return Err(format!(
                 "snapshot format {} cannot hold alarms",
                 body.format
@@ -299,6 +361,42 @@ impl State {
             term_started_ms: body.term_started_ms,
             auth: Arc::new(body.auth),
             alarms: AlarmTable::from_list(body.alarms),
+            kv,
         })
     }
+}
+
+/// The keyspace from a snapshot, checked: keys non-empty, each once and in order, versions in
+/// revision order, none after the snapshot's revision, compaction not after it either.
+fn restore_kv(body: KvBody, revision: u64) -> Result<KvStore, String> {
+    if body.compacted > revision {
+        return Err(format!(
+            "snapshot keyspace compacted at {}, after its revision {revision}",
+            body.compacted
+        ));
+    }
+    let mut previous: Option<&Bytes> = None;
+    for history in &body.keys {
+        if history.key.is_empty() || previous.is_some_and(|p| *p >= history.key) {
+            return Err(format!(
+                "snapshot keyspace key {:?} is empty, repeated or out of order",
+                history.key
+            ));
+        }
+        previous = Some(&history.key);
+        let ordered = history
+            .versions
+            .windows(2)
+            .all(|w| w[0].mod_revision < w[1].mod_revision);
+        let last = history.versions.last().map_or(0, |v| v.mod_revision);
+        if history.versions.is_empty() || !ordered || last > revision {
+            return Err(format!(
+                "snapshot keyspace key {:?} has no versions, versions out of order, or one after \
+                 revision {revision}",
+                history.key
+            ));
+        }
+    }
+    let histories = body.keys.into_iter().map(|h| (h.key, h.versions)).collect();
+    Ok(KvStore::restore(body.compacted, histories))
 }

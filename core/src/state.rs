@@ -11,6 +11,7 @@ use crate::alarms::AlarmTable;
 use crate::auth::AuthTable;
 use crate::command::Command;
 use crate::deployments::DeploymentTable;
+use crate::kv::KvStore;
 use crate::locks::{Fence, LockTable};
 use crate::objects::count::LabelCounts;
 use crate::objects::resource::{ObjectKey, Resource};
@@ -64,6 +65,8 @@ pub struct State {
     /// Alarms raised by nodes (NOSPACE): while one is, commands that may grow the state are
     /// refused.
     pub(crate) alarms: AlarmTable,
+    /// etcd's multi-version keyspace; its revisions are `revision`'s.
+    pub(crate) kv: KvStore,
 }
 
 impl State {
@@ -92,6 +95,11 @@ impl State {
     /// Users, roles, and whether authentication is on.
     pub fn auth(&self) -> &Arc<AuthTable> {
         &self.auth
+    }
+
+    /// etcd's keyspace.
+    pub fn kv(&self) -> &KvStore {
+        &self.kv
     }
 
     /// The raised alarms.

@@ -245,6 +245,7 @@ fn rejection_name(r: &Rejection) -> &'static str {
         Rejection::AuthChanged { .. } => "AuthChanged",
         Rejection::NotStamped { .. } => "NotStamped",
         Rejection::NoSpace { .. } => "NoSpace",
+        Rejection::Kv(_) => "Kv",
     }
 }
 
@@ -320,6 +321,7 @@ fn model_step(model: &mut Model, cmd: &Command) -> Result<(), (Option<usize>, &'
             unreachable!("auth is tested in auth::tests and apply::tests")
         }
         Command::Alarms(_) => unreachable!("alarms are tested in apply::tests"),
+        Command::Kv(_) => unreachable!("the keyspace is tested in kv::tests and kv::proptests"),
     };
     model.apply_op(&op).map_err(|e| (None, e))
 }

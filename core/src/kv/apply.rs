@@ -1,0 +1,293 @@
+//! The one place the keyspace changes: a txn (puts and deletes alone are txns of one request) or
+//! a compaction, as etcd applies them.
+//!
+//! A txn is decided in full before anything is written, as etcd does: every compare, nested
+//! txns' included, is evaluated on the store as it was before the txn, and every request of the
+//! branches that will run is checked (a lease that must exist, a key `ignore_value` needs, a
+//! revision a range reads at); a refusal leaves the store as it was. Then the requests run in
+//! order, all at one revision, each change numbered (`sub`) in that order; a range after a write
+//! of the same txn sees the write.
+
+use crate::command::Response;
+use crate::rejection::Rejection;
+use crate::state::State;
+
+use super::command::{
+    Compare, CompareOp, CompareTarget, DeleteOp, KvCommand, KvError, KvReply, OpResult, PutOp,
+    RequestOp, Txn, TxnResult,
+};
+use super::{KeyValue, KvEvent, KvEventKind, KvStore, Span};
+
+/// Applies a keyspace command; pushes one `KvEvent` per key changed, in order.
+pub(crate) fn apply(state: &mut State, command: &KvCommand, events: &mut Vec<KvEvent>) -> Response {
+    let result = match command {
+        KvCommand::Txn(txn) => txn_apply(state, txn, events).map(KvReply::Txn),
+        KvCommand::Compact { revision } => compact(state, *revision),
+    };
+    result.map_or_else(|e| Response::Rejected(Rejection::Kv(e)), Response::Kv)
+}
+
+fn compact(state: &mut State, revision: u64) -> Result<KvReply, KvError> {
+    if revision <= state.kv.compacted {
+        return Err(KvError::Compacted);
+    }
+    if revision > state.revision {
+        return Err(KvError::FutureRevision);
+    }
+    state.kv.compact(revision);
+    Ok(KvReply::Compacted {
+        revision: state.revision,
+    })
+}
+
+fn txn_apply(
+    state: &mut State,
+    txn: &Txn,
+    events: &mut Vec<KvEvent>,
+) -> Result<TxnResult, KvError> {
+    // The request limit is admission's (a node's config); the rules are apply's too.
+    txn.check(usize::MAX)?;
+    let current = state.revision;
+    let path = Path::decide(&state.kv, txn);
+    path.check(&state.kv, current, txn)?;
+    let mut run = Run {
+        kv: &mut state.kv,
+        current,
+        changes: 0,
+        events,
+    };
+    let mut result = run.txn(txn, &path);
+    if run.changes > 0 {
+        state.revision = current + 1;
+    }
+    result.set_revision(state.revision);
+    Ok(result)
+}
+
+/// Which branch each txn that runs takes: the outer one, and the nested txns of the branch it
+/// takes, in order.
+struct Path {
+    succeeded: bool,
+    nested: Vec<Path>,
+}
+
+impl Path {
+    /// Evaluated on the store before the txn, as etcd does.
+    fn decide(kv: &KvStore, txn: &Txn) -> Path {
+        let succeeded = txn.compare.iter().all(|c| holds(kv, c));
+        let branch = if succeeded {
+            &txn.success
+        } else {
+            &txn.failure
+        };
+        let nested = branch
+            .iter()
+            .filter_map(|op| match op {
+                RequestOp::Txn(t) => Some(Path::decide(kv, t)),
+                _ => None,
+            })
+            .collect();
+        Path { succeeded, nested }
+    }
+
+    fn branch<'t>(&self, txn: &'t Txn) -> &'t [RequestOp] {
+        if self.succeeded {
+            &txn.success
+        } else {
+            &txn.failure
+        }
+    }
+
+    /// The requests that will run, checked against the store before the txn.
+    fn check(&self, kv: &KvStore, current: u64, txn: &Txn) -> Result<(), KvError> {
+        let mut nested = self.nested.iter();
+        for op in self.branch(txn) {
+            match op {
+                RequestOp::Range(r) => {
+                    kv.read_revision(r.revision, current)?;
+                }
+                RequestOp::Put(p) => check_put(kv, p)?,
+                RequestOp::Delete(_) => {}
+                RequestOp::Txn(t) => {
+                    if let Some(path) = nested.next() {
+                        path.check(kv, current, t)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A put's lease must exist (no lease does until the Lease service keeps them, so any lease is
+/// refused), and the key must exist when the put keeps its value or lease.
+fn check_put(kv: &KvStore, put: &PutOp) -> Result<(), KvError> {
+    if put.lease != 0 {
+        return Err(KvError::LeaseNotFound);
+    }
+    let keeps = put.ignore_value || put.ignore_lease;
+    if keeps && kv.live_in(&Span::One(put.key.clone())).is_empty() {
+        return Err(KvError::KeyNotFound);
+    }
+    Ok(())
+}
+
+/// etcd's compare: every key of the range must pass; with no key, version, revisions and lease
+/// compare as 0 and a value compare fails (a missing value is not the empty one).
+fn holds(kv: &KvStore, compare: &Compare) -> bool {
+    let kvs = kv.live_in(&Span::new(&compare.key, &compare.range_end));
+    if kvs.is_empty() {
+        if matches!(compare.target, CompareTarget::Value(_)) {
+            return false;
+        }
+        return passes(compare, &KeyValue::missing());
+    }
+    kvs.iter().all(|kv| passes(compare, kv))
+}
+
+fn passes(compare: &Compare, kv: &KeyValue) -> bool {
+    let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let order = match &compare.target {
+        CompareTarget::Version(v) => signed(kv.version).cmp(v),
+        CompareTarget::Create(v) => signed(kv.create_revision).cmp(v),
+        CompareTarget::Mod(v) => signed(kv.mod_revision).cmp(v),
+        CompareTarget::Lease(v) => kv.lease.cmp(v),
+        CompareTarget::Value(v) => kv.value.as_ref().cmp(v.as_ref()),
+    };
+    match compare.op {
+        CompareOp::Equal => order.is_eq(),
+        CompareOp::NotEqual => order.is_ne(),
+        CompareOp::Greater => order.is_gt(),
+        CompareOp::Less => order.is_lt(),
+    }
+}
+
+impl KeyValue {
+    /// What a compare sees of a key that does not exist.
+    fn missing() -> KeyValue {
+        KeyValue {
+            key: super::Bytes::new(),
+            create_revision: 0,
+            mod_revision: 0,
+            version: 0,
+            value: super::Bytes::new(),
+            lease: 0,
+        }
+    }
+}
+
+/// A txn running: everything it writes is at `current + 1`.
+struct Run<'a> {
+    kv: &'a mut KvStore,
+    current: u64,
+    changes: u32,
+    events: &'a mut Vec<KvEvent>,
+}
+
+impl Run<'_> {
+    fn txn(&mut self, txn: &Txn, path: &Path) -> TxnResult {
+        let mut nested = path.nested.iter();
+        let mut responses = Vec::new();
+        for op in path.branch(txn) {
+            let response = match op {
+                RequestOp::Range(r) => {
+                    // Reads see this txn's own writes once it has made any.
+                    let newest = self.current + u64::from(self.changes > 0);
+                    // Checked before the txn ran: it cannot fail now.
+                    OpResult::Range(self.kv.range(r, newest).unwrap_or_default())
+                }
+                RequestOp::Put(p) => self.put(p),
+                RequestOp::Delete(d) => self.delete(d),
+                RequestOp::Txn(t) => match nested.next() {
+                    Some(path) => OpResult::Txn(self.txn(t, path)),
+                    None => OpResult::Txn(TxnResult {
+                        succeeded: false,
+                        responses: Vec::new(),
+                        revision: 0,
+                    }),
+                },
+            };
+            responses.push(response);
+        }
+        TxnResult {
+            succeeded: path.succeeded,
+            responses,
+            revision: 0,
+        }
+    }
+
+    fn put(&mut self, put: &PutOp) -> OpResult {
+        let rev = self.current + 1;
+        let now = self.kv.get_at(&put.key, u64::MAX);
+        let value = match (&now, put.ignore_value) {
+            (Some(now), true) => now.value.clone(),
+            _ => put.value.clone(),
+        };
+        let lease = match (&now, put.ignore_lease) {
+            (Some(now), true) => now.lease,
+            _ => put.lease,
+        };
+        let prev = self
+            .kv
+            .put(&put.key, value.clone(), lease, rev, self.changes);
+        let kv = KeyValue {
+            key: put.key.clone(),
+            create_revision: prev.as_ref().map_or(rev, |p| p.create_revision),
+            mod_revision: rev,
+            version: prev.as_ref().map_or(1, |p| p.version + 1),
+            value,
+            lease,
+        };
+        self.changes += 1;
+        self.events.push(KvEvent {
+            kind: KvEventKind::Put,
+            kv,
+            prev: prev.clone(),
+        });
+        OpResult::Put {
+            prev_kv: prev.filter(|_| put.prev_kv),
+        }
+    }
+
+    fn delete(&mut self, delete: &DeleteOp) -> OpResult {
+        let rev = self.current + 1;
+        let span = Span::new(&delete.key, &delete.range_end);
+        let alive = self.kv.live_in(&span);
+        let deleted = alive.len() as u64;
+        for prev in &alive {
+            self.kv.delete(&prev.key, rev, self.changes);
+            self.changes += 1;
+            self.events.push(KvEvent {
+                kind: KvEventKind::Delete,
+                kv: KeyValue {
+                    mod_revision: rev,
+                    ..KeyValue::missing().with_key(&prev.key)
+                },
+                prev: Some(prev.clone()),
+            });
+        }
+        OpResult::Delete {
+            deleted,
+            prev_kvs: if delete.prev_kv { alive } else { Vec::new() },
+        }
+    }
+}
+
+impl KeyValue {
+    fn with_key(mut self, key: &super::Bytes) -> KeyValue {
+        self.key = key.clone();
+        self
+    }
+}
+
+impl TxnResult {
+    /// The store revision after the txn, on it and on every txn nested in it.
+    fn set_revision(&mut self, revision: u64) {
+        self.revision = revision;
+        for response in &mut self.responses {
+            if let OpResult::Txn(nested) = response {
+                nested.set_revision(revision);
+            }
+        }
+    }
+}
