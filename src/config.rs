@@ -72,6 +72,8 @@ pub struct Config {
     #[serde(default)]
     pub time: TimeConfig,
     #[serde(default)]
+    pub etcd: EtcdConfig,
+    #[serde(default)]
     pub tls: TlsConfig,
 }
 
@@ -156,6 +158,50 @@ pub struct TimeConfig {
     /// written: a node that restarted or caught up late then counts from a recent entry, so a
     /// change of leader to it ends things late by at most this much more (README "Time").
     pub checkpoint_interval_ms: u64,
+}
+
+/// The etcd v3 API served beside steward's own (README "Use steward as etcd"): its limits, with
+/// etcd's defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EtcdConfig {
+    /// Largest etcd request (etcd's `--max-request-bytes`), in bytes.
+    pub request_bytes_max: usize,
+    /// Most compares, or requests of one branch, in one etcd txn (etcd's `--max-txn-ops`).
+    pub txn_ops_max: usize,
+}
+
+impl Default for EtcdConfig {
+    fn default() -> Self {
+        EtcdConfig {
+            request_bytes_max: 1536 * 1024,
+            txn_ops_max: 128,
+        }
+    }
+}
+
+impl EtcdConfig {
+    fn validate(&self, limits: &Limits) -> Result<(), ConfigError> {
+        if self.txn_ops_max == 0 {
+            return Err(ConfigError::Invalid {
+                field: "etcd.txn_ops_max",
+                rule: "must be >= 1".to_string(),
+            });
+        }
+        // Keys and values go into the log as base64 (4/3 of the bytes) inside JSON.
+        let logged = self.request_bytes_max / 3 * 4 + 64 * 1024;
+        if self.request_bytes_max == 0 || logged > limits.command_bytes_max {
+            return Err(ConfigError::Invalid {
+                field: "etcd.request_bytes_max",
+                rule: format!(
+                    "must be >= 1, and its log entry (4/3 of it as base64, plus 64 KiB) at most \
+                     limits.command_bytes_max = {}",
+                    limits.command_bytes_max
+                ),
+            });
+        }
+        Ok(())
+    }
 }
 
 impl Default for TimeConfig {

@@ -139,6 +139,11 @@ pub struct Metrics {
     /// Checkpoints of cluster time this node proposed while leading a quiet log.
     pub time_checkpoints: Counter,
     pub store_revision: Gauge,
+    /// etcd's keyspace: versions kept (tombstones included), their key and value bytes, and
+    /// the revision of the last compaction.
+    pub kv_versions: Gauge,
+    pub kv_bytes: Gauge,
+    pub kv_compacted: Gauge,
     pub store_objects: Family<KindLabels, Gauge>,
     pub store_watchers: Gauge,
     pub locks: Gauge,
@@ -199,6 +204,9 @@ impl Metrics {
             clock_offset_max: Gauge::default(),
             time_checkpoints: Counter::default(),
             store_revision: Gauge::default(),
+            kv_versions: Gauge::default(),
+            kv_bytes: Gauge::default(),
+            kv_compacted: Gauge::default(),
             store_objects: Family::default(),
             store_watchers: Gauge::default(),
             locks: Gauge::default(),
@@ -314,6 +322,22 @@ impl Metrics {
             "From an operation queued to its assignment to a worker, in leader time (leader only)",
             secs,
             m.op_dispatch_latency.clone(),
+        );
+        r.register(
+            "kv_versions",
+            "etcd keyspace: versions kept, deletes included (what compaction frees)",
+            m.kv_versions.clone(),
+        );
+        r.register_with_unit(
+            "kv_data",
+            "etcd keyspace: bytes of the keys and values of the versions kept",
+            Unit::Bytes,
+            m.kv_bytes.clone(),
+        );
+        r.register(
+            "kv_compacted_revision",
+            "etcd keyspace: the revision of the last compaction (reads below it are refused)",
+            m.kv_compacted.clone(),
         );
         r.register("raft_term", "Current Raft term", m.raft_term.clone());
         r.register(

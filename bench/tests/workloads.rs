@@ -119,6 +119,7 @@ impl Cluster {
                 status: Default::default(),
                 pools: Default::default(),
                 time: Default::default(),
+                etcd: Default::default(),
                 tls: steward::config::TlsConfig::plaintext(),
                 metrics_addr: None,
             };

@@ -81,6 +81,7 @@ pub fn loopback_config_at(base_port: u16, id: u64, nodes: u64, data_root: &Path)
         status: Default::default(),
         pools: Default::default(),
         time: TimeConfig::default(),
+        etcd: Default::default(),
         tls: crate::config::TlsConfig::plaintext(),
     }
 }
@@ -220,6 +221,12 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
         "time",
         &toml::Value::try_from(&config.time)?,
         &toml::Value::try_from(TimeConfig::default())?,
+    )?;
+    section(
+        &mut out,
+        "etcd",
+        &toml::Value::try_from(&config.etcd)?,
+        &toml::Value::try_from(crate::config::EtcdConfig::default())?,
     )?;
     Ok(out)
 }

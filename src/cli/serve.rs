@@ -82,6 +82,7 @@ pub fn build_config(args: &ServeArgs) -> anyhow::Result<Config> {
                 status: Default::default(),
                 pools: Default::default(),
                 time: Default::default(),
+                etcd: Default::default(),
                 tls: Default::default(),
                 metrics_addr: None,
             }

@@ -7,8 +7,8 @@
 //! written once, in code; only the top-level keys, which have no `Default`, say theirs here.
 
 use super::{
-    Limits, LocksConfig, OperationsConfig, PoolsConfig, RaftConfig, StatusConfig, TimeConfig,
-    TlsConfig,
+    EtcdConfig, Limits, LocksConfig, OperationsConfig, PoolsConfig, RaftConfig, StatusConfig,
+    TimeConfig, TlsConfig,
 };
 
 /// One config key as an operator reads it.
@@ -323,6 +323,14 @@ pub const OPTIONS: &[ConfigOption] = &[
         "time.checkpoint_interval_ms",
         "While anything is timed (a lock, lease, worker or deadline), the leader writes cluster time into the log at least this often, in ms: a node that restarted or caught up in a quiet spell then counts from a recent entry, behind by at most about this much if it becomes leader. At most raft.election_timeout_ms_max / 2, so that stays within the election timeout the TTL bound allows.",
     ),
+    opt(
+        "etcd.request_bytes_max",
+        "Largest request of the etcd API (etcd's --max-request-bytes), in bytes; larger ones get etcd's `etcdserver: request is too large`. Its log entry (4/3 of it, as base64) must fit limits.command_bytes_max.",
+    ),
+    opt(
+        "etcd.txn_ops_max",
+        "Most compares, or requests in one branch, of an etcd txn at each nesting level (etcd's --max-txn-ops); more get `etcdserver: too many operations in txn request`.",
+    ),
 ];
 
 /// The option with this dotted key.
@@ -363,6 +371,7 @@ pub fn section_defaults() -> Result<toml::Table, toml::ser::Error> {
         toml::Value::try_from(PoolsConfig::default())?,
     );
     table.insert("time".into(), toml::Value::try_from(TimeConfig::default())?);
+    table.insert("etcd".into(), toml::Value::try_from(EtcdConfig::default())?);
     Ok(table)
 }
 

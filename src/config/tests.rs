@@ -21,6 +21,7 @@ fn base() -> Config {
         status: StatusConfig::default(),
         pools: PoolsConfig::default(),
         time: TimeConfig::default(),
+        etcd: Default::default(),
         tls: TlsConfig::plaintext(),
     }
 }

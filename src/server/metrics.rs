@@ -104,6 +104,10 @@ pub fn refresh(node: &Node) {
     let now_ms = node.cluster_now();
     let state = node.state();
     m.store_revision.set(gauge(state.revision()));
+    let (versions, bytes) = state.kv().footprint();
+    m.kv_versions.set(gauge(versions));
+    m.kv_bytes.set(gauge(bytes));
+    m.kv_compacted.set(gauge(state.kv().compacted()));
     m.alarms.set(gauge(state.alarms().iter().count() as u64));
     m.store_objects.clear();
     for (kind, n) in state.kind_counts() {

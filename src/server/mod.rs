@@ -22,7 +22,7 @@
 //! in front of all of them. Behind them: `node` (propose, read
 //! barrier, waits), `forward` (followers' writes batched to the leader), `watch` (the watch hub),
 //! `peer` (the peer service: Raft RPCs, forwarded batches, read indexes, status), `space`,
-//! `metrics`.
+//! `metrics`. `etcd` serves etcd's v3 API (etcdserverpb) on the same port and state.
 
 pub mod auth;
 pub mod client_limits;
@@ -30,6 +30,7 @@ pub mod cluster;
 pub mod deadline;
 pub mod deployments;
 pub mod errors;
+pub mod etcd;
 pub mod forward;
 pub mod locks;
 pub mod metrics;
@@ -288,6 +289,10 @@ async fn serve_client_api(
     let pools = LeaseServiceServer::new(pools::PoolsService::new(node.clone()))
         .max_decoding_message_size(max_msg)
         .max_encoding_message_size(max_answer);
+    let etcd_kv =
+        crate::proto::etcd::kv_server::KvServer::new(etcd::kv::KvService::new(node.clone()))
+            .max_decoding_message_size(etcd::decoding_limit(&node))
+            .max_encoding_message_size(max_answer);
     let layer = metrics::GrpcMetricsLayer::new(node.metrics.clone());
     let limits = client_limits::ClientLimitsLayer::new(&node.config.limits, node.metrics.clone());
     tokio::spawn(client_limits::run_forgetter(limits.clone(), stop.clone()));
@@ -327,6 +332,7 @@ async fn serve_client_api(
         .add_service(pools)
         .add_service(cluster)
         .add_service(auth_api)
+        .add_service(etcd_kv)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;
         })

@@ -263,6 +263,7 @@ impl TestCluster {
                 status: Default::default(),
                 pools: Default::default(),
                 time: Default::default(),
+                etcd: Default::default(),
                 tls: steward::config::TlsConfig::plaintext(),
                 metrics_addr: Some(format!("127.0.0.1:{}", free_port())),
             };
@@ -388,6 +389,7 @@ impl TestCluster {
             status: Default::default(),
             pools: Default::default(),
             time: Default::default(),
+            etcd: Default::default(),
             tls: steward::config::TlsConfig::plaintext(),
             metrics_addr: None,
         };

@@ -18,6 +18,7 @@ mod count;
 mod deployments;
 mod dev;
 mod errors;
+mod etcd;
 mod faults;
 mod harness;
 mod locks;

@@ -64,6 +64,26 @@ fn txn_apply(
     Ok(result)
 }
 
+/// A txn that writes nothing (`Txn::writes` is false), answered from the store at `current`
+/// without the log, as etcd answers read-only txns: the same decision and checks as
+/// `txn_apply`, on a copy of the store (O(1): nothing is written to it).
+pub fn read_txn(kv: &KvStore, current: u64, txn: &Txn) -> Result<TxnResult, KvError> {
+    txn.check(usize::MAX)?;
+    let path = Path::decide(kv, txn);
+    path.check(kv, current, txn)?;
+    let mut scratch = kv.clone();
+    let mut events = Vec::new();
+    let mut run = Run {
+        kv: &mut scratch,
+        current,
+        changes: 0,
+        events: &mut events,
+    };
+    let mut result = run.txn(txn, &path);
+    result.set_revision(current);
+    Ok(result)
+}
+
 /// Which branch each txn that runs takes: the outer one, and the nested txns of the branch it
 /// takes, in order.
 struct Path {

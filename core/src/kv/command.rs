@@ -240,6 +240,17 @@ impl KvError {
     }
 }
 
+impl Txn {
+    /// Whether any branch, at any depth, may write (a put or a delete).
+    pub fn writes(&self) -> bool {
+        self.success.iter().chain(&self.failure).any(|op| match op {
+            RequestOp::Put(_) | RequestOp::Delete(_) => true,
+            RequestOp::Txn(t) => t.writes(),
+            RequestOp::Range(_) => false,
+        })
+    }
+}
+
 impl KvCommand {
     /// Whether it may grow the state: a txn with a put in it, in any branch (refused while a
     /// NOSPACE alarm is raised, as etcd refuses puts; deletes, reads and compactions go on).

@@ -43,6 +43,7 @@ pub(super) fn write_config(
         status: Default::default(),
         pools: Default::default(),
         time: Default::default(),
+        etcd: Default::default(),
         tls: steward::config::TlsConfig::plaintext(),
         metrics_addr: None,
     };

@@ -43,6 +43,14 @@ pub fn method_access(path: &str) -> MethodAccess {
     if service.starts_with("grpc.health.") || service.starts_with("grpc.reflection.") {
         return Open;
     }
+    // etcd's API (server/etcd/): its keyspace is cluster-wide, like locks.
+    if let Some(service) = service.strip_prefix("etcdserverpb.") {
+        return match (service, method) {
+            ("KV", "Range") => ClusterRead,
+            ("KV", "Put" | "DeleteRange" | "Txn") => Coordinate,
+            _ => Admin,
+        };
+    }
     let Some(service) = service.strip_prefix("steward.v1.") else {
         return Admin;
     };

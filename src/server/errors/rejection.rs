@@ -170,6 +170,22 @@ fn rejection_refusal(r: &Rejection) -> Refusal {
         Rejection::NoSpace { alarm } => {
             new(Code::ResourceExhausted, R::NoSpace).meta("alarm", alarm)
         }
+        // etcd's API answers these itself (server/etcd.rs); here for completeness.
+        Rejection::Kv(error) => {
+            use crate::state::kv::KvError;
+            match error {
+                KvError::Compacted => new(Code::OutOfRange, R::RevisionCompacted),
+                KvError::FutureRevision => new(Code::OutOfRange, R::InvalidArgument),
+                KvError::LeaseNotFound => new(Code::NotFound, R::NotFound),
+                KvError::EmptyKey
+                | KvError::KeyNotFound
+                | KvError::ValueProvided
+                | KvError::LeaseProvided
+                | KvError::TooManyOps
+                | KvError::DuplicateKey
+                | KvError::InvalidSortOption => new(Code::InvalidArgument, R::InvalidArgument),
+            }
+        }
     }
 }
 

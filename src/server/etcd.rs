@@ -1,0 +1,107 @@
+//! etcd's v3 API (package etcdserverpb, proto/etcd/), served on the client port beside steward's
+//! own, on the same replicated state: etcd clients (etcdctl, clientv3, a Kubernetes apiserver)
+//! switch to steward by changing an endpoint (README "Use steward as etcd").
+//!
+//! Thin like the other services: parse the wire request into the core's `kv` command (refusing
+//! what etcd refuses, with etcd's code and words, before anything is proposed), then
+//! `Node::propose_command` (writes, and read-only txns' reads... see `kv.rs`) or
+//! `Node::read_barrier` + a local read. What is shared by every etcd service is here: the
+//! response header, the error table in etcd's words, the request-size check and `hasleader`.
+//!
+//! - `kv`: KV (Range, Put, DeleteRange, Txn, Compact).
+
+pub mod kv;
+
+use prost::Message;
+use tonic::{Code, Status};
+
+use crate::proto::etcd::ResponseHeader;
+use crate::raft::types::WatchReceiver;
+use crate::server::node::Node;
+use crate::state::kv::KvError;
+use crate::state::Rejection;
+
+/// The header of every etcd answer: this member, the store revision the answer is at, and the
+/// Raft term. etcd's cluster id has no steward counterpart yet: 0.
+pub fn header(node: &Node, revision: u64) -> Option<ResponseHeader> {
+    Some(ResponseHeader {
+        cluster_id: 0,
+        member_id: node.id,
+        revision: i64::try_from(revision).unwrap_or(i64::MAX),
+        raft_term: node.raft.metrics().borrow_watched().current_term,
+    })
+}
+
+/// etcd's answer to a keyspace refusal: its code and its exact message, which clients match on.
+pub fn kv_error(error: &KvError) -> Status {
+    let code = match error.code() {
+        "OutOfRange" => Code::OutOfRange,
+        "NotFound" => Code::NotFound,
+        _ => Code::InvalidArgument,
+    };
+    Status::new(code, error.to_string())
+}
+
+/// A refusal by apply, as etcd words it where etcd has words for it, else steward's own.
+pub fn rejection(rejection: &Rejection) -> Status {
+    match rejection {
+        Rejection::Kv(error) => kv_error(error),
+        Rejection::NoSpace { .. } => Status::new(
+            Code::ResourceExhausted,
+            "etcdserver: mvcc: database space exceeded",
+        ),
+        other => crate::server::errors::rejection(other),
+    }
+}
+
+/// An error on the way to the state machine (no leader, a timeout, an overloaded node) as etcd
+/// clients read it: a NOSPACE refusal at admission in etcd's words; anything else keeps
+/// steward's code and message, which name what happened (the code is what clients act on).
+pub fn status(status: Status) -> Status {
+    if crate::server::errors::reason_of(&status) == Some(crate::proto::v1::ErrorReason::NoSpace) {
+        return Status::new(
+            Code::ResourceExhausted,
+            "etcdserver: mvcc: database space exceeded",
+        );
+    }
+    status
+}
+
+/// etcd's `--max-request-bytes`: a request larger than `etcd.request_bytes_max` is refused as
+/// etcd refuses it. (gRPC lets through up to 512 KiB more, as etcd's server does, so this check
+/// answers rather than the transport's.)
+pub fn check_size(node: &Node, request: &impl Message) -> Result<(), Status> {
+    if request.encoded_len() > node.config.etcd.request_bytes_max {
+        return Err(Status::new(
+            Code::InvalidArgument,
+            "etcdserver: request is too large",
+        ));
+    }
+    Ok(())
+}
+
+/// The transport's ceiling on etcd requests: `etcd.request_bytes_max` plus etcd's 512 KiB of
+/// gRPC overhead.
+pub fn decoding_limit(node: &Node) -> usize {
+    node.config.etcd.request_bytes_max + 512 * 1024
+}
+
+/// clientv3's `WithRequireLeader` (metadata `hasleader: true`): refused at once, as etcd does,
+/// when this node knows of no leader, instead of waiting for one.
+pub fn require_leader<T>(node: &Node, request: &tonic::Request<T>) -> Result<(), Status> {
+    let asked = request
+        .metadata()
+        .get("hasleader")
+        .is_some_and(|v| v.as_bytes() == b"true");
+    if asked
+        && node
+            .raft
+            .metrics()
+            .borrow_watched()
+            .current_leader
+            .is_none()
+    {
+        return Err(Status::new(Code::Unavailable, "etcdserver: no leader"));
+    }
+    Ok(())
+}
