@@ -181,23 +181,15 @@ impl Default for EtcdConfig {
 }
 
 impl EtcdConfig {
-    fn validate(&self, limits: &Limits) -> Result<(), ConfigError> {
-        if self.txn_ops_max == 0 {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let positive = [
+            ("etcd.request_bytes_max", self.request_bytes_max),
+            ("etcd.txn_ops_max", self.txn_ops_max),
+        ];
+        if let Some((field, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(ConfigError::Invalid {
-                field: "etcd.txn_ops_max",
+                field,
                 rule: "must be >= 1".to_string(),
-            });
-        }
-        // Keys and values go into the log as base64 (4/3 of the bytes) inside JSON.
-        let logged = self.request_bytes_max / 3 * 4 + 64 * 1024;
-        if self.request_bytes_max == 0 || logged > limits.command_bytes_max {
-            return Err(ConfigError::Invalid {
-                field: "etcd.request_bytes_max",
-                rule: format!(
-                    "must be >= 1, and its log entry (4/3 of it as base64, plus 64 KiB) at most \
-                     limits.command_bytes_max = {}",
-                    limits.command_bytes_max
-                ),
             });
         }
         Ok(())

@@ -325,7 +325,7 @@ pub const OPTIONS: &[ConfigOption] = &[
     ),
     opt(
         "etcd.request_bytes_max",
-        "Largest request of the etcd API (etcd's --max-request-bytes), in bytes; larger ones get etcd's `etcdserver: request is too large`. Its log entry (4/3 of it, as base64) must fit limits.command_bytes_max.",
+        "Largest request of the etcd API (etcd's --max-request-bytes), in bytes; larger ones get etcd's `etcdserver: request is too large`. Its log entry (keys and values as base64, 4/3 of their bytes) is also held to limits.command_bytes_max.",
     ),
     opt(
         "etcd.txn_ops_max",

@@ -191,7 +191,7 @@ impl Config {
         }
         self.operations().validate()?;
         self.status.validate()?;
-        self.etcd.validate(&self.limits)?;
+        self.etcd.validate()?;
         self.tls.validate()?;
         if self.time.clock_offset_ms_max == 0 {
             return invalid("time.clock_offset_ms_max", "must be >= 1");
