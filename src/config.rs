@@ -169,6 +169,9 @@ pub struct EtcdConfig {
     pub request_bytes_max: usize,
     /// Most compares, or requests of one branch, in one etcd txn (etcd's `--max-txn-ops`).
     pub txn_ops_max: usize,
+    /// How often a watch that asked for progress notices and had nothing to send gets one
+    /// (etcd's `--experimental-watch-progress-notify-interval`), in ms.
+    pub progress_notify_interval_ms: u64,
 }
 
 impl Default for EtcdConfig {
@@ -176,6 +179,7 @@ impl Default for EtcdConfig {
         EtcdConfig {
             request_bytes_max: 1536 * 1024,
             txn_ops_max: 128,
+            progress_notify_interval_ms: 600_000,
         }
     }
 }
@@ -185,6 +189,10 @@ impl EtcdConfig {
         let positive = [
             ("etcd.request_bytes_max", self.request_bytes_max),
             ("etcd.txn_ops_max", self.txn_ops_max),
+            (
+                "etcd.progress_notify_interval_ms",
+                self.progress_notify_interval_ms as usize,
+            ),
         ];
         if let Some((field, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(ConfigError::Invalid {

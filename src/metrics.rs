@@ -144,6 +144,10 @@ pub struct Metrics {
     pub kv_versions: Gauge,
     pub kv_bytes: Gauge,
     pub kv_compacted: Gauge,
+    /// etcd watches open on this node, and etcd watch streams that fell behind and caught up
+    /// from the store (set at each scrape from the hub).
+    pub etcd_watchers: Gauge,
+    pub etcd_watch_catchups: Counter,
     pub store_objects: Family<KindLabels, Gauge>,
     pub store_watchers: Gauge,
     pub locks: Gauge,
@@ -206,6 +210,8 @@ impl Metrics {
             store_revision: Gauge::default(),
             kv_versions: Gauge::default(),
             kv_bytes: Gauge::default(),
+            etcd_watchers: Gauge::default(),
+            etcd_watch_catchups: Counter::default(),
             kv_compacted: Gauge::default(),
             store_objects: Family::default(),
             store_watchers: Gauge::default(),
@@ -338,6 +344,16 @@ impl Metrics {
             "kv_compacted_revision",
             "etcd keyspace: the revision of the last compaction (reads below it are refused)",
             m.kv_compacted.clone(),
+        );
+        r.register(
+            "etcd_watchers",
+            "etcd watches open on this node",
+            m.etcd_watchers.clone(),
+        );
+        r.register(
+            "etcd_watch_catchups",
+            "etcd watch streams that fell limits.watch_buffer behind and caught up from the store",
+            m.etcd_watch_catchups.clone(),
         );
         r.register("raft_term", "Current Raft term", m.raft_term.clone());
         r.register(

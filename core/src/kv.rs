@@ -267,6 +267,53 @@ impl KvStore {
         }
     }
 
+    /// The changes to the keys of `span` at revisions `from..=to`, in the order they were made,
+    /// each with the version before it (`None` if the key did not exist, or if that version was
+    /// compacted away): what a watch from `from` replays. At most about `max` events: the answer
+    /// stops at the end of a revision once it holds `max` or more, and says which revision it
+    /// covers up to (`to`, unless it stopped early). `Err(Compacted)` when `from` is below the
+    /// compaction: those changes are gone.
+    pub fn changes(
+        &self,
+        span: &Span,
+        from: u64,
+        to: u64,
+        max: usize,
+    ) -> Result<(Vec<KvEvent>, u64), KvError> {
+        if from < self.compacted {
+            return Err(KvError::Compacted);
+        }
+        let mut found: Vec<(u64, u32, KvEvent)> = Vec::new();
+        for (key, history) in self.span_iter(span) {
+            let first = history.partition_point(|v| v.mod_revision < from);
+            for i in first..history.len() {
+                let Some(v) = history.get(i).filter(|v| v.mod_revision <= to) else {
+                    break;
+                };
+                let prev = i
+                    .checked_sub(1)
+                    .and_then(|p| history.get(p))
+                    .filter(|p| p.live())
+                    .map(|p| p.to_kv(key));
+                let kind = match v.live() {
+                    true => KvEventKind::Put,
+                    false => KvEventKind::Delete,
+                };
+                let kv = v.to_kv(key);
+                found.push((v.mod_revision, v.sub, KvEvent { kind, kv, prev }));
+            }
+        }
+        found.sort_by_key(|(rev, sub, _)| (*rev, *sub));
+        let mut through = to;
+        if found.len() > max {
+            // Whole revisions only: cut after the revision of the `max`th event.
+            let last = found.get(max.saturating_sub(1)).map_or(to, |e| e.0);
+            found.retain(|e| e.0 <= last);
+            through = last;
+        }
+        Ok((found.into_iter().map(|(_, _, e)| e).collect(), through))
+    }
+
     /// The keys of `span` alive now, with their newest versions.
     pub(crate) fn live_in(&self, span: &Span) -> Vec<KeyValue> {
         self.span_iter(span)

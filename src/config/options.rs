@@ -331,6 +331,10 @@ pub const OPTIONS: &[ConfigOption] = &[
         "etcd.txn_ops_max",
         "Most compares, or requests in one branch, of an etcd txn at each nesting level (etcd's --max-txn-ops); more get `etcdserver: too many operations in txn request`.",
     ),
+    opt(
+        "etcd.progress_notify_interval_ms",
+        "How often an etcd watch that asked for progress notices (progress_notify) and had nothing to send gets one, in ms (etcd's --experimental-watch-progress-notify-interval; Kubernetes runs 5000).",
+    ),
 ];
 
 /// The option with this dotted key.

@@ -9,8 +9,12 @@
 //! response header, the error table in etcd's words, the request-size check and `hasleader`.
 //!
 //! - `kv`: KV (Range, Put, DeleteRange, Txn, Compact).
+//! - `watch`: Watch (many watches per stream, from any revision since the compaction), fed by
+//!   `hub`.
 
+pub mod hub;
 pub mod kv;
+pub mod watch;
 
 use prost::Message;
 use tonic::{Code, Status};

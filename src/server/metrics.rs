@@ -101,6 +101,10 @@ pub fn refresh(node: &Node) {
         .set(gauge(node.shown.outliers(node.id).len() as u64));
     m.clock_offset_max.set(gauge(node.shown.offset_ms_max()));
     m.store_watchers.set(gauge(node.hub.watcher_count()));
+    m.etcd_watchers.set(gauge(node.hub.kv.watcher_count()));
+    m.etcd_watch_catchups
+        .inner()
+        .store(node.hub.kv.catchups(), std::sync::atomic::Ordering::Relaxed);
     let now_ms = node.cluster_now();
     let state = node.state();
     m.store_revision.set(gauge(state.revision()));

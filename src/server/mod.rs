@@ -293,6 +293,11 @@ async fn serve_client_api(
         crate::proto::etcd::kv_server::KvServer::new(etcd::kv::KvService::new(node.clone()))
             .max_decoding_message_size(etcd::decoding_limit(&node))
             .max_encoding_message_size(max_answer);
+    let etcd_watch = crate::proto::etcd::watch_server::WatchServer::new(
+        etcd::watch::WatchService::new(node.clone()),
+    )
+    .max_decoding_message_size(etcd::decoding_limit(&node))
+    .max_encoding_message_size(max_answer);
     let layer = metrics::GrpcMetricsLayer::new(node.metrics.clone());
     let limits = client_limits::ClientLimitsLayer::new(&node.config.limits, node.metrics.clone());
     tokio::spawn(client_limits::run_forgetter(limits.clone(), stop.clone()));
@@ -333,6 +338,7 @@ async fn serve_client_api(
         .add_service(cluster)
         .add_service(auth_api)
         .add_service(etcd_kv)
+        .add_service(etcd_watch)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;
         })

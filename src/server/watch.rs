@@ -83,6 +83,8 @@ pub struct WatchHub {
     history_bytes_max: usize,
     buffer: usize,
     watchers_max: usize,
+    /// etcd's watches of the keyspace (server/etcd/hub.rs).
+    pub kv: crate::server::etcd::hub::KvHub,
     /// The applied state's auth revision, set before the events of the batch that changed it
     /// are handed out: open streams re-check their caller when it moves (`auth::StreamAuth`).
     auth_revision: AtomicU64,
@@ -114,6 +116,7 @@ impl WatchHub {
             buffer: limits.watch_buffer,
             watchers_max: limits.watchers_max,
             auth_revision: AtomicU64::new(0),
+            kv: crate::server::etcd::hub::KvHub::new(limits.watch_buffer, limits.watchers_max),
         }
     }
 
@@ -156,6 +159,7 @@ impl WatchHub {
     /// Forgets all history: nothing at or before `revision` can be replayed. Used at start-up
     /// (the state came from a snapshot) and when a snapshot replaces the state.
     pub fn reset_to(&self, revision: u64) {
+        self.kv.reset_to(revision);
         let mut inner = self.lock();
         inner.history.clear();
         inner.history_bytes = 0;
@@ -175,6 +179,7 @@ impl WatchHub {
 
     /// Ends every watch with Unavailable: the node is shutting down, resume elsewhere.
     pub fn close_all(&self) {
+        self.kv.close_all();
         let mut inner = self.lock();
         let revision = inner.revision;
         for (_, w) in std::mem::take(&mut inner.watchers) {
@@ -281,6 +286,7 @@ impl ApplyObserver for WatchHub {
         for e in &effects.pool_events {
             let _ = self.pools.send(e.clone());
         }
+        self.kv.on_applied(&effects.kv_events, revision);
         let events = &effects.events;
         let mut inner = self.lock();
         let events: Vec<Arc<Event>> = events.iter().cloned().map(Arc::new).collect();

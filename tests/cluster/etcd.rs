@@ -74,9 +74,12 @@ fn have_etcdctl(test: &str) -> bool {
     found
 }
 
+/// (key, value, create revision, mod revision, version), as etcdctl prints them.
+type Kv = (String, String, i64, i64, i64);
+
 /// The JSON output of `etcdctl -w json get ...`: (key, value, create, mod, version) of each kv,
 /// and the header's revision.
-fn parse_get(json: &str) -> (Vec<(String, String, i64, i64, i64)>, i64, Option<i64>) {
+fn parse_get(json: &str) -> (Vec<Kv>, i64, Option<i64>) {
     let v: serde_json::Value = serde_json::from_str(json).expect("etcdctl json");
     let text = |v: &serde_json::Value| {
         let raw = base64::engine::general_purpose::STANDARD

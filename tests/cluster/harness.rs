@@ -216,6 +216,21 @@ impl TestCluster {
         }
     }
 
+    /// Starts `n` nodes whose configs `edit` changed first (the test defaults otherwise), and
+    /// waits for a leader.
+    pub async fn start_edited(n: u64, edit: impl Fn(&mut Config)) -> TestCluster {
+        Self::start_fresh(|| {
+            let mut cluster = Self::prepare(n);
+            let configs: Vec<Config> = cluster.nodes.values().map(|n| n.config.clone()).collect();
+            for mut config in configs {
+                edit(&mut config);
+                cluster.add_node_config(config);
+            }
+            cluster
+        })
+        .await
+    }
+
     /// Writes the configs of `n` nodes that bootstrap together, and starts none of them (a
     /// test may build their data dirs first, as `steward snapshot restore` does).
     pub fn prepare(n: u64) -> TestCluster {

@@ -207,6 +207,29 @@ proptest! {
                 prop_assert_eq!(&got, want, "revision {}", rev);
             }
         }
+        // A watch from after the compaction replays exactly the events apply emitted, in
+        // order, whole or in chunks of whole revisions.
+        let all = Span::From(Bytes::from_static(b"\0"));
+        let from = state.kv().compacted() + 1;
+        let emitted: Vec<&KvEvent> = effects.kv_events.iter().filter(|e| e.kv.mod_revision >= from).collect();
+        let (replay, through) = state.kv().changes(&all, from, state.revision(), usize::MAX).unwrap();
+        prop_assert_eq!(through, state.revision());
+        prop_assert_eq!(replay.iter().collect::<Vec<_>>(), emitted.clone());
+        let mut chunked = Vec::new();
+        let mut next = from;
+        while next <= state.revision() {
+            let (chunk, through) = state.kv().changes(&all, next, state.revision(), 2).unwrap();
+            prop_assert!(through >= next);
+            chunked.extend(chunk);
+            next = through + 1;
+        }
+        prop_assert_eq!(chunked.iter().collect::<Vec<_>>(), emitted);
+        if state.kv().compacted() > 1 {
+            prop_assert_eq!(
+                state.kv().changes(&all, state.kv().compacted() - 1, state.revision(), 10).unwrap_err(),
+                KvError::Compacted
+            );
+        }
         let restored = State::from_snapshot_bytes(&state.to_snapshot_bytes());
         prop_assert_eq!(restored.as_ref(), Ok(&state));
     }

@@ -46,7 +46,7 @@ pub fn method_access(path: &str) -> MethodAccess {
     // etcd's API (server/etcd/): its keyspace is cluster-wide, like locks.
     if let Some(service) = service.strip_prefix("etcdserverpb.") {
         return match (service, method) {
-            ("KV", "Range") => ClusterRead,
+            ("KV", "Range") | ("Watch", "Watch") => ClusterRead,
             ("KV", "Put" | "DeleteRange" | "Txn") => Coordinate,
             _ => Admin,
         };

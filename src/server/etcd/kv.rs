@@ -364,7 +364,7 @@ fn all_serializable(t: &TxnRequest) -> bool {
         })
 }
 
-fn kv_pb(kv: KeyValue) -> mvccpb::KeyValue {
+pub(super) fn kv_pb(kv: KeyValue) -> mvccpb::KeyValue {
     mvccpb::KeyValue {
         key: kv.key,
         create_revision: count(kv.create_revision),
