@@ -123,7 +123,7 @@ fn apply_guarded(
             .alarms
             .apply(action, state.shown_ms)
             .map_or_else(Response::Rejected, Response::Alarms),
-        Command::Kv(command) => crate::kv::apply::apply(state, command, &mut out.kv_events),
+        Command::Kv(command) => crate::kv::apply::apply(state, ctx, command, &mut out.kv_events),
         Command::Guarded { .. } => unreachable!("unwrapped above"),
     };
     // After the command: a sweep that is itself the term's first stamped entry sees no start,

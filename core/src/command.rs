@@ -158,6 +158,16 @@ impl fmt::Display for Command {
                 txn.failure.len()
             ),
             Command::Kv(KvCommand::Compact { revision }) => write!(f, "kv-compact {revision}"),
+            Command::Kv(KvCommand::LeaseGrant { id, ttl_ms }) => {
+                write!(f, "kv-lease-grant {id:x} ttl {ttl_ms} ms")
+            }
+            Command::Kv(KvCommand::LeaseRevoke { id }) => write!(f, "kv-lease-revoke {id:x}"),
+            Command::Kv(KvCommand::LeaseKeepAlive { id }) => {
+                write!(f, "kv-lease-keep-alive {id:x}")
+            }
+            Command::Kv(KvCommand::LeaseExpire { ids, .. }) => {
+                write!(f, "kv-lease-expire {} leases", ids.len())
+            }
             Command::Guarded {
                 auth_revision,
                 command,

@@ -19,6 +19,7 @@
 pub mod apply;
 mod b64;
 pub mod command;
+pub mod lease;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
@@ -171,9 +172,16 @@ pub struct KvStore {
     /// and values.
     pub(crate) versions: u64,
     pub(crate) bytes: u64,
+    /// etcd's leases, with the keys attached to each.
+    pub(crate) leases: lease::LeaseTable,
 }
 
 impl KvStore {
+    /// The leases.
+    pub fn leases(&self) -> &lease::LeaseTable {
+        &self.leases
+    }
+
     /// The revision of the last compaction (0: none).
     pub fn compacted(&self) -> u64 {
         self.compacted
@@ -335,6 +343,12 @@ impl KvStore {
             .get(key.as_ref())
             .and_then(|h| latest(h))
             .map(|v| v.to_kv(key));
+        if let Some(p) = prev.as_ref().filter(|p| p.lease != 0 && p.lease != lease) {
+            self.leases.detach(p.lease, key);
+        }
+        if lease != 0 {
+            self.leases.attach(lease, key);
+        }
         let version = Version {
             mod_revision: rev,
             sub,
@@ -350,6 +364,9 @@ impl KvStore {
     /// Deletes `key` at revision `rev` if it is alive; returns the version deleted.
     pub(crate) fn delete(&mut self, key: &Key, rev: u64, sub: u32) -> Option<KeyValue> {
         let prev = latest(self.keys.get(key.as_ref())?)?.to_kv(key);
+        if prev.lease != 0 {
+            self.leases.detach(prev.lease, key);
+        }
         let tombstone = Version {
             mod_revision: rev,
             sub,
@@ -400,16 +417,25 @@ impl KvStore {
         self.keys.iter().map(|(k, h)| (k, &**h))
     }
 
-    /// Rebuilds the store from a snapshot's histories.
-    pub(crate) fn restore(compacted: u64, histories: Vec<(Key, History)>) -> KvStore {
+    /// Rebuilds the store from a snapshot's histories and leases; each key whose newest
+    /// version names a lease is attached to it again.
+    pub(crate) fn restore(
+        compacted: u64,
+        histories: Vec<(Key, History)>,
+        leases: Vec<lease::Lease>,
+    ) -> KvStore {
         let mut store = KvStore {
             compacted,
+            leases: lease::LeaseTable::restore(leases),
             ..KvStore::default()
         };
         for (key, history) in histories {
             for version in &history {
                 store.versions += 1;
                 store.bytes += version.bytes(&key);
+            }
+            if let Some(v) = latest(&history).filter(|v| v.lease != 0) {
+                store.leases.attach(v.lease, &key);
             }
             store.keys.insert(key, Arc::new(history));
         }

@@ -17,6 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::alarms::{Alarm, AlarmTable};
 use crate::auth::AuthTable;
 use crate::deployments::{DeploymentRecord, DeploymentTable};
+use crate::kv::lease::Lease;
 use crate::kv::{Bytes, KvStore, Version};
 use crate::locks::{Lock, LockTable};
 use crate::objects::count::LabelCounts;
@@ -82,6 +83,7 @@ struct SnapshotRef<'a> {
 struct KvRef<'a> {
     compacted: u64,
     keys: KvKeys<'a>,
+    leases: Vec<&'a Lease>,
 }
 
 struct KvKeys<'a>(&'a KvStore);
@@ -108,6 +110,8 @@ impl Serialize for KvKeys<'_> {
 struct KvBody {
     compacted: u64,
     keys: Vec<KeyHistory>,
+    #[serde(default)]
+    leases: Vec<Lease>,
 }
 
 #[derive(Deserialize)]
@@ -227,6 +231,7 @@ impl State {
             kv: KvRef {
                 compacted: self.kv.compacted(),
                 keys: KvKeys(&self.kv),
+                leases: self.kv.leases().iter().collect(),
             },
         };
         // Only `out` can fail: all map keys are strings and no Serialize impl here errors.
@@ -294,7 +299,9 @@ impl State {
                 body.format
             ));
         }
-        if body.format < SNAPSHOT_FORMAT && (!body.kv.keys.is_empty() || body.kv.compacted > 0) {
+        let kv_held =
+            !body.kv.keys.is_empty() || !body.kv.leases.is_empty() || body.kv.compacted > 0;
+        if body.format < SNAPSHOT_FORMAT && kv_held {
             return Err(format!(
                 "snapshot format {} cannot hold etcd's keyspace",
                 body.format
@@ -397,6 +404,20 @@ fn restore_kv(body: KvBody, revision: u64) -> Result<KvStore, String> {
             ));
         }
     }
+    let leases: BTreeSet<i64> = body.leases.iter().map(|l| l.id).collect();
+    for history in &body.keys {
+        let lease = history
+            .versions
+            .last()
+            .filter(|v| v.value.is_some())
+            .map_or(0, |v| v.lease);
+        if lease != 0 && !leases.contains(&lease) {
+            return Err(format!(
+                "snapshot keyspace key {:?} is attached to lease {lease}, which it does not hold",
+                history.key
+            ));
+        }
+    }
     let histories = body.keys.into_iter().map(|h| (h.key, h.versions)).collect();
-    Ok(KvStore::restore(body.compacted, histories))
+    Ok(KvStore::restore(body.compacted, histories, body.leases))
 }

@@ -148,6 +148,7 @@ impl State {
             self.ops.next_due_ms(),
             self.pools.next_due_ms(),
             self.reservations.next_due_ms(),
+            self.kv.leases().next_due_ms(),
         ]
         .into_iter()
         .flatten()

@@ -9,11 +9,14 @@
 //! response header, the error table in etcd's words, the request-size check and `hasleader`.
 //!
 //! - `kv`: KV (Range, Put, DeleteRange, Txn, Compact).
+//! - `lease`: Lease (grant, revoke, keep-alive, time-to-live, list) on cluster time, and the
+//!   leader's lease sweeper.
 //! - `watch`: Watch (many watches per stream, from any revision since the compaction), fed by
 //!   `hub`.
 
 pub mod hub;
 pub mod kv;
+pub mod lease;
 pub mod watch;
 
 use prost::Message;
@@ -41,6 +44,7 @@ pub fn kv_error(error: &KvError) -> Status {
     let code = match error.code() {
         "OutOfRange" => Code::OutOfRange,
         "NotFound" => Code::NotFound,
+        "FailedPrecondition" => Code::FailedPrecondition,
         _ => Code::InvalidArgument,
     };
     Status::new(code, error.to_string())

@@ -210,6 +210,7 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
             peer_server,
         )),
         tokio::spawn(locks::run_sweeper(node.clone(), stop_rx.clone())),
+        tokio::spawn(etcd::lease::run_sweeper(node.clone(), stop_rx.clone())),
         tokio::spawn(operations::run_scheduler(node.clone(), stop_rx.clone())),
         tokio::spawn(operations::run_op_sweeper(node.clone(), stop_rx.clone())),
         tokio::spawn(pools::run_reaper(node.clone(), stop_rx.clone())),
@@ -298,6 +299,11 @@ async fn serve_client_api(
     )
     .max_decoding_message_size(etcd::decoding_limit(&node))
     .max_encoding_message_size(max_answer);
+    let etcd_lease = crate::proto::etcd::lease_server::LeaseServer::new(
+        etcd::lease::LeaseService::new(node.clone()),
+    )
+    .max_decoding_message_size(etcd::decoding_limit(&node))
+    .max_encoding_message_size(max_answer);
     let layer = metrics::GrpcMetricsLayer::new(node.metrics.clone());
     let limits = client_limits::ClientLimitsLayer::new(&node.config.limits, node.metrics.clone());
     tokio::spawn(client_limits::run_forgetter(limits.clone(), stop.clone()));
@@ -339,6 +345,7 @@ async fn serve_client_api(
         .add_service(auth_api)
         .add_service(etcd_kv)
         .add_service(etcd_watch)
+        .add_service(etcd_lease)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;
         })

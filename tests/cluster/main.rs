@@ -19,6 +19,7 @@ mod deployments;
 mod dev;
 mod errors;
 mod etcd;
+mod etcd_lease;
 mod etcd_watch;
 mod faults;
 mod harness;

@@ -9,6 +9,7 @@
 //! of the same txn sees the write.
 
 use crate::command::Response;
+use crate::effects::ApplyContext;
 use crate::rejection::Rejection;
 use crate::state::State;
 
@@ -19,12 +20,108 @@ use super::command::{
 use super::{KeyValue, KvEvent, KvEventKind, KvStore, Span};
 
 /// Applies a keyspace command; pushes one `KvEvent` per key changed, in order.
-pub(crate) fn apply(state: &mut State, command: &KvCommand, events: &mut Vec<KvEvent>) -> Response {
+pub(crate) fn apply(
+    state: &mut State,
+    ctx: &ApplyContext,
+    command: &KvCommand,
+    events: &mut Vec<KvEvent>,
+) -> Response {
     let result = match command {
         KvCommand::Txn(txn) => txn_apply(state, txn, events).map(KvReply::Txn),
         KvCommand::Compact { revision } => compact(state, *revision),
+        KvCommand::LeaseGrant { id, ttl_ms } => grant(state, ctx, *id, *ttl_ms),
+        KvCommand::LeaseKeepAlive { id } => {
+            let now = state.time_ms;
+            match state.kv.leases.refresh(*id, now) {
+                Some(ttl_ms) => Ok(KvReply::Lease {
+                    id: *id,
+                    ttl_ms,
+                    revision: state.revision,
+                }),
+                None => Err(KvError::LeaseNotFound),
+            }
+        }
+        KvCommand::LeaseRevoke { id } => match state.kv.leases.contains(*id) {
+            true => Ok(end_leases(state, &[*id], events)),
+            false => Err(KvError::LeaseNotFound),
+        },
+        KvCommand::LeaseExpire { ids, grace_ms } => {
+            let now = state.time_ms;
+            let past_grace = state
+                .term_started_ms
+                .is_some_and(|started| now >= started.saturating_add(*grace_ms));
+            let due: Vec<i64> = match past_grace {
+                true => ids
+                    .iter()
+                    .copied()
+                    .filter(|id| {
+                        state
+                            .kv
+                            .leases
+                            .get(*id)
+                            .is_some_and(|l| l.expires_ms <= now)
+                    })
+                    .collect(),
+                false => Vec::new(),
+            };
+            Ok(end_leases(state, &due, events))
+        }
     };
     result.map_or_else(|e| Response::Rejected(Rejection::Kv(e)), Response::Kv)
+}
+
+/// A lease of `ttl_ms` from the entry's cluster time; `id` 0: one picked from the entry's log
+/// position. etcd's TTL ceiling is the server's to check (it is in seconds there).
+fn grant(state: &mut State, ctx: &ApplyContext, id: i64, ttl_ms: u64) -> Result<KvReply, KvError> {
+    if id < 0 {
+        return Err(KvError::LeaseNotFound);
+    }
+    if ttl_ms > (super::lease::LEASE_TTL_S_MAX as u64).saturating_mul(1000) {
+        return Err(KvError::LeaseTtlTooLarge);
+    }
+    let leases = &mut state.kv.leases;
+    let id = match id {
+        0 => leases.pick_id(ctx.log_index, ctx.term),
+        id if leases.contains(id) => return Err(KvError::LeaseExists),
+        id => id,
+    };
+    leases.grant(id, ttl_ms, state.time_ms);
+    Ok(KvReply::Lease {
+        id,
+        ttl_ms,
+        revision: state.revision,
+    })
+}
+
+/// Ends `ids` (each an existing lease): their keys are deleted, all at one new revision (none
+/// when they had no keys).
+fn end_leases(state: &mut State, ids: &[i64], events: &mut Vec<KvEvent>) -> KvReply {
+    let current = state.revision;
+    let mut run = Run {
+        kv: &mut state.kv,
+        current,
+        changes: 0,
+        events,
+    };
+    for id in ids {
+        let Some(lease) = run.kv.leases.remove(*id) else {
+            continue;
+        };
+        for key in lease.keys {
+            run.delete(&DeleteOp {
+                key,
+                range_end: super::Bytes::new(),
+                prev_kv: false,
+            });
+        }
+    }
+    if run.changes > 0 {
+        state.revision = current + 1;
+    }
+    KvReply::LeasesEnded {
+        ids: ids.to_vec(),
+        revision: state.revision,
+    }
 }
 
 fn compact(state: &mut State, revision: u64) -> Result<KvReply, KvError> {
@@ -139,10 +236,9 @@ impl Path {
     }
 }
 
-/// A put's lease must exist (no lease does until the Lease service keeps them, so any lease is
-/// refused), and the key must exist when the put keeps its value or lease.
+/// A put's lease must exist, and the key must exist when the put keeps its value or lease.
 fn check_put(kv: &KvStore, put: &PutOp) -> Result<(), KvError> {
-    if put.lease != 0 {
+    if put.lease != 0 && !kv.leases.contains(put.lease) {
         return Err(KvError::LeaseNotFound);
     }
     let keeps = put.ignore_value || put.ignore_lease;

@@ -17,6 +17,26 @@ pub enum KvCommand {
     Compact {
         revision: u64,
     },
+    /// etcd's LeaseGrant: a lease of `ttl_ms` from now; `id` 0 lets apply pick one.
+    LeaseGrant {
+        id: i64,
+        ttl_ms: u64,
+    },
+    /// etcd's LeaseRevoke: the lease ends now, and its keys are deleted.
+    LeaseRevoke {
+        id: i64,
+    },
+    /// etcd's LeaseKeepAlive: the lease lasts its TTL from now.
+    LeaseKeepAlive {
+        id: i64,
+    },
+    /// The leader's sweep: each of `ids` that has ended by the entry's cluster time ends, and
+    /// its keys are deleted; nothing ends until `grace_ms` after the term's first stamped entry
+    /// (as for locks).
+    LeaseExpire {
+        ids: Vec<i64>,
+        grace_ms: u64,
+    },
 }
 
 /// etcd's TxnRequest: if every compare holds, `success` runs, else `failure`; atomically, at one
@@ -162,6 +182,17 @@ pub enum KvReply {
     Compacted {
         revision: u64,
     },
+    /// A lease granted or kept alive: its id and TTL.
+    Lease {
+        id: i64,
+        ttl_ms: u64,
+        revision: u64,
+    },
+    /// Leases ended (revoked, or expired by a sweep), at store revision `revision`.
+    LeasesEnded {
+        ids: Vec<i64>,
+        revision: u64,
+    },
 }
 
 /// etcd's TxnResponse: which branch ran, and one result per request of it.
@@ -221,14 +252,21 @@ pub enum KvError {
     LeaseNotFound,
     #[error("etcdserver: invalid sort option")]
     InvalidSortOption,
+    #[error("etcdserver: lease already exists")]
+    LeaseExists,
+    #[error("etcdserver: too large lease TTL")]
+    LeaseTtlTooLarge,
 }
 
 impl KvError {
     /// The gRPC code etcd answers it with.
     pub fn code(&self) -> &'static str {
         match self {
-            KvError::Compacted | KvError::FutureRevision => "OutOfRange",
+            KvError::Compacted | KvError::FutureRevision | KvError::LeaseTtlTooLarge => {
+                "OutOfRange"
+            }
             KvError::LeaseNotFound => "NotFound",
+            KvError::LeaseExists => "FailedPrecondition",
             KvError::EmptyKey
             | KvError::KeyNotFound
             | KvError::ValueProvided
@@ -264,7 +302,11 @@ impl KvCommand {
         }
         match self {
             KvCommand::Txn(txn) => puts(txn),
-            KvCommand::Compact { .. } => false,
+            KvCommand::LeaseGrant { .. } => true,
+            KvCommand::Compact { .. }
+            | KvCommand::LeaseRevoke { .. }
+            | KvCommand::LeaseKeepAlive { .. }
+            | KvCommand::LeaseExpire { .. } => false,
         }
     }
 }

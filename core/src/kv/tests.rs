@@ -30,11 +30,17 @@ impl Store {
     }
 
     fn run(&mut self, command: impl Into<Command>) -> Response {
+        let time_ms = self.state.time_ms() + 1;
+        self.run_at(time_ms, command)
+    }
+
+    /// Runs a command stamped with cluster time `time_ms`.
+    fn run_at(&mut self, time_ms: u64, command: impl Into<Command>) -> Response {
         self.index += 1;
         let ctx = ApplyContext {
             log_index: self.index,
             term: 1,
-            time_ms: 1_000 + self.index,
+            time_ms,
             stamped: true,
             wall_ms: None,
         };
@@ -384,7 +390,7 @@ fn etcds_request_checks_refuse_and_change_nothing() {
         })),
         KvError::KeyNotFound,
     );
-    // A lease must exist; none does until the Lease service keeps them.
+    // A lease must exist.
     s.refused(one(keep(|p| p.lease = 7)), KvError::LeaseNotFound);
     // A refused request in the branch that runs refuses the whole txn, writes before it too.
     s.refused(
@@ -630,4 +636,163 @@ fn a_command_reads_back_from_the_log_as_written() {
     let back: Command = serde_json::from_str(&json).unwrap();
     assert_eq!(serde_json::to_string(&back).unwrap(), json);
     assert!(json.starts_with("{\"kv\":{\"txn\":"), "{json}");
+}
+
+fn leased(key: &str, lease: i64) -> RequestOp {
+    RequestOp::Put(PutOp {
+        key: b(key),
+        value: b("v"),
+        lease,
+        ..PutOp::default()
+    })
+}
+
+fn lease_keys(s: &Store, id: i64) -> Vec<Bytes> {
+    s.state
+        .kv()
+        .leases()
+        .get(id)
+        .map(|l| l.keys.iter().cloned().collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_lease_ends_on_cluster_time_with_its_keys_at_one_revision() {
+    let mut s = Store::new();
+    let grant = |s: &mut Store, at, id, ttl_ms| s.run_at(at, KvCommand::LeaseGrant { id, ttl_ms });
+    // Picked ids are the same on every replica (from the log position), and positive.
+    let Response::Kv(KvReply::Lease { id, ttl_ms, .. }) = grant(&mut s, 1_000, 0, 5_000) else {
+        panic!("granted")
+    };
+    assert!(id > 0 && ttl_ms == 5_000);
+    let mut replica = Store::new();
+    assert_eq!(
+        grant(&mut replica, 1_000, 0, 5_000),
+        grant(&mut Store::new(), 1_000, 0, 5_000)
+    );
+    let Response::Kv(KvReply::Lease { id: next, .. }) = grant(&mut replica, 1_001, 0, 5_000) else {
+        panic!("granted")
+    };
+    assert_ne!(next, id);
+    assert_eq!(
+        grant(&mut s, 1_001, id, 1_000),
+        Response::Rejected(Rejection::Kv(KvError::LeaseExists))
+    );
+    s.txn(Txn {
+        success: vec![leased("a", id), leased("b", id)],
+        ..Txn::default()
+    });
+    assert_eq!(lease_keys(&s, id), [b("a"), b("b")]);
+    // Kept alive at 4 s: it now ends at 9 s, not 6 s.
+    s.run_at(4_000, KvCommand::LeaseKeepAlive { id });
+    let expire = KvCommand::LeaseExpire {
+        ids: vec![id],
+        grace_ms: 0,
+    };
+    let before = s.state.revision();
+    s.run_at(8_999, expire.clone());
+    assert_eq!(s.state.revision(), before, "not yet: it ends at 9 s");
+    assert_eq!(lease_keys(&s, id).len(), 2);
+    let ended = s.run_at(9_000, expire);
+    assert_eq!(
+        ended,
+        Response::Kv(KvReply::LeasesEnded {
+            ids: vec![id],
+            revision: before + 1
+        })
+    );
+    assert!(s.state.kv().leases().get(id).is_none());
+    assert_eq!(s.get("a", 0), None);
+    let deletes: Vec<_> = s.effects.kv_events[s.effects.kv_events.len() - 2..]
+        .iter()
+        .map(|e| (e.kind, e.kv.mod_revision))
+        .collect();
+    assert_eq!(
+        deletes,
+        [
+            (KvEventKind::Delete, before + 1),
+            (KvEventKind::Delete, before + 1)
+        ]
+    );
+    assert_eq!(
+        s.run(KvCommand::LeaseKeepAlive { id }),
+        Response::Rejected(Rejection::Kv(KvError::LeaseNotFound))
+    );
+}
+
+#[test]
+fn no_lease_expires_in_a_new_leaders_grace() {
+    let mut s = Store::new();
+    s.run_at(
+        1_000,
+        KvCommand::LeaseGrant {
+            id: 7,
+            ttl_ms: 1_000,
+        },
+    );
+    // The term started at 1 s; with a grace of 5 s nothing ends before 6 s, though due at 2 s.
+    let expire = KvCommand::LeaseExpire {
+        ids: vec![7],
+        grace_ms: 5_000,
+    };
+    s.run_at(5_999, expire.clone());
+    assert!(s.state.kv().leases().contains(7));
+    s.run_at(6_000, expire);
+    assert!(!s.state.kv().leases().contains(7));
+}
+
+#[test]
+fn keys_move_between_leases_and_leave_them_when_deleted_or_revoked() {
+    let mut s = Store::new();
+    s.run(KvCommand::LeaseGrant {
+        id: 1,
+        ttl_ms: 60_000,
+    });
+    s.run(KvCommand::LeaseGrant {
+        id: 2,
+        ttl_ms: 60_000,
+    });
+    s.txn(Txn::of(leased("k", 1)));
+    s.txn(Txn::of(leased("j", 1)));
+    // A put naming another lease moves the key; one keeping its lease keeps it.
+    s.txn(Txn::of(leased("k", 2)));
+    assert_eq!(
+        (lease_keys(&s, 1), lease_keys(&s, 2)),
+        (vec![b("j")], vec![b("k")])
+    );
+    s.txn(Txn::of(RequestOp::Put(PutOp {
+        key: b("k"),
+        value: b("kept"),
+        ignore_lease: true,
+        ..PutOp::default()
+    })));
+    assert_eq!(s.get("k", 0).unwrap().lease, 2);
+    // A put with no lease detaches it.
+    s.txn(Txn::of(put("j", "free")));
+    assert!(lease_keys(&s, 1).is_empty());
+    // A snapshot keeps leases and rebuilds their keys.
+    let restored = State::from_snapshot_bytes(&s.state.to_snapshot_bytes()).unwrap();
+    assert_eq!(restored, s.state);
+    // Revoking deletes the keys; the other lease's keys stay.
+    s.delete("k", "");
+    assert!(lease_keys(&s, 2).is_empty());
+    s.txn(Txn::of(leased("k", 2)));
+    let revision = s.state.revision();
+    assert_eq!(
+        s.run(KvCommand::LeaseRevoke { id: 2 }),
+        Response::Kv(KvReply::LeasesEnded {
+            ids: vec![2],
+            revision: revision + 1
+        })
+    );
+    assert_eq!(s.get("k", 0), None);
+    assert_eq!(s.get("j", 0).unwrap().value, b("free"));
+    assert_eq!(
+        s.run(KvCommand::LeaseRevoke { id: 2 }),
+        Response::Rejected(Rejection::Kv(KvError::LeaseNotFound))
+    );
+    // A lease with no keys ends without a revision.
+    let revision = s.state.revision();
+    s.run(KvCommand::LeaseRevoke { id: 1 });
+    assert_eq!(s.state.revision(), revision);
 }

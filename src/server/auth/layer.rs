@@ -47,7 +47,9 @@ pub fn method_access(path: &str) -> MethodAccess {
     if let Some(service) = service.strip_prefix("etcdserverpb.") {
         return match (service, method) {
             ("KV", "Range") | ("Watch", "Watch") => ClusterRead,
+            ("Lease", "LeaseTimeToLive" | "LeaseLeases") => ClusterRead,
             ("KV", "Put" | "DeleteRange" | "Txn") => Coordinate,
+            ("Lease", "LeaseGrant" | "LeaseRevoke" | "LeaseKeepAlive") => Coordinate,
             _ => Admin,
         };
     }

@@ -177,6 +177,8 @@ fn rejection_refusal(r: &Rejection) -> Refusal {
                 KvError::Compacted => new(Code::OutOfRange, R::RevisionCompacted),
                 KvError::FutureRevision => new(Code::OutOfRange, R::InvalidArgument),
                 KvError::LeaseNotFound => new(Code::NotFound, R::NotFound),
+                KvError::LeaseExists => new(Code::FailedPrecondition, R::AlreadyExists),
+                KvError::LeaseTtlTooLarge => new(Code::OutOfRange, R::LimitExceeded),
                 KvError::EmptyKey
                 | KvError::KeyNotFound
                 | KvError::ValueProvided

@@ -1,0 +1,211 @@
+//! etcd's Lease on a 3-node steward: etcdctl's lease commands, keys deleted with their lease
+//! (revoked or expired), never early and late by at most the bound, and kept
+//! through a change of leader.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use steward::proto::etcd::kv_client::KvClient;
+use steward::proto::etcd::lease_client::LeaseClient;
+use steward::proto::etcd::{
+    LeaseGrantRequest, LeaseKeepAliveRequest, LeaseRevokeRequest, LeaseTimeToLiveRequest,
+    PutRequest, RangeRequest,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+use tonic::Code;
+
+use crate::harness::{skip_or_fail, TestCluster};
+
+fn b(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+async fn etcdctl(endpoint: &str, args: &[&str]) -> String {
+    let mut cmd = Command::new("etcdctl");
+    cmd.env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoint}"))
+        .args(args);
+    let what = format!("etcdctl {args:?}");
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("run etcdctl"))
+        .await
+        .expect("join");
+    assert!(out.status.success(), "{what}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+async fn exists(kv: &mut KvClient<Channel>, key: &str) -> bool {
+    let range = kv
+        .range(RangeRequest {
+            key: b(key),
+            ..RangeRequest::default()
+        })
+        .await
+        .expect("range")
+        .into_inner();
+    !range.kvs.is_empty()
+}
+
+async fn leased_put(kv: &mut KvClient<Channel>, key: &str, lease: i64) {
+    kv.put(PutRequest {
+        key: b(key),
+        value: b("v"),
+        lease,
+        ..PutRequest::default()
+    })
+    .await
+    .expect("put");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_grants_attaches_keeps_alive_lists_and_revokes_leases() {
+    let found = Command::new("etcdctl")
+        .arg("version")
+        .env("ETCDCTL_API", "3")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        skip_or_fail(
+            "etcdctl_grants_attaches_keeps_alive_lists_and_revokes_leases",
+            "etcdctl is not installed (apt-get install etcd-client)",
+        );
+        return;
+    }
+    let cluster = TestCluster::start(3).await;
+    cluster.wait_leader().await;
+    let (one, two) = (cluster.client_addr(1), cluster.client_addr(2));
+    let granted = etcdctl(&one, &["lease", "grant", "60"]).await;
+    // "lease 694d7a9b4a3c5e04 granted with TTL(60s)"
+    let id = granted
+        .split_whitespace()
+        .nth(1)
+        .expect("lease id")
+        .to_string();
+    assert!(granted.ends_with("granted with TTL(60s)\n"), "{granted}");
+    etcdctl(&two, &["put", "--lease", &id, "lk/a", "1"]).await;
+    etcdctl(&one, &["put", "--lease", &id, "lk/b", "2"]).await;
+    let ttl = etcdctl(&two, &["lease", "timetolive", &id, "--keys"]).await;
+    assert!(ttl.contains("granted with TTL(60s)"), "{ttl}");
+    assert!(ttl.contains("attached keys([lk/a lk/b])"), "{ttl}");
+    let list = etcdctl(&one, &["lease", "list"]).await;
+    assert_eq!(list, format!("found 1 leases\n{id}\n"));
+    let kept = etcdctl(&two, &["lease", "keep-alive", "--once", &id]).await;
+    assert_eq!(kept, format!("lease {id} keepalived with TTL(60)\n"));
+    assert_eq!(
+        etcdctl(&one, &["lease", "revoke", &id]).await,
+        format!("lease {id} revoked\n")
+    );
+    assert_eq!(etcdctl(&two, &["get", "lk/", "--prefix"]).await, "");
+    let gone = etcdctl(&one, &["lease", "timetolive", &id]).await;
+    assert_eq!(gone, format!("lease {id} already expired\n"));
+    // A TTL under the cluster's minimum (1.5 election timeouts, in whole seconds) is raised.
+    let short = etcdctl(&one, &["lease", "grant", "1"]).await;
+    assert!(short.ends_with("granted with TTL(2s)\n"), "{short}");
+}
+
+/// A lease kept alive once, then left: its keys stay through every read that completes before
+/// TTL after the keep-alive was sent, and are gone within a second after that on a healthy
+/// cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_ends_never_early_with_its_keys_deleted() {
+    let cluster = TestCluster::start(3).await;
+    cluster.wait_leader().await;
+    let mut leases = LeaseClient::new(cluster.channel(2).await);
+    let mut kv = KvClient::new(cluster.channel(3).await);
+    let ttl = 3;
+    let id = leases
+        .lease_grant(LeaseGrantRequest { ttl, id: 0 })
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
+    leased_put(&mut kv, "ttl/a", id).await;
+    leased_put(&mut kv, "ttl/b", id).await;
+    let (tx, rx) = mpsc::channel(1);
+    let mut answers = leases
+        .lease_keep_alive(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let sent = Instant::now();
+    tx.send(LeaseKeepAliveRequest { id }).await.unwrap();
+    let kept = answers.message().await.unwrap().unwrap();
+    assert_eq!((kept.id, kept.ttl), (id, ttl));
+    drop(tx);
+    let end = sent + Duration::from_secs(ttl as u64);
+    loop {
+        let asked = Instant::now();
+        let present = exists(&mut kv, "ttl/a").await;
+        let answered = Instant::now();
+        if answered < end {
+            assert!(
+                present,
+                "the lease ended early: gone {:?} after the keep-alive was sent (TTL {ttl} s)",
+                asked - sent
+            );
+        } else if !present {
+            let late = asked.saturating_duration_since(end);
+            assert!(late < Duration::from_secs(1), "ended {late:?} late");
+            break;
+        }
+        assert!(answered < end + Duration::from_secs(5), "never ended");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!exists(&mut kv, "ttl/b").await);
+    let ttl_left = leases
+        .lease_time_to_live(LeaseTimeToLiveRequest { id, keys: true })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ttl_left.ttl, -1);
+    let revoked = leases.lease_revoke(LeaseRevokeRequest { id }).await;
+    let status = revoked.expect_err("gone");
+    assert_eq!(
+        (status.code(), status.message()),
+        (Code::NotFound, "etcdserver: requested lease not found")
+    );
+}
+
+/// A lease outlives its leader: keep-alives go on through the next one, and the keys stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_alive_lease_survives_a_change_of_leader() {
+    let mut cluster = TestCluster::start(3).await;
+    let leader = cluster.wait_leader().await;
+    let other = (1..=3).find(|id| *id != leader).unwrap();
+    let mut leases = LeaseClient::new(cluster.channel(other).await);
+    let mut kv = KvClient::new(cluster.channel(other).await);
+    let id = leases
+        .lease_grant(LeaseGrantRequest { ttl: 4, id: 42 })
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
+    assert_eq!(id, 42);
+    let exists_already = leases
+        .lease_grant(LeaseGrantRequest { ttl: 4, id: 42 })
+        .await;
+    let status = exists_already.expect_err("taken");
+    assert_eq!(
+        (status.code(), status.message()),
+        (Code::FailedPrecondition, "etcdserver: lease already exists")
+    );
+    leased_put(&mut kv, "kept", id).await;
+    cluster.kill(leader);
+    let (tx, rx) = mpsc::channel(4);
+    let mut answers = leases
+        .lease_keep_alive(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    // Keep it alive every second for 8 s (twice its TTL) across the election.
+    let until = Instant::now() + Duration::from_secs(8);
+    while Instant::now() < until {
+        tx.send(LeaseKeepAliveRequest { id }).await.unwrap();
+        let answer = answers.message().await.unwrap().unwrap();
+        assert_eq!(answer.ttl, 4);
+        assert!(exists(&mut kv, "kept").await);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
