@@ -322,6 +322,34 @@ impl KvStore {
         Ok((found.into_iter().map(|(_, _, e)| e).collect(), through))
     }
 
+    /// Feeds `out` every kept version written at or before `rev`, key by key, in a fixed
+    /// layout: what etcd's HashKV hashes, so members that applied the same log agree.
+    pub fn feed_versions(&self, rev: u64, mut out: impl FnMut(&[u8])) {
+        for (key, history) in self.keys.iter() {
+            let upto = history.partition_point(|v| v.mod_revision <= rev);
+            let Some(kept) = history.get(..upto).filter(|h| !h.is_empty()) else {
+                continue;
+            };
+            out(&(key.len() as u64).to_le_bytes());
+            out(key);
+            for v in kept {
+                out(&v.mod_revision.to_le_bytes());
+                out(&v.sub.to_le_bytes());
+                out(&v.create_revision.to_le_bytes());
+                out(&v.version.to_le_bytes());
+                out(&v.lease.to_le_bytes());
+                match &v.value {
+                    Some(value) => {
+                        out(&[1]);
+                        out(&(value.len() as u64).to_le_bytes());
+                        out(value);
+                    }
+                    None => out(&[0]),
+                }
+            }
+        }
+    }
+
     /// The keys of `span` alive now, with their newest versions.
     pub(crate) fn live_in(&self, span: &Span) -> Vec<KeyValue> {
         self.span_iter(span)

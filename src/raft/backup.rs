@@ -7,6 +7,11 @@
 //! bytes a Raft snapshot holds. The header says where the state was read (revision, Raft term
 //! and applied index, the node and cluster it came from); it is information, not trusted input.
 //!
+//! A backup saved through etcd's API (`etcdctl snapshot save`, server/etcd/maintenance.rs)
+//! carries etcd's framing after it, which etcd's tools check: zero padding to a 512-byte
+//! block, ending with the padding's length (u64 LE), then the SHA-256 of everything before
+//! (`etcd_frame`). A restore takes either form.
+//!
 //! A restore checks the magic, the lengths and the checksum, decodes the whole state, and only
 //! then writes anything: a data directory that holds the state as a Raft snapshot at the saved
 //! index, a log purged up to that index (so replay starts after it), and a vote at the saved
@@ -118,6 +123,67 @@ impl<W: Write> BackupWriter<W> {
     }
 }
 
+impl BackupWriter<Vec<u8>> {
+    /// What was written so far and not yet taken: a streamed backup's next piece.
+    pub fn take(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out)
+    }
+}
+
+/// etcd's framing of a backup of `length` bytes whose SHA-256 so far is `hasher`'s (module
+/// doc): the bytes to send after it.
+pub fn etcd_frame(length: u64, mut hasher: Sha256) -> Vec<u8> {
+    let pad = 8 + (512 - (length + 8) % 512) % 512;
+    let mut tail = vec![0u8; pad as usize - 8];
+    tail.extend_from_slice(&pad.to_le_bytes());
+    hasher.update(&tail);
+    tail.extend_from_slice(&hasher.finalize());
+    tail
+}
+
+/// The length of the backup in a file of `file_len` bytes: all of it, unless it ends with
+/// etcd's framing (`etcd_frame`), checked whole.
+fn backup_len(file: &mut File, file_len: u64) -> io::Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    if file_len % 512 != 32 || file_len < 32 + 8 + 8 + 8 + 8 + 32 {
+        return Ok(file_len);
+    }
+    let mut pad = [0u8; 8];
+    file.seek(SeekFrom::Start(file_len - 32 - 8))?;
+    file.read_exact(&mut pad)?;
+    let pad = u64::from_le_bytes(pad);
+    if !(8..=8 + 511).contains(&pad) {
+        return Ok(file_len);
+    }
+    file.seek(SeekFrom::Start(0))?;
+    let mut hasher = Sha256::new();
+    io::copy(
+        &mut (&mut *file).take(file_len - 32),
+        &mut HashSink(&mut hasher),
+    )?;
+    let mut stored = [0u8; 32];
+    file.read_exact(&mut stored)?;
+    file.seek(SeekFrom::Start(0))?;
+    match hasher.finalize().as_slice() == stored {
+        true => Ok(file_len - 32 - pad),
+        false => Ok(file_len),
+    }
+}
+
+/// A `Write` into a hasher.
+struct HashSink<'a>(&'a mut Sha256);
+
+impl Write for HashSink<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -142,6 +208,7 @@ fn read_checked<T>(
     let name = path.display();
     let mut file = File::open(path)?;
     let file_len = file.metadata()?.len();
+    let file_len = backup_len(&mut file, file_len)?;
     let mut magic = [0u8; 8];
     file.read_exact(&mut magic)
         .map_err(|_| invalid(format!("{name} is not a steward backup (too short)")))?;

@@ -11,12 +11,15 @@
 //! - `kv`: KV (Range, Put, DeleteRange, Txn, Compact).
 //! - `lease`: Lease (grant, revoke, keep-alive, time-to-live, list) on cluster time, and the
 //!   leader's lease sweeper.
+//! - `maintenance`: Cluster (members) and Maintenance (status, alarms, defragment, hashes,
+//!   snapshot, leadership), mapped to steward's own cluster operations.
 //! - `watch`: Watch (many watches per stream, from any revision since the compaction), fed by
 //!   `hub`.
 
 pub mod hub;
 pub mod kv;
 pub mod lease;
+pub mod maintenance;
 pub mod watch;
 
 use prost::Message;

@@ -304,6 +304,13 @@ async fn serve_client_api(
     )
     .max_decoding_message_size(etcd::decoding_limit(&node))
     .max_encoding_message_size(max_answer);
+    let etcd_cluster = crate::proto::etcd::cluster_server::ClusterServer::new(
+        etcd::maintenance::MaintenanceService::new(node.clone()),
+    );
+    let etcd_maintenance = crate::proto::etcd::maintenance_server::MaintenanceServer::new(
+        etcd::maintenance::MaintenanceService::new(node.clone()),
+    )
+    .max_encoding_message_size(max_answer);
     let layer = metrics::GrpcMetricsLayer::new(node.metrics.clone());
     let limits = client_limits::ClientLimitsLayer::new(&node.config.limits, node.metrics.clone());
     tokio::spawn(client_limits::run_forgetter(limits.clone(), stop.clone()));
@@ -346,6 +353,8 @@ async fn serve_client_api(
         .add_service(etcd_kv)
         .add_service(etcd_watch)
         .add_service(etcd_lease)
+        .add_service(etcd_cluster)
+        .add_service(etcd_maintenance)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;
         })

@@ -565,3 +565,80 @@ async fn the_kubernetes_storage_contract_holds() {
             .collect::<Vec<_>>()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_lists_members_reports_status_health_hashes_and_saves_a_snapshot() {
+    if !have_etcdctl("etcdctl_lists_members_reports_status_health_hashes_and_saves_a_snapshot") {
+        return;
+    }
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.wait_leader().await;
+    let all: Vec<String> = (1..=3).map(|id| cluster.client_addr(id)).collect();
+    let endpoints = all.join(",");
+    ok(&all[0], &["put", "k", "v"]).await;
+
+    // member list: id, status, name, peer and client URLs, learner.
+    let members = ok(&all[1], &["member", "list"]).await;
+    for id in 1..=3 {
+        let node = &cluster.nodes[&id].config;
+        let line = format!(
+            "{id}, started, steward-{id}, http://{}, http://{}, false",
+            node.peer_addr, node.client_addr
+        );
+        assert!(members.contains(&line), "{line} not in\n{members}");
+    }
+
+    // endpoint status: version, leader, Raft term and index, as JSON.
+    let status = ok(&endpoints, &["endpoint", "status", "-w", "json"]).await;
+    let status: serde_json::Value = serde_json::from_str(&status).expect("json");
+    let status = status.as_array().expect("one per endpoint");
+    assert_eq!(status.len(), 3);
+    for s in status {
+        let s = &s["Status"];
+        assert_eq!(s["version"], "3.5.17");
+        assert_eq!(s["leader"].as_u64(), Some(leader));
+        assert!(s["raftIndex"].as_u64().unwrap_or(0) >= 2, "{s}");
+        assert!(s["dbSize"].as_i64().unwrap_or(0) > 0, "{s}");
+    }
+    // (etcdctl 3.4 prints health to standard error.)
+    let (healthy, out, err) = etcdctl(&endpoints, &["endpoint", "health"], None).await;
+    let health = format!("{out}{err}");
+    assert!(healthy, "{health}");
+    assert_eq!(health.matches("is healthy").count(), 3, "{health}");
+
+    // hashkv: every member the same.
+    let hashes = ok(&endpoints, &["endpoint", "hashkv"]).await;
+    let values: std::collections::BTreeSet<&str> = hashes
+        .lines()
+        .filter_map(|l| l.split(", ").nth(1))
+        .collect();
+    assert_eq!(values.len(), 1, "{hashes}");
+
+    // snapshot save: etcd's framing around a steward backup, which steward reads.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("snap.db");
+    let file = file.to_str().expect("utf-8 path");
+    let (saved, _, err) = etcdctl(&all[2], &["snapshot", "save", file], None).await;
+    assert!(saved, "{err}");
+    let len = std::fs::metadata(file).expect("saved").len();
+    assert_eq!(len % 512, 32, "etcd's framing: blocks of 512 and a SHA-256");
+    let out =
+        crate::harness::steward_cli(&cluster.endpoint(1), None, &["snapshot", "status", file])
+            .await;
+    assert!(
+        out.lines().nth(1).is_some_and(|l| l.starts_with("1 ")),
+        "{out}"
+    );
+
+    // What steward cannot do as etcd asks is refused with what to do instead.
+    let (added, _, err) = etcdctl(
+        &all[0],
+        &["member", "add", "n4", "--peer-urls=http://127.0.0.1:1"],
+        None,
+    )
+    .await;
+    assert!(
+        !added && err.contains("steward member add-learner"),
+        "{err}"
+    );
+}

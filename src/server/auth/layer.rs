@@ -48,6 +48,9 @@ pub fn method_access(path: &str) -> MethodAccess {
         return match (service, method) {
             ("KV", "Range") | ("Watch", "Watch") => ClusterRead,
             ("Lease", "LeaseTimeToLive" | "LeaseLeases") => ClusterRead,
+            ("Cluster", "MemberList") | ("Maintenance", "Status" | "Hash" | "HashKV") => {
+                ClusterRead
+            }
             ("KV", "Put" | "DeleteRange" | "Txn") => Coordinate,
             ("Lease", "LeaseGrant" | "LeaseRevoke" | "LeaseKeepAlive") => Coordinate,
             _ => Admin,
