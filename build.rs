@@ -19,7 +19,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The etcd v3 API (proto/etcd/, src/server/etcd/): keys and values as `bytes::Bytes`, so a
     // value goes from the request to the log and back without a copy.
-    let etcd = ["proto/etcd/rpc.proto", "proto/etcd/kv.proto"];
+    let etcd = [
+        "proto/etcd/rpc.proto",
+        "proto/etcd/kv.proto",
+        "proto/etcd/v3lock.proto",
+        "proto/etcd/v3election.proto",
+    ];
     for f in etcd {
         println!("cargo:rerun-if-changed={f}");
     }

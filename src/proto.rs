@@ -16,10 +16,26 @@ pub mod etcd {
     tonic::include_proto!("etcdserverpb");
 }
 
+/// Under its package's name too, as the generated code of the services that import it
+/// (v3lockpb, v3electionpb) names it.
+pub use etcd as etcdserverpb;
+
 /// etcd's key-value pair and event (proto/etcd/kv.proto).
 #[allow(clippy::all, missing_docs)]
 pub mod mvccpb {
     tonic::include_proto!("mvccpb");
+}
+
+/// etcd's Lock service (proto/etcd/v3lock.proto).
+#[allow(clippy::all, missing_docs)]
+pub mod v3lockpb {
+    tonic::include_proto!("v3lockpb");
+}
+
+/// etcd's Election service (proto/etcd/v3election.proto).
+#[allow(clippy::all, missing_docs)]
+pub mod v3electionpb {
+    tonic::include_proto!("v3electionpb");
 }
 
 /// The client API's encoded `FileDescriptorSet` (steward.proto and what it imports), for gRPC

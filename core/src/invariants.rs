@@ -52,12 +52,13 @@ impl Before {
         let taken = state.revision - self.revision;
         let kv_new = out.kv_events.get(self.kv_events..).unwrap_or_default();
         if !kv_new.is_empty() {
-            let next = self.revision + 1;
+            let next = crate::kv::apply::write_revision(self.revision);
             let all_at_next = kv_new.iter().all(|e| e.kv.mod_revision == next);
-            if !new.is_empty() || taken != 1 || !all_at_next {
+            if !new.is_empty() || self.revision + taken != next || !all_at_next {
                 return Err(Violation(format!(
                     "{} key events and {} object events for {taken} new revisions ({} -> {}): \
-                     a keyspace txn takes exactly one, for all its key events",
+                     a keyspace txn takes exactly one (revision 2 in an empty store), for all \
+                     its key events",
                     kv_new.len(),
                     new.len(),
                     self.revision,

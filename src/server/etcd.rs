@@ -11,6 +11,7 @@
 //! - `kv`: KV (Range, Put, DeleteRange, Txn, Compact).
 //! - `lease`: Lease (grant, revoke, keep-alive, time-to-live, list) on cluster time, and the
 //!   leader's lease sweeper.
+//! - `lock`: Lock and Election (v3lockpb, v3electionpb), as clientv3/concurrency does them.
 //! - `maintenance`: Cluster (members) and Maintenance (status, alarms, defragment, hashes,
 //!   snapshot, leadership), mapped to steward's own cluster operations.
 //! - `watch`: Watch (many watches per stream, from any revision since the compaction), fed by
@@ -19,6 +20,7 @@
 pub mod hub;
 pub mod kv;
 pub mod lease;
+pub mod lock;
 pub mod maintenance;
 pub mod watch;
 

@@ -311,6 +311,13 @@ async fn serve_client_api(
         etcd::maintenance::MaintenanceService::new(node.clone()),
     )
     .max_encoding_message_size(max_answer);
+    let etcd_lock = crate::proto::v3lockpb::lock_server::LockServer::new(
+        etcd::lock::LockService::new(node.clone()),
+    );
+    let etcd_election = crate::proto::v3electionpb::election_server::ElectionServer::new(
+        etcd::lock::ElectionService::new(node.clone()),
+    )
+    .max_decoding_message_size(etcd::decoding_limit(&node));
     let layer = metrics::GrpcMetricsLayer::new(node.metrics.clone());
     let limits = client_limits::ClientLimitsLayer::new(&node.config.limits, node.metrics.clone());
     tokio::spawn(client_limits::run_forgetter(limits.clone(), stop.clone()));
@@ -355,6 +362,8 @@ async fn serve_client_api(
         .add_service(etcd_lease)
         .add_service(etcd_cluster)
         .add_service(etcd_maintenance)
+        .add_service(etcd_lock)
+        .add_service(etcd_election)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;
         })

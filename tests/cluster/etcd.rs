@@ -128,8 +128,9 @@ async fn etcdctl_puts_gets_deletes_txns_and_compacts_on_any_node() {
 
     assert_eq!(ok(&one(2), &["get", "app/a"]).await, "app/a\n3\n");
     let (kvs, revision, _) = parse_get(&ok(&one(3), &["get", "app/a", "-w", "json"]).await);
-    assert_eq!(kvs, [("app/a".into(), "3".into(), 1, 3, 2)]);
-    assert_eq!(revision, 4);
+    // No etcd write takes revision 1, the empty store's, as in etcd: the first is at 2.
+    assert_eq!(kvs, [("app/a".into(), "3".into(), 2, 4, 2)]);
+    assert_eq!(revision, 5);
     // The version before, at its revision.
     assert_eq!(
         ok(&one(1), &["get", "app/a", "--rev=2"]).await,
@@ -626,7 +627,7 @@ async fn etcdctl_lists_members_reports_status_health_hashes_and_saves_a_snapshot
         crate::harness::steward_cli(&cluster.endpoint(1), None, &["snapshot", "status", file])
             .await;
     assert!(
-        out.lines().nth(1).is_some_and(|l| l.starts_with("1 ")),
+        out.lines().nth(1).is_some_and(|l| l.starts_with("2 ")),
         "{out}"
     );
 

@@ -110,9 +110,10 @@ async fn etcd_watches_share_a_stream_replay_filter_cancel_and_report_progress() 
     let cluster = TestCluster::start(3).await;
     cluster.wait_leader().await;
     let mut kv = KvClient::new(cluster.channel(3).await);
-    put(&mut kv, "a", "1").await; // 1
-    put(&mut kv, "b", "1").await; // 2
-    put(&mut kv, "a", "2").await; // 3
+    // The first etcd write is at revision 2 (1 is the empty store's, as in etcd).
+    put(&mut kv, "a", "1").await; // 2
+    put(&mut kv, "b", "1").await; // 3
+    put(&mut kv, "a", "2").await; // 4
 
     let mut s = Stream::open(&cluster, 2).await;
     // The first watch of a stream gets id 0; created comes before its replay.
@@ -130,8 +131,8 @@ async fn etcd_watches_share_a_stream_replay_filter_cancel_and_report_progress() 
     assert_eq!(
         events(&replay),
         [
-            (PUT, "a".into(), "1".into(), 1, None),
-            (PUT, "a".into(), "2".into(), 3, Some("1".into())),
+            (PUT, "a".into(), "1".into(), 2, None),
+            (PUT, "a".into(), "2".into(), 4, Some("1".into())),
         ]
     );
     // The client's own id; the same again is refused as etcd refuses it.
@@ -169,9 +170,9 @@ async fn etcd_watches_share_a_stream_replay_filter_cancel_and_report_progress() 
         ..DeleteRangeRequest::default()
     })
     .await
-    .unwrap(); // 4
-    let last = put(&mut kv1, "b", "2").await; // 5
-    assert_eq!(last, 5);
+    .unwrap(); // 5
+    let last = put(&mut kv1, "b", "2").await; // 6
+    assert_eq!(last, 6);
     let mut got: BTreeMap<i64, Vec<_>> = BTreeMap::new();
     while got.values().map(Vec::len).sum::<usize>() < 3 {
         let r = s.next().await;
@@ -182,10 +183,10 @@ async fn etcd_watches_share_a_stream_replay_filter_cancel_and_report_progress() 
         BTreeMap::from([
             (
                 0,
-                vec![(DELETE, "a".into(), String::new(), 4, Some("2".into()))]
+                vec![(DELETE, "a".into(), String::new(), 5, Some("2".into()))]
             ),
-            (1, vec![(PUT, "b".into(), "2".into(), 5, None)]),
-            (7, vec![(DELETE, "a".into(), String::new(), 4, None)]),
+            (1, vec![(PUT, "b".into(), "2".into(), 6, None)]),
+            (7, vec![(DELETE, "a".into(), String::new(), 5, None)]),
         ])
     );
 
@@ -200,8 +201,8 @@ async fn etcd_watches_share_a_stream_replay_filter_cancel_and_report_progress() 
         cancelled.canceled && cancelled.watch_id == 0,
         "{cancelled:?}"
     );
-    put(&mut kv1, "a", "3").await; // 6: no watch left on a puts
-    let last = put(&mut kv1, "b", "3").await; // 7: watch 1
+    put(&mut kv1, "a", "3").await; // 7: no watch left on a puts
+    let last = put(&mut kv1, "b", "3").await; // 8: watch 1
                                               // The watch's event arrives first; only then the stream's progress notice.
     let b3 = s.next().await;
     assert_eq!((b3.watch_id, events(&b3)[0].3), (1, last));
@@ -218,6 +219,7 @@ async fn an_etcd_watch_below_the_compaction_is_cancelled_with_it_and_one_at_it_r
     let cluster = TestCluster::start(3).await;
     cluster.wait_leader().await;
     let mut kv = KvClient::new(cluster.channel(1).await);
+    // Revisions 2 to 6 (the first etcd write is at 2).
     for i in 1..=5 {
         put(&mut kv, "k", &i.to_string()).await;
     }
@@ -247,7 +249,7 @@ async fn an_etcd_watch_below_the_compaction_is_cancelled_with_it_and_one_at_it_r
     assert!(s.next().await.created);
     let replay = s.next().await;
     let revisions: Vec<i64> = events(&replay).iter().map(|e| e.3).collect();
-    assert_eq!(revisions, [3, 4, 5]);
+    assert_eq!(revisions, [3, 4, 5, 6]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

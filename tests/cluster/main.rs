@@ -20,6 +20,7 @@ mod dev;
 mod errors;
 mod etcd;
 mod etcd_lease;
+mod etcd_lock;
 mod etcd_watch;
 mod faults;
 mod harness;

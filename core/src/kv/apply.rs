@@ -116,7 +116,7 @@ fn end_leases(state: &mut State, ids: &[i64], events: &mut Vec<KvEvent>) -> KvRe
         }
     }
     if run.changes > 0 {
-        state.revision = current + 1;
+        state.revision = write_revision(current);
     }
     KvReply::LeasesEnded {
         ids: ids.to_vec(),
@@ -155,7 +155,7 @@ fn txn_apply(
     };
     let mut result = run.txn(txn, &path);
     if run.changes > 0 {
-        state.revision = current + 1;
+        state.revision = write_revision(current);
     }
     result.set_revision(state.revision);
     Ok(result)
@@ -179,6 +179,14 @@ pub fn read_txn(kv: &KvStore, current: u64, txn: &Txn) -> Result<TxnResult, KvEr
     let mut result = run.txn(txn, &path);
     result.set_revision(current);
     Ok(result)
+}
+
+/// The revision a keyspace write takes in a store at `current`: the next, except that none
+/// takes revision 1. etcd's store starts at revision 1 with nothing in it, so its first write is
+/// at 2, and clientv3's concurrency package relies on that: it waits for the keys created before
+/// its own at revision R by reading `max_create_revision = R - 1`, where 0 means "no bound".
+pub fn write_revision(current: u64) -> u64 {
+    (current + 1).max(2)
 }
 
 /// Which branch each txn that runs takes: the outer one, and the nested txns of the branch it
@@ -292,7 +300,7 @@ impl KeyValue {
     }
 }
 
-/// A txn running: everything it writes is at `current + 1`.
+/// A txn running: everything it writes is at `write_revision(current)`.
 struct Run<'a> {
     kv: &'a mut KvStore,
     current: u64,
@@ -308,7 +316,10 @@ impl Run<'_> {
             let response = match op {
                 RequestOp::Range(r) => {
                     // Reads see this txn's own writes once it has made any.
-                    let newest = self.current + u64::from(self.changes > 0);
+                    let newest = match self.changes {
+                        0 => self.current,
+                        _ => write_revision(self.current),
+                    };
                     // Checked before the txn ran: it cannot fail now.
                     OpResult::Range(self.kv.range(r, newest).unwrap_or_default())
                 }
@@ -333,7 +344,7 @@ impl Run<'_> {
     }
 
     fn put(&mut self, put: &PutOp) -> OpResult {
-        let rev = self.current + 1;
+        let rev = write_revision(self.current);
         let now = self.kv.get_at(&put.key, u64::MAX);
         let value = match (&now, put.ignore_value) {
             (Some(now), true) => now.value.clone(),
@@ -366,7 +377,7 @@ impl Run<'_> {
     }
 
     fn delete(&mut self, delete: &DeleteOp) -> OpResult {
-        let rev = self.current + 1;
+        let rev = write_revision(self.current);
         let span = Span::new(&delete.key, &delete.range_end);
         let alive = self.kv.live_in(&span);
         let deleted = alive.len() as u64;

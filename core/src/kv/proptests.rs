@@ -60,7 +60,7 @@ impl Model {
 
     /// Applies the writes of one revision (when they change anything).
     fn write(&mut self, puts: &[(u8, u8)], deletes: &[u8]) {
-        let rev = self.revision() + 1;
+        let rev = (self.revision() + 1).max(2);
         let mut next = self.now().clone();
         let mut changed = false;
         for key in deletes {
@@ -75,6 +75,10 @@ impl Model {
             changed = true;
         }
         if changed {
+            // No keyspace write takes revision 1: the empty store keeps it, as etcd's does.
+            if self.at.len() == 1 {
+                self.at.push(Snapshot::new());
+            }
             self.at.push(next);
         }
     }

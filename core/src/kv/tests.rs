@@ -21,9 +21,13 @@ struct Store {
 }
 
 impl Store {
+    /// A store at revision 1, as etcd's empty one is: its first write is at 2
+    /// (`write_revision`).
     fn new() -> Store {
+        let mut state = State::new();
+        state.revision = 1;
         Store {
-            state: State::new(),
+            state,
             effects: Effects::default(),
             index: 0,
         }
@@ -134,22 +138,22 @@ fn prefix(p: &str) -> (Bytes, Bytes) {
 #[test]
 fn puts_count_versions_and_a_delete_starts_the_key_over() {
     let mut s = Store::new();
-    assert_eq!(s.put("a", "1").revision, 1);
-    assert_eq!(s.put("a", "2").revision, 2);
+    assert_eq!(s.put("a", "1").revision, 2);
+    assert_eq!(s.put("a", "2").revision, 3);
     let a = s.get("a", 0).unwrap();
     assert_eq!(
         (a.create_revision, a.mod_revision, a.version, &a.value[..]),
-        (1, 2, 2, &b"2"[..])
+        (2, 3, 2, &b"2"[..])
     );
     let deleted = s.delete("a", "");
-    assert_eq!(deleted.revision, 3);
+    assert_eq!(deleted.revision, 4);
     assert!(
         matches!(&deleted.responses[0], OpResult::Delete { deleted: 1, prev_kvs } if prev_kvs[0].value == b("2"))
     );
     assert_eq!(s.get("a", 0), None);
     s.put("a", "3");
     let a = s.get("a", 0).unwrap();
-    assert_eq!((a.create_revision, a.mod_revision, a.version), (4, 4, 1));
+    assert_eq!((a.create_revision, a.mod_revision, a.version), (5, 5, 1));
     // The put answered the version it replaced only when there was one.
     let again = s.put("a", "4");
     assert!(matches!(&again.responses[0], OpResult::Put { prev_kv: Some(p) } if p.value == b("3")));
@@ -158,38 +162,51 @@ fn puts_count_versions_and_a_delete_starts_the_key_over() {
 #[test]
 fn every_old_revision_reads_as_it_was() {
     let mut s = Store::new();
-    s.put("a", "1"); // 1
-    s.put("b", "1"); // 2
-    s.put("a", "2"); // 3
-    s.delete("b", ""); // 4
-    assert_eq!(s.get("a", 1).unwrap().value, b("1"));
+    s.put("a", "1"); // 2
+    s.put("b", "1"); // 3
+    s.put("a", "2"); // 4
+    s.delete("b", ""); // 5
+    assert_eq!(s.get("a", 1), None);
     assert_eq!(s.get("a", 2).unwrap().value, b("1"));
-    assert_eq!(s.get("a", 3).unwrap().value, b("2"));
-    assert_eq!(s.get("b", 3).unwrap().value, b("1"));
-    assert_eq!(s.get("b", 4), None);
+    assert_eq!(s.get("a", 3).unwrap().value, b("1"));
+    assert_eq!(s.get("a", 4).unwrap().value, b("2"));
+    assert_eq!(s.get("b", 4).unwrap().value, b("1"));
+    assert_eq!(s.get("b", 5), None);
     let all = |rev| RangeOp {
         key: b("\0"),
         range_end: b("\0"),
         revision: rev,
         ..RangeOp::default()
     };
-    assert_eq!(s.keys(all(2)), ["a", "b"]);
+    assert_eq!(s.keys(all(3)), ["a", "b"]);
     assert_eq!(s.keys(all(0)), ["a"]);
-    assert_eq!(s.range(all(5)).unwrap_err(), KvError::FutureRevision);
+    assert_eq!(s.range(all(6)).unwrap_err(), KvError::FutureRevision);
 }
 
 #[test]
-fn revisions_are_shared_with_typed_objects() {
+fn revisions_are_shared_with_typed_objects_and_no_write_takes_revision_1() {
     let mut s = Store::new();
-    s.put("a", "1");
+    s.state.revision = 0;
+    // A typed object may take revision 1; a keyspace write never does.
     let object = Resource::new("v1", "Director", "default", "d1");
     s.run(ObjectCommand::Create {
         object,
         fence: None,
     });
-    assert_eq!(s.state.revision(), 2);
-    assert_eq!(s.put("a", "2").revision, 3);
-    assert_eq!(s.get("a", 2).unwrap().value, b("1"));
+    assert_eq!(s.state.revision(), 1);
+    assert_eq!(s.put("a", "1").revision, 2);
+    let object = Resource::new("v1", "Director", "default", "d2");
+    s.run(ObjectCommand::Create {
+        object,
+        fence: None,
+    });
+    assert_eq!(s.put("a", "2").revision, 4);
+    assert_eq!(s.get("a", 3).unwrap().value, b("1"));
+    let mut empty = Store::new();
+    empty.state.revision = 0;
+    assert_eq!(empty.put("k", "v").revision, 2);
+    assert_eq!(empty.get("k", 0).unwrap().create_revision, 2);
+    assert_eq!(empty.get("k", 1), None);
 }
 
 #[test]
@@ -202,17 +219,17 @@ fn a_txn_is_one_revision_and_its_events_come_in_order() {
         failure: vec![],
     });
     assert!(result.succeeded);
-    assert_eq!(result.revision, 2);
+    assert_eq!(result.revision, 3);
     // The range after the put sees it.
     let OpResult::Range(read) = &result.responses[2] else {
         panic!("{result:?}")
     };
-    assert_eq!(read.kvs[0].mod_revision, 2);
+    assert_eq!(read.kvs[0].mod_revision, 3);
     let events: Vec<_> = s.effects.kv_events[1..]
         .iter()
         .map(|e| (e.kv.key.clone(), e.kv.mod_revision))
         .collect();
-    assert_eq!(events, [(b("a"), 2), (b("b"), 2)]);
+    assert_eq!(events, [(b("a"), 3), (b("b"), 3)]);
     // A history knows each change's place in its revision.
     assert_eq!(s.state.kv.keys.get(&b"b"[..]).unwrap()[0].sub, 1);
 }
@@ -222,21 +239,21 @@ fn a_txn_that_writes_nothing_takes_no_revision() {
     let mut s = Store::new();
     s.put("a", "1");
     let result = s.delete("nothing", "");
-    assert_eq!(result.revision, 1);
+    assert_eq!(result.revision, 2);
     assert!(matches!(
         result.responses[0],
         OpResult::Delete { deleted: 0, .. }
     ));
     let read_only = s.txn(Txn::of(get("a")));
-    assert_eq!(read_only.revision, 1);
-    assert_eq!(s.state.revision(), 1);
+    assert_eq!(read_only.revision, 2);
+    assert_eq!(s.state.revision(), 2);
 }
 
 #[test]
 fn compares_read_every_target_and_a_missing_key_as_zero() {
     let mut s = Store::new();
-    s.put("k", "v"); // 1
-    s.put("k", "w"); // 2: create 1, mod 2, version 2
+    s.put("k", "v"); // 2
+    s.put("k", "w"); // 3: create 2, mod 3, version 2
     let holds = |s: &mut Store, c: Compare| {
         s.txn(Txn {
             compare: vec![c],
@@ -248,8 +265,8 @@ fn compares_read_every_target_and_a_missing_key_as_zero() {
     use CompareTarget::*;
     assert!(holds(&mut s, compare("k", Equal, Version(2))));
     assert!(holds(&mut s, compare("k", Greater, Version(1))));
-    assert!(holds(&mut s, compare("k", Less, Create(2))));
-    assert!(holds(&mut s, compare("k", Equal, Mod(2))));
+    assert!(holds(&mut s, compare("k", Less, Create(3))));
+    assert!(holds(&mut s, compare("k", Equal, Mod(3))));
     assert!(holds(&mut s, compare("k", NotEqual, Value(b("v")))));
     assert!(holds(&mut s, compare("k", Greater, Value(b("v")))));
     assert!(holds(&mut s, compare("k", Equal, Lease(0))));
@@ -263,7 +280,7 @@ fn compares_read_every_target_and_a_missing_key_as_zero() {
     ));
     assert!(!holds(&mut s, compare("missing", NotEqual, Value(b("x")))));
     // A range compare: every key must pass.
-    s.put("k2", "v"); // 3
+    s.put("k2", "v"); // 4
     let (key, range_end) = prefix("k");
     let ranged = |op, target| Compare {
         key: key.clone(),
@@ -271,14 +288,14 @@ fn compares_read_every_target_and_a_missing_key_as_zero() {
         op,
         target,
     };
-    assert!(holds(&mut s, ranged(Greater, Mod(1))));
-    assert!(!holds(&mut s, ranged(Greater, Mod(2))));
+    assert!(holds(&mut s, ranged(Greater, Mod(2))));
+    assert!(!holds(&mut s, ranged(Greater, Mod(3))));
 }
 
 #[test]
 fn failure_runs_when_a_compare_fails_and_nested_txns_decide_before_any_write() {
     let mut s = Store::new();
-    s.put("a", "1"); // 1
+    s.put("a", "1"); // 2
     let result = s.txn(Txn {
         compare: vec![compare("a", CompareOp::Equal, CompareTarget::Value(b("0")))],
         success: vec![put("never", "x")],
@@ -297,8 +314,8 @@ fn failure_runs_when_a_compare_fails_and_nested_txns_decide_before_any_write() {
         panic!("{result:?}")
     };
     assert!(nested.succeeded);
-    assert_eq!(nested.revision, 2);
-    assert_eq!(s.get("b", 0).unwrap().mod_revision, 2);
+    assert_eq!(nested.revision, 3);
+    assert_eq!(s.get("b", 0).unwrap().mod_revision, 3);
     assert_eq!(s.get("never", 0), None);
 }
 
@@ -422,11 +439,11 @@ fn etcds_request_checks_refuse_and_change_nothing() {
 #[test]
 fn range_sorts_limits_filters_and_counts_as_etcd_does() {
     let mut s = Store::new();
-    s.put("p/c", "1"); // 1
-    s.put("p/a", "3"); // 2
-    s.put("p/b", "2"); // 3
-    s.put("p/a", "4"); // 4: p/a version 2
-    s.put("q", "0"); // 5
+    s.put("p/c", "1"); // 2
+    s.put("p/a", "3"); // 3
+    s.put("p/b", "2"); // 4
+    s.put("p/a", "4"); // 5: p/a version 2
+    s.put("q", "0"); // 6
     let (key, range_end) = prefix("p/");
     let base = RangeOp {
         key,
@@ -488,14 +505,14 @@ fn range_sorts_limits_filters_and_counts_as_etcd_does() {
     // Filters leave count alone.
     let filtered = s
         .range(RangeOp {
-            min_mod_revision: 3,
+            min_mod_revision: 4,
             ..base.clone()
         })
         .unwrap();
     assert_eq!(filtered.kvs.len(), 2);
     assert_eq!(filtered.count, 3);
     let created_early = RangeOp {
-        max_create_revision: 2,
+        max_create_revision: 3,
         ..base.clone()
     };
     assert_eq!(s.keys(created_early), ["p/a", "p/c"]);
@@ -535,43 +552,43 @@ fn range_sorts_limits_filters_and_counts_as_etcd_does() {
 #[test]
 fn compaction_forgets_only_what_no_later_read_sees() {
     let mut s = Store::new();
-    s.put("a", "1"); // 1
-    s.put("a", "2"); // 2
-    s.put("b", "1"); // 3
-    s.delete("b", ""); // 4
-    s.put("c", "1"); // 5
-    s.delete("c", ""); // 6
-    s.put("a", "3"); // 7
+    s.put("a", "1"); // 2
+    s.put("a", "2"); // 3
+    s.put("b", "1"); // 4
+    s.delete("b", ""); // 5
+    s.put("c", "1"); // 6
+    s.delete("c", ""); // 7
+    s.put("a", "3"); // 8
     assert_eq!(s.state.kv().footprint().0, 7);
     assert_eq!(
-        s.run(KvCommand::Compact { revision: 6 }),
-        Response::Kv(KvReply::Compacted { revision: 7 })
+        s.run(KvCommand::Compact { revision: 7 }),
+        Response::Kv(KvReply::Compacted { revision: 8 })
     );
-    // a keeps its version at 6 ("2") and the later one; b is gone (deleted before 6); c keeps
-    // its delete at 6, so a watch from 6 would still see it.
+    // a keeps its version at 7 ("2") and the later one; b is gone (deleted before 7); c keeps
+    // its delete at 7, so a watch from 7 would still see it.
     assert_eq!(s.state.kv().footprint().0, 3);
-    assert_eq!(s.get("a", 6).unwrap().value, b("2"));
-    assert_eq!(s.get("a", 7).unwrap().value, b("3"));
-    assert_eq!(s.get("b", 6), None);
-    assert_eq!(s.get("a", 5), None);
+    assert_eq!(s.get("a", 7).unwrap().value, b("2"));
+    assert_eq!(s.get("a", 8).unwrap().value, b("3"));
+    assert_eq!(s.get("b", 7), None);
+    assert_eq!(s.get("a", 6), None);
     let at = |rev| RangeOp {
         key: b("a"),
         revision: rev,
         ..RangeOp::default()
     };
-    assert_eq!(s.range(at(5)).unwrap_err(), KvError::Compacted);
-    assert!(s.range(at(6)).is_ok());
-    s.refused(KvCommand::Compact { revision: 6 }, KvError::Compacted);
-    s.refused(KvCommand::Compact { revision: 8 }, KvError::FutureRevision);
+    assert_eq!(s.range(at(6)).unwrap_err(), KvError::Compacted);
+    assert!(s.range(at(7)).is_ok());
+    s.refused(KvCommand::Compact { revision: 7 }, KvError::Compacted);
+    s.refused(KvCommand::Compact { revision: 9 }, KvError::FutureRevision);
     // A txn reading below the compaction is refused whole.
     s.refused(
         KvCommand::Txn(Txn {
-            success: vec![put("z", "1"), RequestOp::Range(at(2))],
+            success: vec![put("z", "1"), RequestOp::Range(at(3))],
             ..Txn::default()
         }),
         KvError::Compacted,
     );
-    s.run(KvCommand::Compact { revision: 7 });
+    s.run(KvCommand::Compact { revision: 8 });
     assert_eq!(s.state.kv().footprint().0, 1);
     assert_eq!(s.state.kv().footprint().1, 2);
 }
@@ -584,7 +601,7 @@ fn the_keyspace_survives_a_snapshot() {
     s.delete("a", "");
     s.put("a", "2");
     s.put("c", "3");
-    s.run(KvCommand::Compact { revision: 2 });
+    s.run(KvCommand::Compact { revision: 3 });
     let bytes = s.state.to_snapshot_bytes();
     let restored = State::from_snapshot_bytes(&bytes).unwrap();
     assert_eq!(restored, s.state);
@@ -597,11 +614,11 @@ fn a_snapshot_with_a_broken_keyspace_is_refused() {
     s.put("a", "1");
     s.put("a", "2");
     let text = String::from_utf8(s.state.to_snapshot_bytes()).unwrap();
-    let later = text.replace("\"mod\":2", "\"mod\":9");
+    let later = text.replace("\"mod\":3", "\"mod\":9");
     assert!(State::from_snapshot_bytes(later.as_bytes())
         .unwrap_err()
-        .contains("after revision 2"));
-    let unordered = text.replace("\"mod\":1", "\"mod\":3");
+        .contains("after revision 3"));
+    let unordered = text.replace("\"mod\":2", "\"mod\":4");
     assert!(State::from_snapshot_bytes(unordered.as_bytes()).is_err());
 }
 

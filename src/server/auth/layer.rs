@@ -44,6 +44,12 @@ pub fn method_access(path: &str) -> MethodAccess {
         return Open;
     }
     // etcd's API (server/etcd/): its keyspace is cluster-wide, like locks.
+    if service == "v3lockpb.Lock" || service == "v3electionpb.Election" {
+        return match method {
+            "Leader" | "Observe" => ClusterRead,
+            _ => Coordinate,
+        };
+    }
     if let Some(service) = service.strip_prefix("etcdserverpb.") {
         return match (service, method) {
             ("KV", "Range") | ("Watch", "Watch") => ClusterRead,
