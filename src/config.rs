@@ -172,6 +172,62 @@ pub struct EtcdConfig {
     /// How often a watch that asked for progress notices and had nothing to send gets one
     /// (etcd's `--experimental-watch-progress-notify-interval`), in ms.
     pub progress_notify_interval_ms: u64,
+    /// etcd's `--auto-compaction-mode`: "" (off), "periodic" or "revision".
+    pub auto_compaction_mode: String,
+    /// etcd's `--auto-compaction-retention`: with "periodic" how much history to keep (a
+    /// duration such as "1h" or "30m", or a number of hours), with "revision" how many
+    /// revisions.
+    pub auto_compaction_retention: String,
+    /// How often the leader compacts in "revision" mode, in ms (etcd: every 5 minutes);
+    /// "periodic" compacts every tenth of its retention, at most an hour apart.
+    pub auto_compaction_interval_ms: u64,
+}
+
+/// `[etcd]`'s auto-compaction, parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AutoCompaction {
+    /// Keep this much history (cluster time).
+    Periodic { retention_ms: u64 },
+    /// Keep this many revisions.
+    Revision { keep: u64 },
+}
+
+impl EtcdConfig {
+    /// The auto-compaction it asks for, if any; `Err` names the field and the rule.
+    pub fn auto_compaction(&self) -> Result<Option<AutoCompaction>, ConfigError> {
+        let retention = self.auto_compaction_retention.trim();
+        let bad = |rule: &str| ConfigError::Invalid {
+            field: "etcd.auto_compaction_retention",
+            rule: format!("{rule}; it is {retention:?}"),
+        };
+        match self.auto_compaction_mode.as_str() {
+            "" => Ok(None),
+            "periodic" => {
+                let retention_ms = match retention.parse::<u64>() {
+                    Ok(hours) => hours.saturating_mul(3_600_000),
+                    Err(_) => humantime::parse_duration(retention)
+                        .map_err(|_| {
+                            bad("with periodic mode, a duration (\"1h\", \"30m\") or hours")
+                        })?
+                        .as_millis() as u64,
+                };
+                if retention_ms == 0 {
+                    return Err(bad("must be more than 0"));
+                }
+                Ok(Some(AutoCompaction::Periodic { retention_ms }))
+            }
+            "revision" => match retention.parse::<u64>() {
+                Ok(keep) if keep > 0 => Ok(Some(AutoCompaction::Revision { keep })),
+                _ => Err(bad(
+                    "with revision mode, a number of revisions, more than 0",
+                )),
+            },
+            other => Err(ConfigError::Invalid {
+                field: "etcd.auto_compaction_mode",
+                rule: format!("{other:?} is not \"\", \"periodic\" or \"revision\""),
+            }),
+        }
+    }
 }
 
 impl Default for EtcdConfig {
@@ -180,6 +236,9 @@ impl Default for EtcdConfig {
             request_bytes_max: 1536 * 1024,
             txn_ops_max: 128,
             progress_notify_interval_ms: 600_000,
+            auto_compaction_mode: String::new(),
+            auto_compaction_retention: String::new(),
+            auto_compaction_interval_ms: 300_000,
         }
     }
 }
@@ -193,6 +252,10 @@ impl EtcdConfig {
                 "etcd.progress_notify_interval_ms",
                 self.progress_notify_interval_ms as usize,
             ),
+            (
+                "etcd.auto_compaction_interval_ms",
+                self.auto_compaction_interval_ms as usize,
+            ),
         ];
         if let Some((field, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(ConfigError::Invalid {
@@ -200,6 +263,7 @@ impl EtcdConfig {
                 rule: "must be >= 1".to_string(),
             });
         }
+        self.auto_compaction()?;
         Ok(())
     }
 }

@@ -332,6 +332,18 @@ pub const OPTIONS: &[ConfigOption] = &[
         "Most compares, or requests in one branch, of an etcd txn at each nesting level (etcd's --max-txn-ops); more get `etcdserver: too many operations in txn request`.",
     ),
     opt(
+        "etcd.auto_compaction_mode",
+        "etcd's --auto-compaction-mode: \"\" (off), \"periodic\" (keep a span of history) or \"revision\" (keep a number of revisions); the leader compacts etcd's keyspace accordingly.",
+    ),
+    opt(
+        "etcd.auto_compaction_retention",
+        "etcd's --auto-compaction-retention: with periodic a duration (\"1h\", \"30m\") or a number of hours, measured on cluster time; with revision a number of revisions.",
+    ),
+    opt(
+        "etcd.auto_compaction_interval_ms",
+        "How often the leader compacts in revision mode, in ms (etcd: 5 minutes); periodic mode compacts every tenth of its retention, at most an hour apart.",
+    ),
+    opt(
         "etcd.progress_notify_interval_ms",
         "How often an etcd watch that asked for progress notices (progress_notify) and had nothing to send gets one, in ms (etcd's --experimental-watch-progress-notify-interval; Kubernetes runs 5000).",
     ),

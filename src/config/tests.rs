@@ -524,3 +524,43 @@ fn readme_configuration_reference_is_current() {
         "README's Configuration section has rows besides the generated ones"
     );
 }
+
+#[test]
+fn etcd_auto_compaction_parses_as_etcds_flags_and_names_the_field_when_wrong() {
+    use crate::config::{AutoCompaction, EtcdConfig};
+    let parse = |mode: &str, retention: &str| {
+        EtcdConfig {
+            auto_compaction_mode: mode.into(),
+            auto_compaction_retention: retention.into(),
+            ..EtcdConfig::default()
+        }
+        .auto_compaction()
+    };
+    assert_eq!(parse("", "").unwrap(), None);
+    assert_eq!(
+        parse("periodic", "1").unwrap(),
+        Some(AutoCompaction::Periodic {
+            retention_ms: 3_600_000
+        })
+    );
+    assert_eq!(
+        parse("periodic", "30m").unwrap(),
+        Some(AutoCompaction::Periodic {
+            retention_ms: 1_800_000
+        })
+    );
+    assert_eq!(
+        parse("revision", "1000").unwrap(),
+        Some(AutoCompaction::Revision { keep: 1000 })
+    );
+    for (mode, retention, field) in [
+        ("periodic", "", "etcd.auto_compaction_retention"),
+        ("periodic", "0s", "etcd.auto_compaction_retention"),
+        ("revision", "1h", "etcd.auto_compaction_retention"),
+        ("revision", "0", "etcd.auto_compaction_retention"),
+        ("daily", "1", "etcd.auto_compaction_mode"),
+    ] {
+        let err = parse(mode, retention).unwrap_err().to_string();
+        assert!(err.contains(field), "{mode} {retention}: {err}");
+    }
+}

@@ -8,7 +8,8 @@
 //! `Node::read_barrier` + a local read. What is shared by every etcd service is here: the
 //! response header, the error table in etcd's words, the request-size check and `hasleader`.
 //!
-//! - `kv`: KV (Range, Put, DeleteRange, Txn, Compact).
+//! - `kv`: KV (Range, Put, DeleteRange, Txn, Compact); `compactor`: the leader's
+//!   auto-compaction.
 //! - `lease`: Lease (grant, revoke, keep-alive, time-to-live, list) on cluster time, and the
 //!   leader's lease sweeper.
 //! - `lock`: Lock and Election (v3lockpb, v3electionpb), as clientv3/concurrency does them.
@@ -17,6 +18,7 @@
 //! - `watch`: Watch (many watches per stream, from any revision since the compaction), fed by
 //!   `hub`.
 
+pub mod compactor;
 pub mod hub;
 pub mod kv;
 pub mod lease;

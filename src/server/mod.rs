@@ -211,6 +211,10 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         )),
         tokio::spawn(locks::run_sweeper(node.clone(), stop_rx.clone())),
         tokio::spawn(etcd::lease::run_sweeper(node.clone(), stop_rx.clone())),
+        tokio::spawn(etcd::compactor::run_compactor(
+            node.clone(),
+            stop_rx.clone(),
+        )),
         tokio::spawn(operations::run_scheduler(node.clone(), stop_rx.clone())),
         tokio::spawn(operations::run_op_sweeper(node.clone(), stop_rx.clone())),
         tokio::spawn(pools::run_reaper(node.clone(), stop_rx.clone())),

@@ -4,6 +4,7 @@
 //! k8s.io/apiserver's etcd3 store and of client/v3/kubernetes).
 
 use std::process::Command;
+use std::time::Duration;
 
 use base64::Engine;
 use bytes::Bytes;
@@ -641,5 +642,98 @@ async fn etcdctl_lists_members_reports_status_health_hashes_and_saves_a_snapshot
     assert!(
         !added && err.contains("steward member add-learner"),
         "{err}"
+    );
+}
+
+/// etcd's auto-compaction: in revision mode the leader keeps the newest `retention` revisions;
+/// in periodic mode it keeps `retention` of history (here 2 s of cluster time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_auto_compacts_by_revisions_kept_or_by_time() {
+    let by_revision = TestCluster::start_edited(3, |c| {
+        c.etcd.auto_compaction_mode = "revision".into();
+        c.etcd.auto_compaction_retention = "5".into();
+        c.etcd.auto_compaction_interval_ms = 200;
+    })
+    .await;
+    by_revision.wait_leader().await;
+    let mut c = kv(&by_revision, 2).await;
+    let mut last = 0;
+    for i in 0..20 {
+        last = c
+            .put(PutRequest {
+                key: b("k"),
+                value: b(&i.to_string()),
+                ..PutRequest::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .header
+            .unwrap()
+            .revision;
+    }
+    let compacted_at = |c: KvClient<Channel>, rev: i64| async move {
+        let mut c = c;
+        let read = c
+            .range(RangeRequest {
+                key: b("k"),
+                revision: rev,
+                ..RangeRequest::default()
+            })
+            .await;
+        matches!(read, Err(s) if s.code() == Code::OutOfRange)
+    };
+    crate::harness::wait_for(
+        "compaction to 5 revisions back",
+        Duration::from_secs(10),
+        || {
+            let c = c.clone();
+            async move { compacted_at(c, last - 6).await.then_some(()) }
+        },
+    )
+    .await;
+    // The newest 5 revisions still read.
+    assert!(!compacted_at(c.clone(), last - 5).await);
+    drop(by_revision);
+
+    let by_time = TestCluster::start_edited(3, |c| {
+        c.etcd.auto_compaction_mode = "periodic".into();
+        c.etcd.auto_compaction_retention = "2s".into();
+    })
+    .await;
+    by_time.wait_leader().await;
+    let mut c = kv(&by_time, 1).await;
+    let first = c
+        .put(PutRequest {
+            key: b("t"),
+            value: b("old"),
+            ..PutRequest::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .header
+        .unwrap()
+        .revision;
+    let started = std::time::Instant::now();
+    // Keep writing; the first revision goes once 2 s of history lie after it.
+    crate::harness::wait_for("periodic compaction", Duration::from_secs(15), || {
+        let mut c = c.clone();
+        async move {
+            c.put(PutRequest {
+                key: b("t"),
+                value: b("new"),
+                ..PutRequest::default()
+            })
+            .await
+            .ok()?;
+            compacted_at(c, first).await.then_some(())
+        }
+    })
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "compacted after {:?}, with 2 s of history to keep",
+        started.elapsed()
     );
 }
