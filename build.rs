@@ -22,6 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let etcd = [
         "proto/etcd/rpc.proto",
         "proto/etcd/kv.proto",
+        "proto/etcd/auth.proto",
         "proto/etcd/v3lock.proto",
         "proto/etcd/v3election.proto",
     ];

@@ -20,6 +20,12 @@ pub mod etcd {
 /// (v3lockpb, v3electionpb) names it.
 pub use etcd as etcdserverpb;
 
+/// etcd's auth types (proto/etcd/auth.proto).
+#[allow(clippy::all, missing_docs)]
+pub mod authpb {
+    tonic::include_proto!("authpb");
+}
+
 /// etcd's key-value pair and event (proto/etcd/kv.proto).
 #[allow(clippy::all, missing_docs)]
 pub mod mvccpb {

@@ -8,6 +8,7 @@
 //! `Node::read_barrier` + a local read. What is shared by every etcd service is here: the
 //! response header, the error table in etcd's words, the request-size check and `hasleader`.
 //!
+//! - `auth`: Auth (status, and login for steward's users with their tokens).
 //! - `kv`: KV (Range, Put, DeleteRange, Txn, Compact); `compactor`: the leader's
 //!   auto-compaction.
 //! - `lease`: Lease (grant, revoke, keep-alive, time-to-live, list) on cluster time, and the
@@ -18,6 +19,7 @@
 //! - `watch`: Watch (many watches per stream, from any revision since the compaction), fed by
 //!   `hub`.
 
+pub mod auth;
 pub mod compactor;
 pub mod hub;
 pub mod kv;

@@ -322,6 +322,9 @@ async fn serve_client_api(
         etcd::lock::ElectionService::new(node.clone()),
     )
     .max_decoding_message_size(etcd::decoding_limit(&node));
+    let etcd_auth = crate::proto::etcd::auth_server::AuthServer::new(etcd::auth::AuthService::new(
+        node.clone(),
+    ));
     let layer = metrics::GrpcMetricsLayer::new(node.metrics.clone());
     let limits = client_limits::ClientLimitsLayer::new(&node.config.limits, node.metrics.clone());
     tokio::spawn(client_limits::run_forgetter(limits.clone(), stop.clone()));
@@ -368,6 +371,7 @@ async fn serve_client_api(
         .add_service(etcd_maintenance)
         .add_service(etcd_lock)
         .add_service(etcd_election)
+        .add_service(etcd_auth)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;
         })

@@ -737,3 +737,120 @@ async fn the_leader_auto_compacts_by_revisions_kept_or_by_time() {
         started.elapsed()
     );
 }
+
+/// With steward's authentication on, an etcd client logs in as a steward user (its token as
+/// the password), and is refused with etcd's texts where steward refuses it; with it off, the
+/// Auth RPCs answer as etcd's do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_clients_log_in_as_steward_users_and_get_etcds_refusals() {
+    use steward::proto::etcd::auth_client::AuthClient;
+    use steward::proto::etcd::{AuthStatusRequest, AuthenticateRequest};
+    let cluster = TestCluster::start(3).await;
+    cluster.wait_leader().await;
+    let mut auth = AuthClient::new(cluster.channel(2).await);
+    let status = auth
+        .auth_status(AuthStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!status.enabled);
+    refused(
+        auth.authenticate(AuthenticateRequest {
+            name: "root".into(),
+            password: "x".into(),
+        })
+        .await,
+        Code::FailedPrecondition,
+        "etcdserver: authentication is not enabled",
+    );
+    let open = steward::client::Client::connect(&[cluster.endpoint(1)]).expect("client");
+    let root = open
+        .user_add("root", &["admin".to_string()], false)
+        .await
+        .unwrap()
+        .token;
+    let reader = open
+        .user_add("reader", &["read-only".to_string()], false)
+        .await
+        .unwrap()
+        .token;
+    open.auth_enable(true).await.unwrap();
+    wait_for_auth(&mut auth).await;
+
+    refused(
+        auth.authenticate(AuthenticateRequest {
+            name: "root".into(),
+            password: reader.clone(),
+        })
+        .await,
+        Code::InvalidArgument,
+        "etcdserver: authentication failed, invalid user ID or password",
+    );
+    let token = auth
+        .authenticate(AuthenticateRequest {
+            name: "reader".into(),
+            password: reader.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .token;
+    let with = |token: &str, request: RangeRequest| {
+        let mut request = tonic::Request::new(request);
+        request
+            .metadata_mut()
+            .insert("token", token.parse().expect("ascii token"));
+        request
+    };
+    let mut c = kv(&cluster, 3).await;
+    let get = RangeRequest {
+        key: b("k"),
+        ..RangeRequest::default()
+    };
+    // The reader reads; it may not write; no token and a wrong one are refused as etcd does.
+    c.range(with(&token, get.clone())).await.unwrap();
+    let put_as = |token: &str| {
+        let mut request = tonic::Request::new(PutRequest {
+            key: b("k"),
+            value: b("v"),
+            ..PutRequest::default()
+        });
+        request
+            .metadata_mut()
+            .insert("token", token.parse().expect("ascii token"));
+        request
+    };
+    refused(
+        c.put(put_as(&token)).await,
+        Code::PermissionDenied,
+        "etcdserver: permission denied",
+    );
+    c.put(put_as(&root)).await.unwrap();
+    refused(
+        c.range(get.clone()).await,
+        Code::InvalidArgument,
+        "etcdserver: user name is empty",
+    );
+    refused(
+        c.range(with("reader.forged", get)).await,
+        Code::Unauthenticated,
+        "etcdserver: invalid auth token",
+    );
+}
+
+/// Until this node has applied authentication on.
+async fn wait_for_auth(auth: &mut steward::proto::etcd::auth_client::AuthClient<Channel>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = auth
+            .auth_status(steward::proto::etcd::AuthStatusRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        if status.enabled {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "auth never on");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -43,6 +43,10 @@ pub fn method_access(path: &str) -> MethodAccess {
     if service.starts_with("grpc.health.") || service.starts_with("grpc.reflection.") {
         return Open;
     }
+    // etcd's login: callable before there is a token, as in etcd.
+    if service == "etcdserverpb.Auth" && matches!(method, "Authenticate" | "AuthStatus") {
+        return Open;
+    }
     // etcd's API (server/etcd/): its keyspace is cluster-wide, like locks.
     if service == "v3lockpb.Lock" || service == "v3electionpb.Election" {
         return match method {
@@ -131,8 +135,26 @@ impl MethodAccess {
     }
 }
 
+/// Whether a method is etcd's API (server/etcd/), whose clients match etcd's own error texts.
+fn etcd_api(path: &str) -> bool {
+    ["/etcdserverpb.", "/v3lockpb.", "/v3electionpb."]
+        .iter()
+        .any(|p| path.starts_with(p))
+}
+
+/// etcd's refusal of a call that authentication does not admit: no credentials at all is
+/// "user name is empty", a token that is not valid "invalid auth token".
+fn etcd_unauthenticated<B>(request: &http::Request<B>) -> tonic::Status {
+    let presented = request.headers().contains_key("token")
+        || request.headers().contains_key(http::header::AUTHORIZATION);
+    match presented {
+        true => tonic::Status::unauthenticated("etcdserver: invalid auth token"),
+        false => tonic::Status::invalid_argument("etcdserver: user name is empty"),
+    }
+}
+
 /// Splits a bearer token into its user and checks it against the user's stored hash.
-fn token_user<'a>(auth: &'a AuthTable, token: &str) -> Option<&'a Arc<User>> {
+pub(crate) fn token_user<'a>(auth: &'a AuthTable, token: &str) -> Option<&'a Arc<User>> {
     let (name, _secret) = token.rsplit_once('.')?;
     let user = auth.users.get(name)?;
     let stored = user.token_sha256.as_deref()?;
@@ -158,6 +180,13 @@ fn authenticate<B>(
                 None => Err(format!("{cn} acts for {name:?}, which is not a user")),
             };
         }
+    }
+    // etcd's clients send the token Authenticate gave them as `token` metadata.
+    if let Some(value) = request.headers().get("token") {
+        let token = value.to_str().unwrap_or_default().trim();
+        return token_user(auth, token)
+            .cloned()
+            .ok_or_else(|| "the etcd auth token is not valid".to_string());
     }
     if let Some(value) = request.headers().get(http::header::AUTHORIZATION) {
         let token = value
@@ -262,12 +291,19 @@ where
                 Err(why) => {
                     tracing::warn!(method = %caller.method, client = %client_key(&request), why, "unauthenticated");
                     count(&self.node, "unauthenticated");
-                    let status = errors::unauthenticated(why);
+                    let status = match etcd_api(caller.method.path()) {
+                        true => etcd_unauthenticated(&request),
+                        false => errors::unauthenticated(why),
+                    };
                     return Box::pin(async move { Ok(status.into_http()) });
                 }
             }
             if !class.admits(&caller) {
                 let status = refuse(&self.node, &caller, class.need());
+                let status = match etcd_api(caller.method.path()) {
+                    true => tonic::Status::permission_denied("etcdserver: permission denied"),
+                    false => status,
+                };
                 return Box::pin(async move { Ok(status.into_http()) });
             }
         }
