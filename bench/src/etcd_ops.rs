@@ -84,8 +84,8 @@ async fn put(
 ) -> Result<i64, tonic::Status> {
     let reply = kv
         .put(PutRequest {
-            key: key.into_bytes(),
-            value,
+            key: key.into_bytes().into(),
+            value: value.into(),
             ..Default::default()
         })
         .await?
@@ -105,13 +105,14 @@ async fn put_if(
         compare: vec![Compare {
             result: CompareResult::Equal as i32,
             target: compare.0 as i32,
-            key: key.as_bytes().to_vec(),
+            key: key.as_bytes().to_vec().into(),
             target_union: Some(compare.1),
+            range_end: Default::default(),
         }],
         success: vec![RequestOp {
             request: Some(Request::RequestPut(PutRequest {
-                key: key.as_bytes().to_vec(),
-                value,
+                key: key.as_bytes().to_vec().into(),
+                value: value.into(),
                 ..Default::default()
             })),
         }],
@@ -126,7 +127,7 @@ async fn put_if(
 async fn mod_revision(kv: &mut KvClient<Channel>, key: &str) -> anyhow::Result<i64> {
     let reply = kv
         .range(RangeRequest {
-            key: key.as_bytes().to_vec(),
+            key: key.as_bytes().to_vec().into(),
             ..Default::default()
         })
         .await?
@@ -358,7 +359,7 @@ impl runner::Worker for EtcdWorker {
             } => {
                 let reply = kv
                     .range(RangeRequest {
-                        key: key.as_bytes().to_vec(),
+                        key: key.as_bytes().to_vec().into(),
                         serializable: *serializable,
                         ..Default::default()
                     })
@@ -372,8 +373,8 @@ impl runner::Worker for EtcdWorker {
             EtcdWorker::List { kv, start, end } => {
                 let reply = kv
                     .range(RangeRequest {
-                        key: start.clone(),
-                        range_end: end.clone(),
+                        key: start.clone().into(),
+                        range_end: end.clone().into(),
                         ..Default::default()
                     })
                     .await
@@ -401,7 +402,7 @@ impl runner::Worker for EtcdWorker {
                 ..
             } => {
                 let mut req = tonic::Request::new(LockRequest {
-                    name: name.as_bytes().to_vec(),
+                    name: name.as_bytes().to_vec().into(),
                     lease: *lease_id,
                 });
                 // As long as a steward client waits in line (its wait_ms).

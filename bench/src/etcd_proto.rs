@@ -1,12 +1,5 @@
-//! Generated gRPC clients for the etcd subset in proto/ (see build.rs). The module names are the
-//! proto packages, as the generated code refers to its siblings by them.
+//! etcd's v3 API, as steward serves it (steward's proto/etcd/, generated in the steward
+//! crate): the load generator drives etcd and steward's etcd endpoint with the same types.
 
-#[allow(clippy::all, missing_docs)]
-pub mod etcdserverpb {
-    tonic::include_proto!("etcdserverpb");
-}
-
-#[allow(clippy::all, missing_docs)]
-pub mod v3lockpb {
-    tonic::include_proto!("v3lockpb");
-}
+pub use steward::proto::etcdserverpb;
+pub use steward::proto::v3lockpb;

@@ -321,7 +321,7 @@ impl Etcd {
                 let ready = async {
                     let mut kv = KvClient::connect(format!("http://{addr}")).await.ok()?;
                     let req = RangeRequest {
-                        key: b"ready".to_vec(),
+                        key: b"ready".to_vec().into(),
                         ..Default::default()
                     };
                     kv.range(req).await.ok()

@@ -17,10 +17,14 @@ use steward::proto::etcd::{
 use tonic::transport::Channel;
 use tonic::Code;
 
-use crate::harness::{skip_or_fail, TestCluster};
+use crate::harness::{have_etcdctl, TestCluster};
 
 /// Runs `etcdctl` (API v3) against `endpoints`; returns (success, stdout, stderr).
-async fn etcdctl(endpoints: &str, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+pub async fn etcdctl(
+    endpoints: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (bool, String, String) {
     let mut cmd = Command::new("etcdctl");
     cmd.env("ETCDCTL_API", "3")
         .arg(format!("--endpoints={endpoints}"))
@@ -54,25 +58,10 @@ async fn etcdctl(endpoints: &str, args: &[&str], stdin: Option<&str>) -> (bool, 
 }
 
 /// `etcdctl` that must succeed: its standard output.
-async fn ok(endpoints: &str, args: &[&str]) -> String {
+pub async fn ok(endpoints: &str, args: &[&str]) -> String {
     let (success, stdout, stderr) = etcdctl(endpoints, args, None).await;
     assert!(success, "etcdctl {args:?} failed: {stderr}");
     stdout
-}
-
-fn have_etcdctl(test: &str) -> bool {
-    let found = Command::new("etcdctl")
-        .arg("version")
-        .env("ETCDCTL_API", "3")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        skip_or_fail(
-            test,
-            "etcdctl is not installed (apt-get install etcd-client)",
-        );
-    }
-    found
 }
 
 /// (key, value, create revision, mod revision, version), as etcdctl prints them.

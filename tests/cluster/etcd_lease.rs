@@ -2,7 +2,6 @@
 //! (revoked or expired), never early and late by at most the bound, and kept
 //! through a change of leader.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -17,23 +16,11 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use tonic::Code;
 
-use crate::harness::{skip_or_fail, TestCluster};
+use crate::etcd::ok;
+use crate::harness::{have_etcdctl, TestCluster};
 
 fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
-}
-
-async fn etcdctl(endpoint: &str, args: &[&str]) -> String {
-    let mut cmd = Command::new("etcdctl");
-    cmd.env("ETCDCTL_API", "3")
-        .arg(format!("--endpoints={endpoint}"))
-        .args(args);
-    let what = format!("etcdctl {args:?}");
-    let out = tokio::task::spawn_blocking(move || cmd.output().expect("run etcdctl"))
-        .await
-        .expect("join");
-    assert!(out.status.success(), "{what}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 async fn exists(kv: &mut KvClient<Channel>, key: &str) -> bool {
@@ -61,22 +48,13 @@ async fn leased_put(kv: &mut KvClient<Channel>, key: &str, lease: i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcdctl_grants_attaches_keeps_alive_lists_and_revokes_leases() {
-    let found = Command::new("etcdctl")
-        .arg("version")
-        .env("ETCDCTL_API", "3")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        skip_or_fail(
-            "etcdctl_grants_attaches_keeps_alive_lists_and_revokes_leases",
-            "etcdctl is not installed (apt-get install etcd-client)",
-        );
+    if !have_etcdctl("etcdctl_grants_attaches_keeps_alive_lists_and_revokes_leases") {
         return;
     }
     let cluster = TestCluster::start(3).await;
     cluster.wait_leader().await;
     let (one, two) = (cluster.client_addr(1), cluster.client_addr(2));
-    let granted = etcdctl(&one, &["lease", "grant", "60"]).await;
+    let granted = ok(&one, &["lease", "grant", "60"]).await;
     // "lease 694d7a9b4a3c5e04 granted with TTL(60s)"
     let id = granted
         .split_whitespace()
@@ -84,24 +62,24 @@ async fn etcdctl_grants_attaches_keeps_alive_lists_and_revokes_leases() {
         .expect("lease id")
         .to_string();
     assert!(granted.ends_with("granted with TTL(60s)\n"), "{granted}");
-    etcdctl(&two, &["put", "--lease", &id, "lk/a", "1"]).await;
-    etcdctl(&one, &["put", "--lease", &id, "lk/b", "2"]).await;
-    let ttl = etcdctl(&two, &["lease", "timetolive", &id, "--keys"]).await;
+    ok(&two, &["put", "--lease", &id, "lk/a", "1"]).await;
+    ok(&one, &["put", "--lease", &id, "lk/b", "2"]).await;
+    let ttl = ok(&two, &["lease", "timetolive", &id, "--keys"]).await;
     assert!(ttl.contains("granted with TTL(60s)"), "{ttl}");
     assert!(ttl.contains("attached keys([lk/a lk/b])"), "{ttl}");
-    let list = etcdctl(&one, &["lease", "list"]).await;
+    let list = ok(&one, &["lease", "list"]).await;
     assert_eq!(list, format!("found 1 leases\n{id}\n"));
-    let kept = etcdctl(&two, &["lease", "keep-alive", "--once", &id]).await;
+    let kept = ok(&two, &["lease", "keep-alive", "--once", &id]).await;
     assert_eq!(kept, format!("lease {id} keepalived with TTL(60)\n"));
     assert_eq!(
-        etcdctl(&one, &["lease", "revoke", &id]).await,
+        ok(&one, &["lease", "revoke", &id]).await,
         format!("lease {id} revoked\n")
     );
-    assert_eq!(etcdctl(&two, &["get", "lk/", "--prefix"]).await, "");
-    let gone = etcdctl(&one, &["lease", "timetolive", &id]).await;
+    assert_eq!(ok(&two, &["get", "lk/", "--prefix"]).await, "");
+    let gone = ok(&one, &["lease", "timetolive", &id]).await;
     assert_eq!(gone, format!("lease {id} already expired\n"));
     // A TTL under the cluster's minimum (1.5 election timeouts, in whole seconds) is raised.
-    let short = etcdctl(&one, &["lease", "grant", "1"]).await;
+    let short = ok(&one, &["lease", "grant", "1"]).await;
     assert!(short.ends_with("granted with TTL(2s)\n"), "{short}");
 }
 

@@ -19,7 +19,7 @@ use steward::proto::v3lockpb::{LockRequest, UnlockRequest};
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
-use crate::harness::{skip_or_fail, wait_for, TestCluster};
+use crate::harness::{have_etcdctl, wait_for, TestCluster};
 
 fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
@@ -96,21 +96,6 @@ impl Drop for Etcdctl {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-fn have_etcdctl(test: &str) -> bool {
-    let found = Command::new("etcdctl")
-        .arg("version")
-        .env("ETCDCTL_API", "3")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        skip_or_fail(
-            test,
-            "etcdctl is not installed (apt-get install etcd-client)",
-        );
-    }
-    found
 }
 
 /// Keys under `prefix`, in key order.

@@ -46,6 +46,23 @@ pub fn free_port() -> u16 {
     panic!("no free port in 10000..20000");
 }
 
+/// Whether `etcdctl` (API v3) runs here; if not, `test` is skipped (or fails in CI, where
+/// .ci/run installs Debian's etcd-client).
+pub fn have_etcdctl(test: &str) -> bool {
+    let found = Command::new("etcdctl")
+        .arg("version")
+        .env("ETCDCTL_API", "3")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        skip_or_fail(
+            test,
+            "etcdctl is not installed (apt-get install etcd-client)",
+        );
+    }
+    found
+}
+
 /// Polls `f` until it returns Some, or panics with `what` after `timeout`.
 pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
 where
