@@ -32,7 +32,7 @@ all=partition,kill,pause,loss,clock,membership
 if [ ${#runs[@]} -eq 0 ]; then
     runs=(
         "register:$all" "set:$all" "lock:$all" "watch:$all" "operations:$all" "lease:$all"
-        "ttl:$all"
+        "ttl:$all" "etcd-register:$all" "etcd-lock:$all"
         register:partition register:kill register:pause register:loss register:clock
         register:membership
         lock:partition lock:kill lock:pause lock:loss lock:clock lock:membership

@@ -51,6 +51,10 @@ pub enum Bug {
     /// stamped entry, as a design that distrusted the new leader's count might: what fell due
     /// during an election ends that much later (jepsen ttl under kill: late releases).
     TakeoverGrace,
+    /// etcd's Lock RPC (v3lockpb) answers as soon as the contender's key is in, without waiting
+    /// for the keys created before it: two holders at once (jepsen etcd-lock: overlapping
+    /// WRITE holders; their fenced Txns pass, since each one's key exists).
+    EtcdLockNoWait,
 }
 
 impl Bug {
@@ -66,6 +70,7 @@ impl Bug {
         Bug::WallClockTime,
         Bug::StaleTermTime,
         Bug::TakeoverGrace,
+        Bug::EtcdLockNoWait,
     ];
 
     /// The name `STEWARD_UNSAFE_BUG` uses.
@@ -81,6 +86,7 @@ impl Bug {
             Bug::WallClockTime => "wall-clock-time",
             Bug::StaleTermTime => "stale-term-time",
             Bug::TakeoverGrace => "takeover-grace",
+            Bug::EtcdLockNoWait => "etcd-lock-no-wait",
         }
     }
 

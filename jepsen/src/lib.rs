@@ -7,7 +7,9 @@
 //! - `nemesis`: partitions, kill -9, pause, packet loss, clock, membership, on a seeded schedule;
 //!   `clock` (libfaketime settings) and `membership` (remove a member, add a fresh one) do the
 //!   last two.
-//! - `register`, `set`, `lockrmw`, `watch`, `operations`, `lease`, `ttl`: workloads; `history`: what clients saw; `outcome`: ok / fail / unknown.
+//! - `register`, `set`, `lockrmw`, `watch`, `operations`, `lease`, `ttl`: workloads; `etcd`: the
+//!   register and lock workloads over steward's etcd v3 API (`etcd-register`, `etcd-lock`);
+//!   `history`: what clients saw; `outcome`: ok / fail / unknown.
 //! - `finding`: what a checked run comes to (summary, report, exit code, plot points), the
 //!   same shape for every workload.
 //! - `checker`: linearizability (register); `mutex`: the reader-writer mutex model (lock); `set::check`, `watch::check`, `operations::check`, `ttl::check` (TTLs never early, late by a bound); `plot`: latency over time with faults.
@@ -15,6 +17,7 @@
 pub mod checker;
 pub mod clock;
 pub mod cluster;
+pub mod etcd;
 pub mod finding;
 pub mod history;
 pub mod lease;

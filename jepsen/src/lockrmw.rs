@@ -413,8 +413,10 @@ fn value_order(holds: &[Hold]) -> (Vec<i64>, usize) {
     (duplicates, backwards)
 }
 
-/// Writes the holds to `history_file` and judges them against the counter's final value.
+/// Writes the holds to `history_file` and judges them against the counter's final value;
+/// `workload` starts the summary line.
 pub fn finding(
+    workload: &str,
     holds: &[Hold],
     final_value: i64,
     history_file: &std::path::Path,
@@ -428,7 +430,7 @@ pub fn finding(
     };
     let increments = report.increments_ok + report.increments_failed + report.increments_unknown;
     let summary = format!(
-        "lock: {} holds, {increments} fenced increments ({} ok, {} failed, {} unknown), {} READ \
+        "{workload}: {} holds, {increments} fenced increments ({} ok, {} failed, {} unknown), {} READ \
          holds, counter {}, anomalies {}{kinds}: {word}",
         report.holds,
         report.increments_ok,

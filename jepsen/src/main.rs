@@ -20,13 +20,13 @@ use jepsen::life;
 use jepsen::nemesis::{self, Nemesis};
 use jepsen::plot;
 use jepsen::process::Exit;
-use jepsen::{lease, lockrmw, operations, register, set, ttl, watch};
+use jepsen::{etcd, lease, lockrmw, operations, register, set, ttl, watch};
 use steward::client::Client;
 
 #[derive(Parser, Debug)]
 #[command(about = "Fault-injection runs of real steward processes")]
 struct Args {
-    /// register | set | lock | watch | operations | lease | ttl
+    /// register | set | lock | watch | operations | lease | ttl | etcd-register | etcd-lock
     #[arg(long, default_value = "register")]
     workload: String,
     /// Comma-separated: partition, kill, pause, loss, clock, membership; or none. `clock` needs
@@ -118,10 +118,15 @@ async fn run(args: Args) -> anyhow::Result<i32> {
         "operations",
         "lease",
         "ttl",
+        "etcd-register",
+        "etcd-lock",
     ]
     .contains(&args.workload.as_str())
     {
-        anyhow::bail!("--workload: register, set, lock, watch, operations, lease or ttl");
+        anyhow::bail!(
+            "--workload: register, set, lock, watch, operations, lease, ttl, etcd-register or \
+             etcd-lock"
+        );
     }
     if args.workload == "watch" && args.concurrency <= watch::WATCHERS {
         anyhow::bail!(
@@ -258,11 +263,14 @@ async fn run_workload(
 ) -> anyhow::Result<Finding> {
     let endpoints = cluster.client_endpoints();
     let all = Client::connect_with_timeout(&endpoints, Duration::from_secs(5))?;
-    let mut register_history: Vec<RegisterEvent> = if args.workload == "register" {
-        register::init(&all, args.keys).await?
-    } else {
-        vec![]
+    let mut register_history: Vec<RegisterEvent> = match args.workload.as_str() {
+        "register" => register::init(&all, args.keys).await?,
+        "etcd-register" => etcd::register::init(&endpoints[0], args.keys).await?,
+        _ => vec![],
     };
+    if args.workload == "etcd-lock" {
+        etcd::lock::init(&endpoints[0]).await?;
+    }
     if args.workload == "lock" {
         lockrmw::init(&all).await?;
     }
@@ -314,8 +322,34 @@ async fn run_workload(
             continue;
         }
         let ep = endpoints[(p as usize) % endpoints.len()].clone();
-        let client = Client::connect_with_timeout(&[ep], Duration::from_secs(5))?;
         let stop = stop.clone();
+        // The etcd workloads speak etcd's API on the node's client port, with no steward client.
+        match args.workload.as_str() {
+            "etcd-register" => {
+                tasks.push(tokio::spawn(etcd::register::process(
+                    p,
+                    ep,
+                    args.keys,
+                    args.seed,
+                    start,
+                    stop,
+                    reg_out.clone(),
+                )));
+                continue;
+            }
+            "etcd-lock" => {
+                tasks.push(tokio::spawn(etcd::lock::process(
+                    p,
+                    ep,
+                    start,
+                    stop,
+                    lock_out.clone(),
+                )));
+                continue;
+            }
+            _ => {}
+        }
+        let client = Client::connect_with_timeout(&[ep], Duration::from_secs(5))?;
         tasks.push(if args.workload == "register" {
             tokio::spawn(register::process(
                 p,
@@ -399,13 +433,27 @@ async fn run_workload(
         operations::finding(&records, &report, &history_file)?
     } else {
         match args.workload.as_str() {
-            "register" => {
+            "register" | "etcd-register" => {
                 register_history.extend(taken(&reg_out));
-                register::finding(register_history, args.check_time_limit, &history_file)?
+                register::finding(
+                    &args.workload,
+                    register_history,
+                    args.check_time_limit,
+                    &history_file,
+                )?
             }
-            "lock" => {
-                lockrmw::finding(&taken(&lock_out), final_counter(&all).await?, &history_file)?
-            }
+            "lock" => lockrmw::finding(
+                "lock",
+                &taken(&lock_out),
+                final_counter(&all).await?,
+                &history_file,
+            )?,
+            "etcd-lock" => lockrmw::finding(
+                "etcd-lock",
+                &taken(&lock_out),
+                etcd::lock::final_counter(&endpoints).await?,
+                &history_file,
+            )?,
             "lease" => lease::finding(&taken(&lease_out), &history_file)?,
             "ttl" => {
                 // The bounds of the nodes as spawn.rs configures them.

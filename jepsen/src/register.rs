@@ -159,8 +159,9 @@ fn fail(ev: &mut RegisterEvent, e: &tonic::Status) {
 }
 
 /// Sorts the history, writes it to `history_file`, and checks it for linearizability within
-/// `limit` (UNKNOWN past it).
+/// `limit` (UNKNOWN past it); `workload` starts the summary line.
 pub fn finding(
+    workload: &str,
     mut history: Vec<RegisterEvent>,
     limit: Duration,
     history_file: &std::path::Path,
@@ -177,7 +178,7 @@ pub fn finding(
         history.iter().filter(|e| e.process != u64::MAX).collect();
     Ok(Finding {
         summary: format!(
-            "register: {} ops ({counts}), {} keys, {} states explored in {:?}, anomalies {anomalies}: {word}",
+            "{workload}: {} ops ({counts}), {} keys, {} states explored in {:?}, anomalies {anomalies}: {word}",
             history.len(),
             stats.keys,
             stats.states_explored,

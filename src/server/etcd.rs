@@ -34,8 +34,8 @@ use tonic::{Code, Status};
 use crate::proto::etcd::ResponseHeader;
 use crate::raft::types::WatchReceiver;
 use crate::server::node::Node;
-use crate::state::kv::KvError;
-use crate::state::Rejection;
+use crate::state::kv::{KvCommand, KvError, KvReply, Txn, TxnResult};
+use crate::state::{Rejection, Response};
 
 /// The header of every etcd answer: this member, the store revision the answer is at, and the
 /// Raft term. etcd's cluster id has no steward counterpart yet: 0.
@@ -82,6 +82,43 @@ pub fn status(status: Status) -> Status {
         );
     }
     status
+}
+
+/// Proposes a kv command: its reply, or apply's refusal left to the caller (who may answer it
+/// as etcd does); an error on the way is in etcd's words. `what` names the caller in an
+/// internal error.
+pub async fn propose_kv(
+    node: &Node,
+    command: KvCommand,
+    what: &str,
+) -> Result<Result<KvReply, Rejection>, Status> {
+    match node.propose_command(command.into()).await {
+        Ok(Response::Kv(reply)) => Ok(Ok(reply)),
+        Ok(Response::Rejected(rejection)) => Ok(Err(rejection)),
+        Ok(other) => Err(crate::server::errors::internal(
+            what,
+            format!("answered with another family's reply: {other:?}"),
+        )),
+        Err(error) => Err(status(error)),
+    }
+}
+
+/// Proposes a kv command: its reply, or any refusal in etcd's words.
+pub async fn propose(node: &Node, command: KvCommand, what: &str) -> Result<KvReply, Status> {
+    propose_kv(node, command, what)
+        .await?
+        .map_err(|refused| rejection(&refused))
+}
+
+/// Proposes a txn: its result, or any refusal in etcd's words.
+pub async fn txn(node: &Node, txn: Txn, what: &str) -> Result<TxnResult, Status> {
+    match propose(node, KvCommand::Txn(txn), what).await? {
+        KvReply::Txn(result) => Ok(result),
+        other => Err(crate::server::errors::internal(
+            what,
+            format!("a txn answered with {other:?}"),
+        )),
+    }
 }
 
 /// etcd's `--max-request-bytes`: a request larger than `etcd.request_bytes_max` is refused as

@@ -229,7 +229,7 @@ fn finding_of(holds: &[Hold], final_value: i64) -> Finding {
         "{}.jsonl",
         holds.len() * 1000 + final_value as usize
     ));
-    let f = finding(holds, final_value, &file).unwrap();
+    let f = finding("lock", holds, final_value, &file).unwrap();
     let _ = std::fs::remove_file(&file);
     f
 }

@@ -28,7 +28,6 @@ use crate::state::kv::{
     Compare, CompareOp, CompareTarget, DeleteOp, KeyValue, KvCommand, KvReply, OpResult, PutOp,
     RangeOp, RangeResult, RequestOp, SortOrder, SortTarget, Txn, TxnResult,
 };
-use crate::state::Response;
 
 pub struct KvService {
     node: Arc<Node>,
@@ -45,15 +44,7 @@ impl KvService {
 
     /// Proposes a txn that writes, and returns its result.
     async fn write(&self, txn: Txn) -> Result<TxnResult, Status> {
-        match self.node.propose_command(KvCommand::Txn(txn).into()).await {
-            Ok(Response::Kv(KvReply::Txn(result))) => Ok(result),
-            Ok(Response::Rejected(rejection)) => Err(super::rejection(&rejection)),
-            Ok(other) => Err(errors::internal(
-                "etcd write",
-                format!("answered with another family's reply: {other:?}"),
-            )),
-            Err(status) => Err(super::status(status)),
-        }
+        super::txn(&self.node, txn, "etcd write").await
     }
 
     /// The read barrier of a read, then the store.
@@ -163,16 +154,14 @@ impl Kv for KvService {
         let req = request.into_inner();
         let revision = u64::try_from(req.revision).unwrap_or(0);
         let command = KvCommand::Compact { revision };
-        match self.node.propose_command(command.into()).await {
-            Ok(Response::Kv(KvReply::Compacted { revision })) => {
+        match super::propose(&self.node, command, "etcd compact").await? {
+            KvReply::Compacted { revision } => {
                 tracing::info!(compacted = req.revision, "etcd keyspace compacted");
                 Ok(GrpcResponse::new(CompactionResponse {
                     header: header(&self.node, revision),
                 }))
             }
-            Ok(Response::Rejected(rejection)) => Err(super::rejection(&rejection)),
-            Ok(other) => Err(unexpected("compact", Some(other))),
-            Err(status) => Err(super::status(status)),
+            other => Err(unexpected("compact", Some(other))),
         }
     }
 }

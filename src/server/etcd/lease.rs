@@ -48,15 +48,7 @@ pub fn min_ttl_s(node: &Node) -> i64 {
 
 /// Proposes a lease command; the reply, or the refusal in etcd's words.
 async fn propose(node: &Node, command: KvCommand) -> Result<KvReply, Status> {
-    match node.propose_command(command.into()).await {
-        Ok(Response::Kv(reply)) => Ok(reply),
-        Ok(Response::Rejected(rejection)) => Err(super::rejection(&rejection)),
-        Ok(other) => Err(errors::internal(
-            "etcd lease",
-            format!("answered with another family's reply: {other:?}"),
-        )),
-        Err(status) => Err(super::status(status)),
-    }
+    super::propose(node, command, "etcd lease").await
 }
 
 fn seconds(ms: u64) -> i64 {
@@ -129,22 +121,22 @@ impl Lease for LeaseService {
                     },
                     _ = out.closed() => return,
                 };
-                let answer = match propose(&node, KvCommand::LeaseKeepAlive { id }).await {
-                    Ok(KvReply::Lease {
+                let keep_alive = KvCommand::LeaseKeepAlive { id };
+                let answer = match super::propose_kv(&node, keep_alive, "etcd lease").await {
+                    Ok(Ok(KvReply::Lease {
                         ttl_ms, revision, ..
-                    }) => Ok(LeaseKeepAliveResponse {
+                    })) => Ok(LeaseKeepAliveResponse {
                         header: header(&node, revision),
                         id,
                         ttl: seconds(ttl_ms),
                     }),
-                    Ok(other) => Err(unexpected("keep-alive", &other)),
-                    Err(status) if status.message() == KvError::LeaseNotFound.to_string() => {
-                        Ok(LeaseKeepAliveResponse {
-                            header: header(&node, node.state().revision()),
-                            id,
-                            ttl: 0,
-                        })
-                    }
+                    Ok(Ok(other)) => Err(unexpected("keep-alive", &other)),
+                    Ok(Err(Rejection::Kv(KvError::LeaseNotFound))) => Ok(LeaseKeepAliveResponse {
+                        header: header(&node, node.state().revision()),
+                        id,
+                        ttl: 0,
+                    }),
+                    Ok(Err(refused)) => Err(super::rejection(&refused)),
                     Err(status) => Err(status),
                 };
                 let failed = answer.is_err();

@@ -32,10 +32,9 @@ use crate::proto::v3lockpb::{LockRequest, LockResponse, UnlockRequest, UnlockRes
 use crate::server::errors;
 use crate::server::node::{CancelOnDrop, Node};
 use crate::state::kv::{
-    Bytes, Compare, CompareOp, CompareTarget, DeleteOp, KeyValue, KvCommand, KvReply, OpResult,
-    PutOp, RangeOp, RequestOp, SortOrder, SortTarget, Span, Txn, TxnResult,
+    Bytes, Compare, CompareOp, CompareTarget, DeleteOp, KeyValue, KvCommand, OpResult, PutOp,
+    RangeOp, RequestOp, SortOrder, SortTarget, Span, Txn, TxnResult,
 };
-use crate::state::Response;
 
 /// concurrency's error when a waiter's key is gone (its lease ended) before it got the lock.
 const SESSION_EXPIRED: &str = "mutex: session is expired";
@@ -111,15 +110,7 @@ fn delete(key: &Bytes) -> RequestOp {
 }
 
 async fn txn(node: &Node, txn: Txn) -> Result<TxnResult, Status> {
-    match node.propose_command(KvCommand::Txn(txn).into()).await {
-        Ok(Response::Kv(KvReply::Txn(result))) => Ok(result),
-        Ok(Response::Rejected(rejection)) => Err(super::rejection(&rejection)),
-        Ok(other) => Err(errors::internal(
-            "etcd lock",
-            format!("answered with another family's reply: {other:?}"),
-        )),
-        Err(status) => Err(super::status(status)),
-    }
+    super::txn(node, txn, "etcd lock").await
 }
 
 /// The first kv of a range answer of a txn.
@@ -285,7 +276,9 @@ impl Lock for LockService {
         let key = contender_key(&req.name, req.lease);
         let (rev, _) = enter(&self.node, &key, req.lease, Bytes::new()).await?;
         let mut guard = abandon_guard(&self.node, &key);
-        wait_first(&self.node, &prefix(&req.name), &key, rev).await?;
+        if !crate::bugs::active(crate::bugs::Bug::EtcdLockNoWait) {
+            wait_first(&self.node, &prefix(&req.name), &key, rev).await?;
+        }
         guard.disarm();
         Ok(GrpcResponse::new(LockResponse {
             header: header(&self.node, self.node.state().revision()),
