@@ -383,9 +383,12 @@ pub fn unavailable(message: impl Into<String>, leader: Option<&NodeAddr>) -> Sta
         .status()
 }
 
+/// The message of [`shutting_down`] (etcd's API answers it in etcd's words).
+pub const SHUTTING_DOWN: &str = "this node is shutting down";
+
 /// Unavailable, UNAVAILABLE, no leader hint: the node is shutting down.
 pub fn shutting_down() -> Status {
-    unavailable("this node is shutting down", None)
+    unavailable(SHUTTING_DOWN, None)
 }
 
 /// Unavailable, OUTCOME_UNKNOWN: a write reached (or may have reached) a leader and its answer
@@ -396,8 +399,12 @@ pub fn outcome_unknown(message: impl Into<String>, leader: Option<&NodeAddr>) ->
         .status()
 }
 
+/// The message of [`no_leader`] (etcd's API answers it in etcd's words).
+pub const NO_LEADER: &str = "no leader is elected at the moment; retry shortly";
+
+/// Unavailable, UNAVAILABLE: no leader to serve the request.
 pub fn no_leader() -> Status {
-    unavailable("no leader is elected at the moment; retry shortly", None)
+    unavailable(NO_LEADER, None)
 }
 
 /// A failure of this node's storage or Raft core: logged where it is handled, once.

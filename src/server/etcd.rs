@@ -71,17 +71,39 @@ pub fn rejection(rejection: &Rejection) -> Status {
     }
 }
 
-/// An error on the way to the state machine (no leader, a timeout, an overloaded node) as etcd
-/// clients read it: a NOSPACE refusal at admission in etcd's words; anything else keeps
-/// steward's code and message, which name what happened (the code is what clients act on).
+/// An error on the way to the state machine (no leader, a timeout, an overloaded node), with
+/// etcd's code and words where etcd has them (clientv3 turns known texts into its typed errors,
+/// and applications compare those): no leader, a lost answer ("request timed out"), too many
+/// requests, a stopping server, NOSPACE. steward's error details ride along unchanged, so a
+/// client that reads them still learns whether the write was applied. Anything else keeps
+/// steward's code and message, which name what happened.
 pub fn status(status: Status) -> Status {
-    if crate::server::errors::reason_of(&status) == Some(crate::proto::v1::ErrorReason::NoSpace) {
-        return Status::new(
+    use crate::proto::v1::ErrorReason;
+    use crate::server::errors::{reason_of, NO_LEADER, SHUTTING_DOWN};
+    let etcd = match (reason_of(&status), status.message()) {
+        (Some(ErrorReason::NoSpace), _) => Some((
             Code::ResourceExhausted,
             "etcdserver: mvcc: database space exceeded",
-        );
+        )),
+        (Some(ErrorReason::Overloaded | ErrorReason::RateLimited), _) => {
+            Some((Code::ResourceExhausted, "etcdserver: too many requests"))
+        }
+        (Some(ErrorReason::OutcomeUnknown), _) => {
+            Some((Code::Unavailable, "etcdserver: request timed out"))
+        }
+        (_, NO_LEADER) => Some((Code::Unavailable, "etcdserver: no leader")),
+        (_, SHUTTING_DOWN) => Some((Code::Unavailable, "etcdserver: server stopped")),
+        _ => None,
+    };
+    match etcd {
+        Some((code, message)) => Status::with_details_and_metadata(
+            code,
+            message,
+            status.details().to_vec().into(),
+            status.metadata().clone(),
+        ),
+        None => status,
     }
-    status
 }
 
 /// Proposes a kv command: its reply, or apply's refusal left to the caller (who may answer it
@@ -158,4 +180,50 @@ pub fn require_leader<T>(node: &Node, request: &tonic::Request<T>) -> Result<(),
         return Err(Status::new(Code::Unavailable, "etcdserver: no leader"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::v1::ErrorReason;
+    use crate::server::errors::{self, reason_of};
+
+    #[test]
+    fn errors_on_the_way_read_as_etcds_and_keep_stewards_details() {
+        let cases = [
+            (
+                errors::no_leader(),
+                Code::Unavailable,
+                "etcdserver: no leader",
+                ErrorReason::Unavailable,
+            ),
+            (
+                errors::outcome_unknown("the leader went away", None),
+                Code::Unavailable,
+                "etcdserver: request timed out",
+                ErrorReason::OutcomeUnknown,
+            ),
+            (
+                errors::shutting_down(),
+                Code::Unavailable,
+                "etcdserver: server stopped",
+                ErrorReason::Unavailable,
+            ),
+            (
+                errors::overloaded("limits.proposals_max", "too many proposals"),
+                Code::ResourceExhausted,
+                "etcdserver: too many requests",
+                ErrorReason::Overloaded,
+            ),
+        ];
+        for (steward, code, message, reason) in cases {
+            let etcd = status(steward);
+            assert_eq!(etcd.code(), code, "{etcd:?}");
+            assert_eq!(etcd.message(), message);
+            assert_eq!(reason_of(&etcd), Some(reason), "{etcd:?}");
+        }
+        // What etcd has no words for keeps steward's.
+        let other = errors::unavailable("forwarding to the leader failed", None);
+        assert_eq!(status(other.clone()).message(), other.message());
+    }
 }
