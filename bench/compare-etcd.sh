@@ -1,54 +1,84 @@
 #!/usr/bin/env bash
-# steward and etcd side by side on this machine (issue 5; method of issue 21): a 3-node etcd and
-# a 3-node steward on 127.0.0.1, each fsyncing (their defaults), on each matching workload of
-# steward-bench at 1, 16, 64 and 256 clients. Every run is on its own fresh cluster with nothing
-# else running: the script starts the cluster on an empty data dir, waits until every node
-# serves, lets the clients warm up (not measured), measures, stops the cluster and deletes its
-# data. Each cell (workload x clients) is run --reps times per system, interleaved (A B A B A
-# B; which system goes first alternates from cell to cell). Both systems hold the same bytes per
-# object: etcd's value is the JSON document steward stores. The table gives, per system, the
-# median and the range over the repetitions of throughput, p50, p99 and the servers' CPU per
-# operation, the ratios steward/etcd, and above it what each workload does on each system. The
-# table (text and Markdown) and the raw JSON reports stay in the output directory. Every process
-# it starts is stopped by its PID, also on failure or Ctrl-C.
+# steward and etcd side by side on this machine (issue 5; method of issue 21; --api etcd of
+# issue 25): a 3-node etcd and a 3-node steward on 127.0.0.1, each fsyncing (their defaults),
+# on each matching workload of steward-bench at 1, 16, 64 and 256 clients. Every run is on its
+# own fresh cluster with nothing else running: the script starts the cluster on an empty data
+# dir, waits until every node serves, lets the clients warm up (not measured), measures, stops
+# the cluster and deletes its data. Each cell (workload x clients) is run --reps times per
+# system, interleaved (A B A B A B; which system goes first alternates from cell to cell). Both
+# systems hold the same bytes per object: etcd's value is the JSON document steward stores. The
+# table gives, per system, the median and the range over the repetitions of throughput, p50,
+# p99 and the servers' CPU per operation, the ratios steward/etcd, and above it what each
+# workload does on each system. The table (text and Markdown) and the raw JSON reports stay in
+# the output directory. Every process it starts is stopped by its PID, also on failure or
+# Ctrl-C.
 #
-#   bench/compare-etcd.sh [--duration 5s] [--warmup 2s] [--reps 3] [--clients "1 16 64 256"]
-#                         [--value-size 256]
-#                         [--workloads "create update get get-serializable list lock lock-contended"]
-#                         [--out DIR (default: target/compare-etcd-<time>)]
+# Which API steward is driven through (the table's STEWARD-API column says it on every row):
+#   --api steward (default)  its own API (steward-bench --target steward); etcd gets the matching
+#                            etcd operations. Workloads: create update get get-serializable list
+#                            lock lock-contended (and watch on request).
+#   --api etcd               its etcd v3 endpoint: steward-bench --target etcd at steward's client
+#                            ports, the very same client and requests as at etcd's. Workloads:
+#                            put (create update), range (get), txn, lease-keep-alive, watch (and
+#                            get-serializable list lock lock-contended on request).
+# watch runs have no warm-up (steward-bench has none for it; its clock starts once every watcher
+# has seen the marker).
 #
-# Installs Debian's etcd-server if `etcd` is missing (needs root). Ports: etcd 2379/2380,
-# 22379/22380, 32379/32380; steward 27001-27003 and 27101-27103 (checked free before each start).
-# With the defaults: 7 x 4 cells x 3 reps x 2 systems = 168 runs of about 12 s each (start,
-# warm-up, 5 s measured, stop), about 35 minutes on 2 cores once the release build is there.
+#   bench/compare-etcd.sh [--api steward|etcd] [--duration 5s] [--warmup 2s] [--reps 3]
+#                         [--clients "1 16 64 256"] [--value-size 256] [--workloads "..."]
+#                         [--profile release] [--out DIR (default: target/compare-etcd-<time>)]
+#
+# --profile: the cargo profile built and run (`dev` for a smoke run with the debug build, whose
+# figures mean nothing). Installs Debian's etcd-server if `etcd` is missing (needs root). Ports:
+# etcd 2379/2380, 22379/22380, 32379/32380; steward 27001-27003 and 27101-27103 (checked free
+# before each start). With the defaults: 7 x 4 cells x 3 reps x 2 systems = 168 runs of about
+# 12 s each (start, warm-up, 5 s measured, stop), about 35 minutes on 2 cores once the release
+# build is there; with --api etcd 6 x 4 x 3 x 2 = 144 runs, about 30 minutes.
 set -euo pipefail
+self=$(realpath "$0")
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
+api=steward
 duration=5s
 warmup=2s
 reps=3
 clients="1 16 64 256"
 value_size=256
-workloads="create update get get-serializable list lock lock-contended"
+workloads=""
+profile=release
 out=""
 command_line="bench/compare-etcd.sh$(printf ' %q' "$@")"
 while [ $# -gt 0 ]; do
     case "$1" in
+        --api) api=$2; shift 2 ;;
         --duration) duration=$2; shift 2 ;;
         --warmup) warmup=$2; shift 2 ;;
         --reps) reps=$2; shift 2 ;;
         --clients) clients=$2; shift 2 ;;
         --value-size) value_size=$2; shift 2 ;;
         --workloads) workloads=$2; shift 2 ;;
+        --profile) profile=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
-        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$self"; exit 0 ;;
         *) echo "error: unknown argument $1 (see --help)" >&2; exit 1 ;;
     esac
 done
 
 die() { echo "error: $*" >&2; exit 1; }
 case "$reps" in ''|*[!0-9]*|0) die "--reps: a whole number, at least 1" ;; esac
+case "$api" in
+    steward) [ -n "$workloads" ] || workloads="create update get get-serializable list lock lock-contended" ;;
+    etcd) [ -n "$workloads" ] || workloads="create update get txn lease-keep-alive watch" ;;
+    *) die "--api: steward or etcd, not '$api'" ;;
+esac
+for w in $workloads; do
+    case "$w" in
+        txn|lease-keep-alive) [ "$api" = etcd ] || die "--workloads: $w is an etcd v3 workload; run it with --api etcd" ;;
+        create|update|get|get-serializable|list|lock|lock-contended|watch) ;;
+        *) die "--workloads: $w is not a workload both systems run (see --help)" ;;
+    esac
+done
 
 # --- etcd, and the release build ---------------------------------------------------------------
 if ! command -v etcd >/dev/null 2>&1; then
@@ -59,13 +89,15 @@ if ! command -v etcd >/dev/null 2>&1; then
     # Debian's package may start a system etcd on 2379/2380; this comparison needs those ports.
     if command -v systemctl >/dev/null 2>&1; then systemctl stop etcd >/dev/null 2>&1 || true; fi
 fi
-echo "== cargo build --release (steward, steward-bench)"
-cargo build --release -q --bin steward -p steward
-cargo build --release -q -p steward-bench
+echo "== cargo build --profile $profile (steward, steward-bench)"
+cargo build --profile "$profile" -q --bin steward -p steward
+cargo build --profile "$profile" -q -p steward-bench
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -E 's/.*"target_directory":"([^"]*)".*/\1/')
-steward="$target_dir/release/steward"
-bench="$target_dir/release/steward-bench"
-compare="$target_dir/release/steward-bench-compare"
+profile_dir=$profile
+[ "$profile" != dev ] || profile_dir=debug # cargo's directory for its dev profile
+steward="$target_dir/$profile_dir/steward"
+bench="$target_dir/$profile_dir/steward-bench"
+compare="$target_dir/$profile_dir/steward-bench-compare"
 [ -n "$out" ] || out="$target_dir/compare-etcd-$(date -u +%Y%m%dT%H%M%SZ)"
 
 etcd_client=(2379 22379 32379)
@@ -174,34 +206,40 @@ wait_ready() {
 runs="$out/runs.jsonl"
 : >"$runs"
 run_one() {
-    local target=$1 workload=$2 n=$3 rep=$4 endpoints line
-    cluster_dir="$work/$target-$workload-$n-$rep"
+    local system=$1 workload=$2 n=$3 rep=$4 endpoints target label line warm=()
+    cluster_dir="$work/$system-$workload-$n-$rep"
     mkdir "$cluster_dir" # new and empty: no data of an earlier run
     # Both systems' ports: nothing of the previous run, of either system, is still up.
     ports_free "${all_ports[@]}"
-    if [ "$target" = etcd ]; then
+    if [ "$system" = etcd ]; then
         endpoints=$etcd_endpoints
+        target=etcd
+        label=etcd
         start_etcd "$cluster_dir"
     else
         endpoints=$steward_endpoints
+        target=$api # with --api etcd: the etcd client, at steward's client ports
+        label="steward ($api API)"
         start_steward "$cluster_dir"
     fi
     wait_ready "$target" "$endpoints"
+    [ "$workload" = watch ] || warm=(--warmup "$warmup")
     line=$("$bench" "$workload" --target "$target" --endpoints "$endpoints" --clients "$n" \
-        --warmup "$warmup" --duration "$duration" --value-size "$value_size" \
+        ${warm[@]+"${warm[@]}"} --duration "$duration" --value-size "$value_size" \
         --server-pids "$(join "${live[@]}")" -o json) \
-        || die "$target $workload at $n clients (rep $rep) failed"
+        || die "$label $workload at $n clients (rep $rep) failed"
     stop_cluster
     rm -rf "$cluster_dir"
     cluster_dir=""
-    # Which repetition this was, for whoever reads the raw reports.
-    echo "{\"rep\":$rep,${line#\{}" >>"$runs"
-    printf '%-17s %4s clients  rep %s/%s  %-8s %s\n' "$workload" "$n" "$rep" "$reps" "$target" \
+    # Which repetition this was and which system served it (with --api etcd both reports say
+    # "target":"etcd"), for the table and whoever reads the raw reports.
+    echo "{\"rep\":$rep,\"system\":\"$system\",\"steward_api\":\"$api\",${line#\{}" >>"$runs"
+    printf '%-17s %4s clients  rep %s/%s  %-20s %s\n' "$workload" "$n" "$rep" "$reps" "$label" \
         "$(echo "$line" | sed -E 's/.*"ops_per_s":([0-9.]+).*"p99":([0-9.]+).*"errors":\{[^}]*\},"errors_total":([0-9]+).*/\1 ops\/s  p99 \2 ms  errors \3/')"
 }
 cells=0
 for _ in $workloads; do for _ in $clients; do cells=$((cells + 1)); done; done
-echo "== $cells cells x $reps reps x 2 systems, each run on a fresh cluster: warm-up $warmup, measured $duration"
+echo "== steward through its $api API vs etcd: $cells cells x $reps reps x 2 systems, each run on a fresh cluster: warm-up $warmup, measured $duration"
 started=$SECONDS
 cell=0
 for workload in $workloads; do
@@ -209,8 +247,8 @@ for workload in $workloads; do
         if [ $((cell % 2)) = 0 ]; then order="steward etcd"; else order="etcd steward"; fi
         cell=$((cell + 1))
         for rep in $(seq "$reps"); do
-            for target in $order; do
-                run_one "$target" "$workload" "$n" "$rep"
+            for system in $order; do
+                run_one "$system" "$workload" "$n" "$rep"
             done
         done
     done
@@ -220,9 +258,15 @@ done
 {
     echo "steward vs etcd, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
     echo "steward $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'), $(etcd --version | head -1); 3 nodes each on 127.0.0.1, both fsyncing"
+    if [ "$api" = etcd ]; then
+        echo "steward driven through its etcd v3 endpoint: the same steward-bench etcd client (--target etcd) at both systems"
+    else
+        echo "steward driven through its own API (--target steward), etcd through the matching etcd operations (--target etcd)"
+    fi
+    [ "$profile" = release ] || echo "cargo profile $profile, not release: these figures say nothing about speed"
     echo "command: $command_line"
     echo "method: $reps runs per system and cell, interleaved (the first system alternates by cell); each run on a fresh"
-    echo "cluster (empty data dir, the other system stopped), $warmup of warm-up not measured, then $duration measured;"
+    echo "cluster (empty data dir, the other system stopped), $warmup of warm-up not measured (none for watch), then $duration measured;"
     echo "value size $value_size bytes of spec data"
     echo
     "$compare" "$runs"

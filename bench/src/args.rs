@@ -77,6 +77,10 @@ pub enum Workload {
     Create,
     /// Update one pre-created object per client, each with its resourceVersion precondition.
     Update,
+    /// `--target etcd` only: one Txn over the client's own keys: if each key's mod_revision is
+    /// the one this client last wrote, Put them all, else Range them all (Kubernetes'
+    /// OptimisticPut, over several keys).
+    Txn,
     /// Linearizable get (ReadIndex) of one pre-created object per client.
     Get,
     /// Serializable get (local read on whichever node the client talks to).
@@ -87,6 +91,9 @@ pub enum Workload {
     Lock,
     /// WRITE acquire + release, all clients on one lock name (waiting in line).
     LockContended,
+    /// `--target etcd` only: every client holds a lease and sends KeepAlive on its own
+    /// LeaseKeepAlive stream; an operation is one keep-alive answered.
+    LeaseKeepAlive,
     /// One writer creates, every client watches: latency from send to each watcher's receipt.
     Watch,
     /// Every client submits lifecycle operations; `--workers` workers receive them: latency from
@@ -100,11 +107,13 @@ impl Workload {
         match self {
             Workload::Create => "create",
             Workload::Update => "update",
+            Workload::Txn => "txn",
             Workload::Get => "get",
             Workload::GetSerializable => "get-serializable",
             Workload::List => "list",
             Workload::Lock => "lock",
             Workload::LockContended => "lock-contended",
+            Workload::LeaseKeepAlive => "lease-keep-alive",
             Workload::Watch => "watch",
             Workload::Dispatch => "dispatch",
         }
@@ -115,10 +124,13 @@ impl Workload {
 pub enum Target {
     Steward,
     /// etcd's v3 API: `create` a Txn that Puts if the key's create_revision is 0 (absent),
-    /// `update` a Txn comparing the key's mod_revision then Put, `get` a Range (`serializable`
-    /// for get-serializable), `list` a Range over the prefix of the 200 list keys with the label
-    /// filter in the client, `lock` Lock (under a lease per client) + Unlock. Values are the
-    /// documents steward stores for the same objects (see `etcd_ops`).
+    /// `update` a Txn comparing the key's mod_revision then Put, `txn` a Txn over several keys,
+    /// `get` a Range (`serializable` for get-serializable), `list` a Range over the prefix of the
+    /// 200 list keys with the label filter in the client, `lock` Lock (under a lease per client)
+    /// and Unlock, `lease-keep-alive` KeepAlive on a LeaseKeepAlive stream, `watch` a Watch of
+    /// the run's prefix. Values are the documents steward stores for the same objects (see
+    /// `etcd_ops`). Steward's own nodes serve this API too: give their client ports as
+    /// `--endpoints` to drive steward through it.
     Etcd,
 }
 
@@ -180,11 +192,17 @@ impl Plan {
 
 /// Checks the command line and fills in the defaults.
 pub fn plan(cli: &Cli) -> Result<Plan, String> {
-    if cli.target == Target::Etcd && cli.workload == Workload::Watch {
-        return Err("--target etcd: the watch workload is not available for etcd yet".into());
-    }
     if cli.target == Target::Etcd && cli.workload == Workload::Dispatch {
         return Err("--target etcd: etcd has no lifecycle operations to dispatch".into());
+    }
+    if cli.target == Target::Steward
+        && matches!(cli.workload, Workload::Txn | Workload::LeaseKeepAlive)
+    {
+        return Err(format!(
+            "--target steward: {} is an etcd v3 workload; use --target etcd (at steward's \
+             client ports it drives steward's etcd endpoint)",
+            cli.workload.name()
+        ));
     }
     if cli.workers == 0 || cli.workers > WORKERS_MAX {
         return Err(format!("--workers: between 1 and {WORKERS_MAX}"));
@@ -294,20 +312,46 @@ mod tests {
     }
 
     #[test]
-    fn etcd_has_its_own_default_endpoints_and_no_watch() {
+    fn etcd_has_its_own_default_endpoints_and_no_dispatch() {
         let p = plan(&cli(&["lock", "--target", "etcd"])).unwrap();
         assert_eq!(p.target, Target::Etcd);
         assert_eq!(p.endpoints[0], "http://127.0.0.1:2379");
         assert_eq!(p.endpoints.len(), 3);
         let p = plan(&cli(&["get", "--target", "etcd", "--endpoints", "h:1"])).unwrap();
         assert_eq!(p.endpoints, ["http://h:1"]);
-        let err = plan(&cli(&["watch", "--target", "etcd"])).unwrap_err();
-        assert!(err.starts_with("--target"), "{err}");
         let err = plan(&cli(&["dispatch", "--target", "etcd"])).unwrap_err();
         assert!(err.starts_with("--target"), "{err}");
         let err = plan(&cli(&["dispatch", "--workers", "0"])).unwrap_err();
         assert!(err.starts_with("--workers"), "{err}");
         assert_eq!(plan(&cli(&["dispatch"])).unwrap().workers, 8);
+    }
+
+    #[test]
+    fn etcd_only_workloads_are_refused_for_steward_and_watch_runs_on_both() {
+        for w in ["txn", "lease-keep-alive"] {
+            let p = plan(&cli(&[w, "--target", "etcd", "--endpoints", "h:7001"])).unwrap();
+            assert_eq!((p.target, p.workload.name()), (Target::Etcd, w));
+            let err = plan(&cli(&[w])).unwrap_err();
+            assert!(err.starts_with("--target steward: "), "{err}");
+            assert!(err.contains(w) && err.contains("--target etcd"), "{err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+        for target in ["steward", "etcd"] {
+            let p = plan(&cli(&["watch", "--target", target])).unwrap();
+            assert_eq!(p.workload, Workload::Watch);
+            let err = plan(&cli(&["watch", "--target", target, "--warmup", "1s"])).unwrap_err();
+            assert!(err.starts_with("--warmup"), "{err}");
+        }
+        // Request/response on a stream: the common driver, so it warms up like the others.
+        let p = plan(&cli(&[
+            "lease-keep-alive",
+            "--target",
+            "etcd",
+            "--warmup",
+            "1s",
+        ]))
+        .unwrap();
+        assert_eq!(p.warmup, Some(Duration::from_secs(1)));
     }
 
     #[test]

@@ -1,10 +1,16 @@
 //! The side-by-side table of `bench/compare-etcd.sh`: reads the JSON reports of steward-bench
-//! runs (one per line, both targets, several repetitions of each cell), groups them by
-//! (workload, clients, value size), and renders one row per cell: for each system the median
-//! and the range (min-max) over its repetitions of throughput, p50, p99 and server CPU per
-//! operation, and the ratios steward/etcd of the medians. Above the table, what each workload
-//! does on each system and how many bytes each object holds. Pure: the
-//! `steward-bench-compare` binary reads the file and prints.
+//! runs (one per line, both systems, several repetitions of each cell), groups them by
+//! (workload, the API steward was driven through, clients, value size), and renders one row per
+//! cell: for each system the median and the range (min-max) over its repetitions of throughput,
+//! p50, p99 and server CPU per operation, and the ratios steward/etcd of the medians. Above the
+//! table, what each workload does on each system and how many bytes each object holds. Pure:
+//! the `steward-bench-compare` binary reads the file and prints.
+//!
+//! The script adds two fields to each report: `system` (which system served the run, since
+//! with `--api etcd` both systems' reports say `"target":"etcd"`) and `steward_api` (`steward`
+//! or `etcd`: the API steward was driven through in that comparison, on both systems' runs, so
+//! the cells of the two modes stay apart). Reports without them count as before they existed:
+//! the system is the `target`, the API steward's own.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +23,10 @@ use crate::names::{self, RunId, StoredMeta};
 pub struct Run {
     pub workload: String,
     pub target: String,
+    #[serde(default)]
+    pub system: Option<String>,
+    #[serde(default)]
+    pub steward_api: Option<String>,
     pub clients: usize,
     pub value_size: usize,
     pub ops: u64,
@@ -38,6 +48,18 @@ pub struct RunServers {
     pub peak_rss_mib: f64,
 }
 
+impl Run {
+    /// `steward` or `etcd`: which system served the run.
+    pub fn system(&self) -> &str {
+        self.system.as_deref().unwrap_or(&self.target)
+    }
+
+    /// `steward` or `etcd`: the API steward was driven through in the run's comparison.
+    pub fn steward_api(&self) -> &str {
+        self.steward_api.as_deref().unwrap_or("steward")
+    }
+}
+
 /// Parses JSON lines (blank lines skipped); the error names the line.
 pub fn parse_runs(text: &str) -> Result<Vec<Run>, String> {
     text.lines()
@@ -47,62 +69,97 @@ pub fn parse_runs(text: &str) -> Result<Vec<Run>, String> {
         .collect()
 }
 
-/// The workloads in README order, with what each does on steward and on etcd, and how the
-/// two differ (None: the same operation, one request each).
-const OPERATIONS: [(&str, &str, &str, Option<&str>); 7] = [
-    (
-        "create",
-        "Create (fails if the object exists)",
-        "Txn: Put if the key's create_revision is 0 (absent), as an apiserver creates",
-        None,
-    ),
-    (
-        "update",
-        "Update with the last resourceVersion as precondition",
-        "Txn: Put if the key's mod_revision is the last update's",
-        None,
-    ),
-    (
-        "get",
-        "Get, linearizable",
-        "Range of the key, linearizable",
-        None,
-    ),
-    (
-        "get-serializable",
-        "Get, serializable",
-        "Range of the key, serializable",
-        None,
-    ),
-    (
-        "list",
-        "List by label selector: 100 of the 200 objects of a namespace",
-        "Range of the 200 keys of a prefix, the same label filter in the bench client",
-        Some(
+/// What a workload does on each API.
+struct Operation {
+    workload: &'static str,
+    /// On steward's own API; None for the etcd-only workloads.
+    steward: Option<&'static str>,
+    /// On etcd's v3 API: etcd's, and steward's through its etcd endpoint (`--api etcd`).
+    etcd: &'static str,
+    /// How the two differ when steward runs on its own API (None: the same operation, one
+    /// request each).
+    differs: Option<&'static str>,
+}
+
+/// The workloads in README order.
+const OPERATIONS: [Operation; 10] = [
+    Operation {
+        workload: "create",
+        steward: Some("Create (fails if the object exists)"),
+        etcd: "Txn: Put if the key's create_revision is 0 (absent), as an apiserver creates",
+        differs: None,
+    },
+    Operation {
+        workload: "update",
+        steward: Some("Update with the last resourceVersion as precondition"),
+        etcd: "Txn: Put if the key's mod_revision is the last update's",
+        differs: None,
+    },
+    Operation {
+        workload: "txn",
+        steward: None,
+        etcd: "Txn over the client's 2 keys: if both mod_revisions are the last written, Put \
+               both, else Range both (an apiserver's OptimisticPut, over two keys)",
+        differs: None,
+    },
+    Operation {
+        workload: "get",
+        steward: Some("Get, linearizable"),
+        etcd: "Range of the key, linearizable",
+        differs: None,
+    },
+    Operation {
+        workload: "get-serializable",
+        steward: Some("Get, serializable"),
+        etcd: "Range of the key, serializable",
+        differs: None,
+    },
+    Operation {
+        workload: "list",
+        steward: Some("List by label selector: 100 of the 200 objects of a namespace"),
+        etcd: "Range of the 200 keys of a prefix, the same label filter in the bench client",
+        differs: Some(
             "steward filters on the server, etcd returns all 200 and the client filters \
              (as a Kubernetes apiserver does); the filtering counts in etcd's latency, not in \
              its CPU/OP",
         ),
-    ),
-    (
-        "lock",
-        "Acquire WRITE + Release, own lock per client",
-        "Lock (under a lease per client) + Unlock, own lock per client",
-        None,
-    ),
-    (
-        "lock-contended",
-        "Acquire WRITE + Release, one lock for all clients",
-        "Lock (under a lease per client) + Unlock, one lock for all clients",
-        None,
-    ),
+    },
+    Operation {
+        workload: "lock",
+        steward: Some("Acquire WRITE + Release, own lock per client"),
+        etcd: "Lock (under a lease per client) + Unlock, own lock per client",
+        differs: None,
+    },
+    Operation {
+        workload: "lock-contended",
+        steward: Some("Acquire WRITE + Release, one lock for all clients"),
+        etcd: "Lock (under a lease per client) + Unlock, one lock for all clients",
+        differs: None,
+    },
+    Operation {
+        workload: "lease-keep-alive",
+        steward: None,
+        etcd: "KeepAlive of the client's lease on its own LeaseKeepAlive stream, one answered",
+        differs: None,
+    },
+    Operation {
+        workload: "watch",
+        steward: Some(
+            "one writer Creates, every client Watches the namespace; an op is one delivery \
+             (a write to a watcher), timed from the write's send to the watcher's receipt",
+        ),
+        etcd: "one writer Puts if absent (Txn), every client Watches the run's key prefix; an \
+               op is one delivery (a write to a watcher), timed from the write's send to the \
+               watcher's receipt",
+        differs: None,
+    },
 ];
 
 /// The order rows appear in: the workloads as in [`OPERATIONS`], then anything else by name.
 fn workload_rank(w: &str) -> usize {
     OPERATIONS
         .iter()
-        .position(|o| o.0 == w)
+        .position(|o| o.workload == w)
         .unwrap_or(OPERATIONS.len())
 }
 
@@ -130,18 +187,23 @@ pub struct Cell {
     pub etcd: Vec<Run>,
 }
 
-/// Cells in table order, keyed by (order of the workload, workload, clients, value size).
-pub fn group(runs: &[Run]) -> BTreeMap<(usize, String, usize, usize), Cell> {
-    let mut cells: BTreeMap<(usize, String, usize, usize), Cell> = BTreeMap::new();
+/// Where a cell is in the table: (order of the workload, workload, the API steward was driven
+/// through, clients, value size).
+pub type CellKey = (usize, String, String, usize, usize);
+
+/// Cells in table order.
+pub fn group(runs: &[Run]) -> BTreeMap<CellKey, Cell> {
+    let mut cells: BTreeMap<CellKey, Cell> = BTreeMap::new();
     for r in runs {
         let key = (
             workload_rank(&r.workload),
             r.workload.clone(),
+            r.steward_api().to_string(),
             r.clients,
             r.value_size,
         );
         let cell = cells.entry(key).or_default();
-        match r.target.as_str() {
+        match r.system() {
             "etcd" => cell.etcd.push(r.clone()),
             _ => cell.steward.push(r.clone()),
         }
@@ -223,8 +285,9 @@ fn spread(runs: &[Run], f: Figure) -> Option<Spread> {
     Spread::of(&values?)
 }
 
-const HEADER: [&str; 19] = [
+const HEADER: [&str; 20] = [
     "WORKLOAD",
+    "STEWARD-API",
     "CLIENTS",
     "VALUE-B",
     "RUNS(S/E)",
@@ -245,10 +308,11 @@ const HEADER: [&str; 19] = [
     "ERRORS(S/E)",
 ];
 
-fn cells(w: &str, clients: usize, value_size: usize, cell: &Cell) -> Vec<String> {
+fn cells(w: &str, api: &str, clients: usize, value_size: usize, cell: &Cell) -> Vec<String> {
     let (s, e) = (&cell.steward, &cell.etcd);
     let mut out = vec![
         w.to_string(),
+        api.to_string(),
         clients.to_string(),
         object_bytes(value_size).to_string(),
         format!("{}/{}", s.len(), e.len()),
@@ -303,20 +367,39 @@ pub fn legend(runs: &[Run]) -> Vec<String> {
         "VALUE-B: bytes of each object on both systems: the JSON document steward stores, \
          also written as etcd's value (metadata filled in by the client, as an apiserver does)."
             .to_string(),
-        "Operations (steward | etcd):".to_string(),
+        "STEWARD-API: the API steward was driven through. etcd: its etcd v3 endpoint (at its \
+         client ports), by the very same steward-bench etcd client (--target etcd) as etcd, so \
+         both systems get the same requests; steward: its own API (--target steward), with the \
+         matching etcd operations on etcd."
+            .to_string(),
     ];
-    let mut present: Vec<&str> = runs.iter().map(|r| r.workload.as_str()).collect();
-    present.sort_by_key(|w| (workload_rank(w), *w));
+    let mut present: Vec<(&str, &str)> = runs
+        .iter()
+        .map(|r| (r.workload.as_str(), r.steward_api()))
+        .collect();
+    present.sort_by_key(|(w, api)| (*api, workload_rank(w), *w));
     present.dedup();
-    for w in present {
-        match OPERATIONS.iter().find(|o| o.0 == w) {
-            Some((_, steward, etcd, differs)) => {
-                lines.push(format!("  {w}: {steward} | {etcd}"));
-                if let Some(d) = differs {
-                    lines.push(format!("    differs: {d}"));
-                }
-            }
-            None => lines.push(format!("  {w}: (no etcd counterpart described)")),
+    let mut heading = "";
+    for (w, api) in present {
+        if api != heading {
+            heading = api;
+            lines.push(match api {
+                "etcd" => "Operations with STEWARD-API etcd (the same on both):".to_string(),
+                _ => format!("Operations with STEWARD-API {api} (steward | etcd):"),
+            });
+        }
+        let Some(op) = OPERATIONS.iter().find(|o| o.workload == w) else {
+            lines.push(format!("  {w}: (no etcd counterpart described)"));
+            continue;
+        };
+        if api == "etcd" {
+            lines.push(format!("  {w}: {}", op.etcd));
+            continue;
+        }
+        let steward = op.steward.unwrap_or("(none on steward's own API)");
+        lines.push(format!("  {w}: {steward} | {}", op.etcd));
+        if let Some(d) = op.differs {
+            lines.push(format!("    differs: {d}"));
         }
     }
     lines
@@ -326,8 +409,8 @@ pub fn legend(runs: &[Run]) -> Vec<String> {
 /// README.
 pub fn render(runs: &[Run], markdown: bool) -> String {
     let mut rows = vec![HEADER.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
-    for ((_, w, c, v), cell) in group(runs) {
-        rows.push(cells(&w, c, v, &cell));
+    for ((_, w, api, c, v), cell) in group(runs) {
+        rows.push(cells(&w, &api, c, v, &cell));
     }
     let mut out = String::new();
     for line in legend(runs) {
@@ -413,14 +496,21 @@ mod tests {
         assert_eq!(rows.len(), 4, "{t}");
         assert_eq!(rows[0][0], "WORKLOAD");
         assert_eq!(
-            rows[1][..4],
-            ["create", "1", &object_bytes(256).to_string(), "1/0"]
+            rows[1][..5],
+            [
+                "create",
+                "steward",
+                "1",
+                &object_bytes(256).to_string(),
+                "1/0"
+            ]
         );
         let create64 = &rows[2];
         assert_eq!(
-            create64[..7],
+            create64[..8],
             [
                 "create",
+                "steward",
                 "64",
                 &object_bytes(256).to_string(),
                 "3/3",
@@ -432,26 +522,126 @@ mod tests {
         );
         // p50 = p99/4: 5.50 [5.00-7.50] vs 11.25 [10.00-12.50]; p99 22 vs 45.
         assert_eq!(
-            create64[7..10],
+            create64[8..11],
             ["5.50 [5.00-7.50]", "11.25 [10.00-12.50]", "0.49"]
         );
         assert_eq!(
-            create64[10..13],
+            create64[11..14],
             ["22.00 [20.00-30.00]", "45.00 [40.00-50.00]", "0.49"]
         );
         // 100 us per op on both sides; the ranges are equal, so the ratio is marked.
         assert_eq!(
-            create64[13..16],
+            create64[14..17],
             ["100 [100-100]", "100 [100-100]", "1.00~"]
         );
-        assert_eq!(create64[16..], ["30.0", "60.0", "0/0"]);
+        assert_eq!(create64[17..], ["30.0", "60.0", "0/0"]);
         assert!(
-            rows[3][0] == "get" && rows[3][4] == "-",
+            rows[3][0] == "get" && rows[3][5] == "-",
             "no steward get: {t}"
         );
         assert!(t.contains("  create: Create (fails if the object exists) | Txn: Put if"));
         assert!(t.contains("  get: Get, linearizable | Range"));
         assert!(!t.contains("  list:"), "only the workloads run: {t}");
+    }
+
+    /// A run of `--api etcd`: both systems report `"target":"etcd"`; the script adds which
+    /// system it was and the API steward was driven through.
+    fn etcd_api_line(system: &str, workload: &str, clients: usize, ops_s: f64) -> String {
+        let tagged = format!(r#"{{"system":"{system}","steward_api":"etcd","#);
+        line("etcd", workload, clients, ops_s, 10.0).replacen('{', &tagged, 1)
+    }
+
+    #[test]
+    fn steward_through_its_etcd_api_is_its_own_cell_and_labelled() {
+        let text = [
+            etcd_api_line("steward", "txn", 64, 3000.0),
+            etcd_api_line("etcd", "txn", 64, 2000.0),
+            etcd_api_line("steward", "create", 64, 5000.0),
+            etcd_api_line("etcd", "create", 64, 4000.0),
+            // The same cell of a `--api steward` comparison, in the same file.
+            line("steward", "create", 64, 8000.0, 20.0),
+            line("etcd", "create", 64, 4000.0, 40.0),
+        ]
+        .join("\n");
+        let runs = parse_runs(&text).unwrap();
+        assert_eq!(
+            (runs[0].system(), runs[0].steward_api()),
+            ("steward", "etcd")
+        );
+        assert_eq!(
+            (runs[4].system(), runs[4].steward_api()),
+            ("steward", "steward")
+        );
+        assert_eq!(
+            (runs[5].system(), runs[5].steward_api()),
+            ("etcd", "steward")
+        );
+        let t = render(&runs, false);
+        let rows = table_rows(&t);
+        assert_eq!(rows.len(), 4, "{t}");
+        let ops = |r: &[&str]| [r[0], r[1], r[2], r[4], r[5], r[6], r[7]].map(str::to_string);
+        assert_eq!(
+            ops(&rows[1]),
+            [
+                "create",
+                "etcd",
+                "64",
+                "1/1",
+                "5000 [5000-5000]",
+                "4000 [4000-4000]",
+                "1.25"
+            ],
+            "{t}"
+        );
+        assert_eq!(
+            ops(&rows[2]),
+            [
+                "create",
+                "steward",
+                "64",
+                "1/1",
+                "8000 [8000-8000]",
+                "4000 [4000-4000]",
+                "2.00"
+            ],
+            "{t}"
+        );
+        assert_eq!(
+            ops(&rows[3]),
+            [
+                "txn",
+                "etcd",
+                "64",
+                "1/1",
+                "3000 [3000-3000]",
+                "2000 [2000-2000]",
+                "1.50"
+            ],
+            "{t}"
+        );
+        assert!(
+            t.contains("Operations with STEWARD-API etcd (the same on both):"),
+            "{t}"
+        );
+        assert!(t.contains("\n  txn: Txn over the client's 2 keys"), "{t}");
+        assert!(
+            t.contains("Operations with STEWARD-API steward (steward | etcd):"),
+            "{t}"
+        );
+        assert!(
+            t.contains("\n  create: Create (fails if the object exists) | Txn"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn etcd_only_workloads_say_so_on_stewards_own_api() {
+        let runs = parse_runs(&line("etcd", "lease-keep-alive", 16, 100.0, 3.0)).unwrap();
+        let t = render(&runs, false);
+        assert!(
+            t.contains("  lease-keep-alive: (none on steward's own API) | KeepAlive"),
+            "{t}"
+        );
     }
 
     #[test]
@@ -479,8 +669,8 @@ mod tests {
             .unwrap();
         let t = render(&runs, false);
         let row = &table_rows(&t)[1];
-        assert_eq!(row[3], "1/2");
-        assert_eq!(row[13..16], ["100 [100-100]", "-", "-"], "{t}");
+        assert_eq!(row[4], "1/2");
+        assert_eq!(row[14..17], ["100 [100-100]", "-", "-"], "{t}");
     }
 
     #[test]
@@ -500,9 +690,9 @@ mod tests {
         let md = render(&runs, true);
         let lines: Vec<&str> = md.lines().skip_while(|l| !l.starts_with("| ")).collect();
         assert_eq!(lines.len(), 3, "{md}");
-        assert!(lines[0].starts_with("| WORKLOAD | CLIENTS |"));
+        assert!(lines[0].starts_with("| WORKLOAD | STEWARD-API | CLIENTS |"));
         assert_eq!(lines[1], format!("|{}", "---|".repeat(HEADER.len())));
-        assert!(lines[2].starts_with("| lock | 16 | "), "{md}");
+        assert!(lines[2].starts_with("| lock | steward | 16 | "), "{md}");
         assert!(md.contains("\n- lock: Acquire WRITE + Release"), "{md}");
     }
 

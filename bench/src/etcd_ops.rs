@@ -1,6 +1,9 @@
 //! The same workloads against etcd's v3 gRPC API, for the side-by-side comparison (issue 5):
-//! [`EtcdWorker`] on the generated stubs of proto/etcd.proto and proto/v3lock.proto, driven by
-//! [`runner::drive`] exactly like the steward workers.
+//! [`EtcdWorker`] on the generated stubs of etcd's protos (steward's proto/etcd/), driven by
+//! [`runner::drive`] exactly like the steward workers. Steward's nodes serve this API too
+//! (issue 25), so the same workers drive either system: etcd at etcd's client ports, steward at
+//! steward's. `txn` is in `etcd_txn`, `lease-keep-alive` in `etcd_lease`, `watch` (its own
+//! driver) in `etcd_watch`.
 //!
 //! Every value is the JSON document steward stores for the same object ([`names::stored_json`]:
 //! the client's document plus uid, resourceVersion, generation and creationTimestamp), so both
@@ -11,9 +14,12 @@
 //! |---|---|---|
 //! | create | Txn: if the key's create_revision is 0 (absent), Put (a Kubernetes apiserver's create) | Create (fails if it exists) |
 //! | update | Txn: if the key's mod_revision is the one of the last update, Put (as Kubernetes does) | Update with resourceVersion |
+//! | txn | Txn over the client's 2 keys: if both mod_revisions are the last written, Put both, else Range both | (etcd's API only) |
 //! | get / get-serializable | Range of one key, linearizable / `serializable` | Get, linearizable / serializable |
 //! | list | Range over the prefix of the 200 list keys, then the label filter in this client (as an apiserver filters what it ranged) | List with the label selector: 100 of the 200 objects of the namespace |
 //! | lock / lock-contended | Lock (under one lease per client, granted before the clock) + Unlock | Acquire WRITE + Release |
+//! | lease-keep-alive | KeepAlive of the client's lease on its own LeaseKeepAlive stream | (etcd's API only) |
+//! | watch | one writer: Txn Put if absent; every client: Watch of the run's prefix | Create; Watch of the namespace |
 
 use std::time::Duration;
 
@@ -22,6 +28,7 @@ use futures::StreamExt;
 use tonic::transport::Channel;
 
 use crate::args::{Plan, Workload};
+use crate::etcd_lease::KeepAliveWorker;
 use crate::etcd_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use crate::etcd_proto::etcdserverpb::kv_client::KvClient;
 use crate::etcd_proto::etcdserverpb::lease_client::LeaseClient;
@@ -31,6 +38,7 @@ use crate::etcd_proto::etcdserverpb::{
 };
 use crate::etcd_proto::v3lockpb::lock_client::LockClient;
 use crate::etcd_proto::v3lockpb::{LockRequest, UnlockRequest};
+use crate::etcd_txn::TxnWorker;
 use crate::names::{self, RunId, StoredMeta};
 use crate::report::code_name;
 use crate::runner::{self, Measured};
@@ -77,7 +85,7 @@ async fn prepare_list(plan: &Plan, run: &RunId, channels: &[Channel]) -> anyhow:
 }
 
 /// Puts `key`; returns the revision it was written at (its mod_revision).
-async fn put(
+pub(crate) async fn put(
     kv: &mut KvClient<Channel>,
     key: String,
     value: Vec<u8>,
@@ -95,7 +103,7 @@ async fn put(
 
 /// A Txn that puts `value` at `key` if `compare` holds; Ok(Some(revision)) if it did,
 /// Ok(None) if the compare failed.
-async fn put_if(
+pub(crate) async fn put_if(
     kv: &mut KvClient<Channel>,
     key: &str,
     value: Vec<u8>,
@@ -181,10 +189,12 @@ pub enum EtcdWorker {
         /// Granted in `prepare`; every Lock of this client is held under it.
         lease_id: i64,
     },
+    Txn(TxnWorker),
+    KeepAlive(KeepAliveWorker),
 }
 
 /// A revision as the u64 a document's resourceVersion is (etcd's are never negative).
-fn rv(revision: i64) -> u64 {
+pub(crate) fn rv(revision: i64) -> u64 {
     u64::try_from(revision).unwrap_or(0)
 }
 
@@ -241,7 +251,12 @@ impl EtcdWorker {
                 name: run.lock_name((plan.workload == Workload::Lock).then_some(client)),
                 lease_id: 0,
             },
-            Workload::Watch | Workload::Dispatch => unreachable!("refused by args::plan"),
+            Workload::Txn => EtcdWorker::Txn(TxnWorker::new(plan, run, client, channel)),
+            Workload::LeaseKeepAlive => {
+                EtcdWorker::KeepAlive(KeepAliveWorker::new(LeaseClient::new(channel)))
+            }
+            Workload::Watch => unreachable!("etcd_watch drives it"),
+            Workload::Dispatch => unreachable!("refused by args::plan"),
         }
     }
 }
@@ -286,6 +301,8 @@ impl runner::Worker for EtcdWorker {
                     .into_inner()
                     .id;
             }
+            EtcdWorker::Txn(w) => w.prepare().await?,
+            EtcdWorker::KeepAlive(w) => w.prepare().await?,
             _ => {}
         }
         Ok(())
@@ -418,6 +435,8 @@ impl runner::Worker for EtcdWorker {
                     .map_err(|s| code_name(&s))?;
                 Ok(())
             }
+            EtcdWorker::Txn(w) => w.step().await,
+            EtcdWorker::KeepAlive(w) => w.step().await,
         }
     }
 }

@@ -2,4 +2,5 @@
 //! crate): the load generator drives etcd and steward's etcd endpoint with the same types.
 
 pub use steward::proto::etcdserverpb;
+pub use steward::proto::mvccpb;
 pub use steward::proto::v3lockpb;

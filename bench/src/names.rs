@@ -21,6 +21,13 @@ pub const LOCK_TTL_MS: u64 = 60_000;
 /// How long a `lock-contended` client waits in line before Aborted, LOCK_WAIT_EXPIRED.
 pub const LOCK_WAIT_MS: u64 = 60_000;
 
+/// Keys each etcd `txn` client writes in one Txn: a transaction over several keys (as many
+/// compares and Puts, or Ranges), still a small request.
+pub const TXN_KEYS: usize = 2;
+/// TTL of the lease each etcd `lease-keep-alive` client keeps alive, in seconds (etcd's unit):
+/// a run that dies leaves no lease for long.
+pub const LEASE_TTL_S: i64 = 60;
+
 /// A short id that tells this run from the others on the same cluster: 8 hex digits from the
 /// time and the process id.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +85,11 @@ pub fn created_name(client: usize, seq: u64) -> String {
 /// The object client `client` updates or reads (`update`, `get`, `get-serializable`).
 pub fn own_name(client: usize) -> String {
     format!("c{client}")
+}
+
+/// The `i`-th of the [`TXN_KEYS`] objects client `client` writes in each of its Txns (`txn`).
+pub fn txn_name(client: usize, i: usize) -> String {
+    format!("t{client}-{i}")
 }
 
 /// The `i`-th object pre-created for `list`, and whether it carries [`LIST_LABEL`].
@@ -307,6 +319,9 @@ mod tests {
                 assert!(seen.insert(created_name(c, s)));
             }
             assert!(seen.insert(own_name(c)));
+            for i in 0..TXN_KEYS {
+                assert!(seen.insert(txn_name(c, i)));
+            }
         }
         let run = RunId::from_parts(1, 2);
         assert_ne!(run.lock_name(Some(1)), run.lock_name(Some(2)));

@@ -14,7 +14,7 @@ use crate::args::{Plan, Stop, Target, Workload};
 use crate::names::RunId;
 use crate::report::{Recorder, Report, RunInfo, Warmup};
 use crate::servers::{Probe, ServerUsage};
-use crate::{dispatch, etcd_ops, steward_ops, watch};
+use crate::{dispatch, etcd_ops, etcd_watch, steward_ops, watch};
 
 /// How long dialling one connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -41,6 +41,7 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Report> {
             dispatch::run(plan, &run, &channels, &probe).await?
         }
         (Target::Steward, _) => steward_ops::run(plan, &run, &channels, &probe).await?,
+        (Target::Etcd, Workload::Watch) => etcd_watch::run(plan, &run, &channels, &probe).await?,
         (Target::Etcd, _) => etcd_ops::run(plan, &run, &channels, &probe).await?,
     };
     let info = RunInfo {

@@ -1,5 +1,6 @@
-//! The steward request/response workloads (everything but `watch`): each client is a
-//! [`StewardWorker`] on steward's generated gRPC stubs, driven by [`runner::drive`].
+//! The steward request/response workloads (all but `watch` and `dispatch`, which have their own
+//! drivers, and the etcd-only `txn` and `lease-keep-alive`): each client is a [`StewardWorker`]
+//! on steward's generated gRPC stubs, driven by [`runner::drive`].
 
 use anyhow::Context;
 use futures::StreamExt;
@@ -145,6 +146,7 @@ impl StewardWorker {
                 holder: run.holder(client),
             },
             Workload::Watch | Workload::Dispatch => unreachable!("these have their own driver"),
+            Workload::Txn | Workload::LeaseKeepAlive => unreachable!("refused by args::plan"),
         }
     }
 }

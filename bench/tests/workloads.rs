@@ -1,8 +1,9 @@
 //! Every workload of `steward-bench` for about a second against a real 3-node steward cluster on
 //! 127.0.0.1 (free ports, a temp dir), through the binary with `-o json`: each must do work and
-//! see no error. The same for `--target etcd` against a real 3-node etcd where an `etcd` binary
-//! is on the PATH (Debian's etcd-server, which `.ci/run` installs): without one that test fails
-//! in CI and elsewhere prints a `SKIPPED:` line and passes.
+//! see no error. The same for every `--target etcd` workload, once against steward's etcd
+//! endpoint (a steward cluster's client ports) and once against a real 3-node etcd where an
+//! `etcd` binary is on the PATH (Debian's etcd-server, which `.ci/run` installs): without one
+//! that test fails in CI and elsewhere prints a `SKIPPED:` line and passes.
 //!
 //! The steward binary is `$STEWARD_BIN` if set; otherwise this test runs `cargo build --bin
 //! steward` in the workspace (a no-op when it is up to date) and takes it from the same target
@@ -221,6 +222,28 @@ const REQUEST_WORKLOADS: [&str; 7] = [
     "lock-contended",
 ];
 
+/// What `--target etcd` runs: the request/response workloads of both targets, the etcd-only
+/// ones, and `watch`.
+const ETCD_WORKLOADS: [&str; 10] = [
+    "create",
+    "update",
+    "txn",
+    "get",
+    "get-serializable",
+    "list",
+    "lock",
+    "lock-contended",
+    "lease-keep-alive",
+    "watch",
+];
+
+/// A `watch` report: every watcher received every acknowledged write.
+fn assert_every_write_delivered(report: &serde_json::Value) {
+    let writes = report["writes"].as_u64().unwrap();
+    assert!(writes > 0, "{report}");
+    assert_eq!(report["ops"].as_u64().unwrap(), 4 * writes, "{report}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_workload_runs_without_errors() {
     let bin = steward_bin();
@@ -232,10 +255,7 @@ async fn every_workload_runs_without_errors() {
         let report = run_clean("steward", workload, &endpoints);
         let stdout = report.to_string();
         if workload == "watch" {
-            // Every watcher received every acknowledged write.
-            let writes = report["writes"].as_u64().unwrap();
-            assert!(writes > 0);
-            assert_eq!(report["ops"].as_u64().unwrap(), 4 * writes, "{stdout}");
+            assert_every_write_delivered(&report);
         }
         if workload == "dispatch" {
             // Every acknowledged submit reached a worker, once.
@@ -255,6 +275,22 @@ async fn every_workload_runs_without_errors() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.starts_with("error: connect to http://"), "{stderr}");
+}
+
+/// The etcd client of `steward-bench` at steward's client ports: what `bench/compare-etcd.sh
+/// --api etcd` drives steward with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_etcd_workload_runs_against_stewards_etcd_endpoint() {
+    let bin = steward_bin();
+    let cluster = Cluster::start(&bin);
+    cluster.wait_leader().await;
+    let endpoints = cluster.client_addrs.join(",");
+    for workload in ETCD_WORKLOADS {
+        let report = run_clean("etcd", workload, &endpoints);
+        if workload == "watch" {
+            assert_every_write_delivered(&report);
+        }
+    }
 }
 
 /// Three `etcd` processes (fsyncing, as by default), killed on drop.
@@ -406,7 +442,10 @@ async fn every_etcd_workload_runs_without_errors() {
     };
     let etcd = Etcd::start_ready(&bin).await;
     let endpoints = etcd.client_addrs.join(",");
-    for workload in REQUEST_WORKLOADS {
-        run_clean("etcd", workload, &endpoints);
+    for workload in ETCD_WORKLOADS {
+        let report = run_clean("etcd", workload, &endpoints);
+        if workload == "watch" {
+            assert_every_write_delivered(&report);
+        }
     }
 }
