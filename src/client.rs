@@ -71,6 +71,7 @@ pub use failover::{
 pub use locks::{lock_wait_expired, LockWatchStream};
 pub use operations::{AssignmentStream, OpListOptions, OpReport, OpWatchStream, SubmitOptions};
 pub use pools::{PoolMetricsReply, PoolResource, PoolResourceReply, PoolResourcesReply};
+pub use resources::{continue_expired, LIST_RESTARTS_MAX};
 pub use types::{ListOptions, ListPage, TxnOp, TxnResult, WatchEvent, WatchOptions, WatchStream};
 
 use failover::{may_retry, Retry};

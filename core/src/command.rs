@@ -404,6 +404,11 @@ pub struct Event {
     pub revision: u64,
     /// Shared so that fanning one event out to many watchers does not copy the object.
     pub object: Arc<Resource>,
+    /// The object under the same key just before this change: `None` for `Added`, the stored
+    /// object for `Modified` and `Deleted` (the very `Arc` the store held, so no copy). A list
+    /// page pinned to an earlier revision is the current state with the later events undone,
+    /// newest first (`State::list_as_of`); this is what undoing puts back. Never persisted.
+    pub prev: Option<Arc<Resource>>,
 }
 
 #[cfg(test)]

@@ -154,6 +154,7 @@ mod tests {
             event_type: EventType::Added,
             revision,
             object: Arc::new(Resource::new("v1", "Director", "default", "x")),
+            prev: None,
         }
     }
 

@@ -5,8 +5,10 @@
 //! - `validate`: structural rules for kinds, names, labels, annotations, sizes.
 //! - `selector`: label selectors.
 //! - `count`: counts of a kind by a label's or a status field's value.
+//! - `as_of`: a list page as of an earlier revision (continue tokens pin their first page's).
 
 pub(crate) mod apply;
+mod as_of;
 pub mod command;
 pub mod count;
 pub mod queries;

@@ -31,7 +31,8 @@ pub struct GetArgs {
     /// Read the answering node's local state (may be stale) instead of a linearizable read.
     #[arg(long)]
     pub serializable: bool,
-    /// Page size for lists (0: the server's default); all pages are fetched.
+    /// Page size for lists (0: the server's default); all pages are fetched, each as of the
+    /// first page's revision (a list that outlives the server's history is fetched again).
     #[arg(long, default_value_t = 0)]
     pub limit: u32,
 }

@@ -125,17 +125,24 @@ impl Client {
     }
 
     /// Every object `opts` selects, following continue tokens from `opts.continue_token`;
-    /// `opts.limit` is the page size. The revision is the first page's.
+    /// `opts.limit` is the page size. The server reads every page at the first page's revision,
+    /// the one returned, so this is the list as of that revision.
+    ///
+    /// A continue token expires when the node's history no longer reaches back to its revision
+    /// (many writes meanwhile, or the node restarted: OutOfRange REVISION_COMPACTED, see
+    /// `continue_expired`). Then the whole list starts again from its first page, at most
+    /// `LIST_RESTARTS_MAX` times, after which the expiry is returned. A list that starts from
+    /// the caller's own `opts.continue_token` is not started again (the pages before it are the
+    /// caller's): its expiry is returned at once.
     pub async fn list_all_with(&self, kind: &str, opts: &ListOptions) -> Result<ListPage, Status> {
-        let mut opts = opts.clone();
-        let mut all = self.list_with(kind, &opts).await?;
-        while !all.continue_token.is_empty() {
-            opts.continue_token = std::mem::take(&mut all.continue_token);
-            let page = self.list_with(kind, &opts).await?;
-            all.items.extend(page.items);
-            all.continue_token = page.continue_token;
-        }
-        Ok(all)
+        follow_pages(&opts.continue_token, |token| {
+            let opts = ListOptions {
+                continue_token: token,
+                ..opts.clone()
+            };
+            async move { self.list_with(kind, &opts).await }
+        })
+        .await
     }
 
     /// Replaces spec, labels, annotations and apiVersion (status is kept). `expected_revision`
@@ -329,6 +336,152 @@ impl Client {
     }
 }
 
+/// How many times `list_all_with` starts a list again after its continue token expired.
+pub const LIST_RESTARTS_MAX: usize = 3;
+
+/// Whether `status` says a list's continue token expired: the revision of its first page is
+/// older than the history the node keeps (OutOfRange, REVISION_COMPACTED). Start the list
+/// again; or, accepting a list whose pages were read at different revisions, go on with the
+/// token in its ErrorInfo metadata `inconsistent_continue_token`.
+pub fn continue_expired(status: &Status) -> bool {
+    status.code() == tonic::Code::OutOfRange
+        && super::reason(status) == Some(pb::ErrorReason::RevisionCompacted)
+}
+
+/// `list_all_with`'s loop: `page(token)` fetches one page; the pages from `first` on are
+/// followed, and the whole list is fetched again from the first page when a token expires
+/// (see `list_all_with`).
+async fn follow_pages<F, Fut>(first: &str, mut page: F) -> Result<ListPage, Status>
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = Result<ListPage, Status>>,
+{
+    let mut restarts = 0;
+    'list: loop {
+        let mut all = page(first.to_string()).await?;
+        while !all.continue_token.is_empty() {
+            match page(std::mem::take(&mut all.continue_token)).await {
+                Ok(next) => {
+                    all.items.extend(next.items);
+                    all.continue_token = next.continue_token;
+                }
+                Err(status)
+                    if first.is_empty()
+                        && restarts < LIST_RESTARTS_MAX
+                        && continue_expired(&status) =>
+                {
+                    restarts += 1;
+                    tracing::debug!(restarts, "a list's continue token expired; listing again");
+                    continue 'list;
+                }
+                Err(status) => return Err(status),
+            }
+        }
+        return Ok(all);
+    }
+}
+
 fn resources(channel: Transport) -> ResourcesClient<Transport> {
     ResourcesClient::new(channel).max_decoding_message_size(MAX_REPLY_BYTES)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// An expiry as the server sends it (`server::errors::continue_expired`).
+    fn expired() -> Status {
+        crate::server::errors::continue_expired(9, 7, "t", "continue_token: expired")
+    }
+
+    fn page(names: &[&str], token: &str) -> ListPage {
+        ListPage {
+            items: names.iter().map(|n| json!({ "name": n })).collect(),
+            revision: 5,
+            continue_token: token.to_string(),
+        }
+    }
+
+    /// Runs `follow_pages` from `first` over pages that `answer(call, token)` gives; returns
+    /// its result and the tokens asked for.
+    async fn follow(
+        first: &str,
+        answer: impl Fn(usize, &str) -> Result<ListPage, Status>,
+    ) -> (Result<ListPage, Status>, Vec<String>) {
+        let asked = RefCell::new(Vec::new());
+        let result = follow_pages(first, |token| {
+            let call = asked.borrow().len();
+            let reply = answer(call, &token);
+            asked.borrow_mut().push(token);
+            async move { reply }
+        })
+        .await;
+        (result, asked.into_inner())
+    }
+
+    /// Pages "" -> [a] "1" -> [b] "2" -> [c]; the second call (the first "1") expires.
+    fn expires_once(call: usize, token: &str) -> Result<ListPage, Status> {
+        match (call, token) {
+            (1, _) => Err(expired()),
+            (_, "") => Ok(page(&["a"], "1")),
+            (_, "1") => Ok(page(&["b"], "2")),
+            (_, "2") => Ok(page(&["c"], "")),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_expired_token_starts_the_list_again() {
+        let (result, asked) = follow("", expires_once).await;
+        let all = result.expect("the second run completes");
+        assert_eq!(
+            all.items,
+            [
+                json!({"name": "a"}),
+                json!({"name": "b"}),
+                json!({"name": "c"})
+            ]
+        );
+        assert_eq!(all.revision, 5);
+        assert!(all.continue_token.is_empty());
+        assert_eq!(asked, ["", "1", "", "1", "2"]);
+    }
+
+    #[tokio::test]
+    async fn restarts_are_bounded() {
+        let always = |_: usize, token: &str| match token {
+            "" => Ok(page(&["a"], "1")),
+            _ => Err(expired()),
+        };
+        let (result, asked) = follow("", always).await;
+        let err = result.expect_err("expires every time");
+        assert!(continue_expired(&err), "{err:?}");
+        assert_eq!(asked.len(), 2 * (LIST_RESTARTS_MAX + 1));
+    }
+
+    #[tokio::test]
+    async fn a_list_from_the_callers_token_is_not_started_again() {
+        let (result, asked) = follow("1", |_, token| match token {
+            "1" => Ok(page(&["b"], "2")),
+            _ => Err(expired()),
+        })
+        .await;
+        assert!(continue_expired(&result.expect_err("expired")));
+        assert_eq!(asked, ["1", "2"]);
+    }
+
+    #[tokio::test]
+    async fn other_errors_are_returned_at_once() {
+        let (result, asked) = follow("", |_, token| match token {
+            "" => Ok(page(&["a"], "1")),
+            _ => Err(Status::out_of_range("no details: not an expiry")),
+        })
+        .await;
+        assert!(!continue_expired(&result.expect_err("fails")));
+        assert_eq!(asked, ["", "1"]);
+    }
 }

@@ -139,11 +139,11 @@ pub const OPTIONS: &[ConfigOption] = &[
     ),
     opt(
         "limits.watch_history",
-        "Events kept in memory per node for watches that resume from an older revision.",
+        "Events kept in memory per node for watches that resume from an older revision, and for List pages pinned to their first page's revision (older: OutOfRange, start the list again).",
     ),
     opt(
         "limits.watch_history_bytes",
-        "Bytes of objects (approximate, as JSON) those events may hold; the oldest go first. In memory they take about twice that once objects are updated (each event keeps its version of the object): 8 MiB is a few seconds of history at full write load, minutes at a control plane's usual rate.",
+        "Bytes of objects (approximate, as JSON) those events may hold, counting each event's object and the one it replaced (what a pinned List page puts back); the oldest go first. An object shared with the store or with another event is counted each time, so this bounds what the history keeps alive: 8 MiB is seconds of history at full write load, minutes at a control plane's usual rate.",
     ),
     opt(
         "limits.bookmark_interval_ms",

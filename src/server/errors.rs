@@ -367,6 +367,23 @@ pub fn revision_compacted(
         .status()
 }
 
+/// OutOfRange, REVISION_COMPACTED: a `List` continue token's revision is no longer kept (as a
+/// watch's start revision, above); its ErrorInfo also carries `inconsistent_continue_token`,
+/// which goes on after the same key as of `current_revision`, for a client that accepts a list
+/// whose earlier pages were read at an older revision (Kubernetes' "inconsistent continue").
+pub fn continue_expired(
+    current_revision: u64,
+    oldest_revision: u64,
+    inconsistent_continue_token: &str,
+    message: impl Into<String>,
+) -> Status {
+    Refusal::new(Code::OutOfRange, ErrorReason::RevisionCompacted, message)
+        .meta("current_revision", current_revision)
+        .meta("oldest_revision", oldest_revision)
+        .meta("inconsistent_continue_token", inconsistent_continue_token)
+        .status()
+}
+
 /// ResourceExhausted, WATCH_TOO_SLOW: a watcher fell further behind than `limit` and was cut off.
 pub fn watch_too_slow(limit: &str, message: impl Into<String>) -> Status {
     Refusal::new(Code::ResourceExhausted, ErrorReason::WatchTooSlow, message)

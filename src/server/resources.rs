@@ -20,7 +20,7 @@ use crate::server::auth;
 use crate::server::auth::StreamAccess;
 use crate::server::errors;
 use crate::server::node::Node;
-use crate::server::watch::{Delivery, WatchFilter};
+use crate::server::watch::{Delivery, HistoryGap, WatchFilter};
 use crate::state::auth::Access;
 use crate::state::{self, ObjectKey, Rejection, Resource, Selector, TxnOp};
 
@@ -146,11 +146,16 @@ impl ResourcesService {
 
 type TxnOp_ = txn_op::Op;
 
-/// Where the next page of a list starts; opaque to clients.
-#[derive(Serialize, Deserialize)]
+/// Where the next page of a list starts, and the revision every page is read at; opaque to
+/// clients (base64 of this as JSON).
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
 struct ContinueToken {
     kind: String,
     after: ObjectKey,
+    /// The revision of the list's first page; every later page is read as of it, as in
+    /// Kubernetes. Absent from tokens made before issue 25: their pages read the current state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    revision: Option<u64>,
 }
 
 fn encode_continue(token: &ContinueToken) -> String {
@@ -173,6 +178,78 @@ fn decode_continue(s: &str, kind: &str) -> Result<ContinueToken, Status> {
         return Err(bad());
     }
     Ok(token)
+}
+
+/// What one `List` request reads: which objects, from where, and at which revision.
+struct ListQuery<'a> {
+    kind: &'a str,
+    namespace: Option<&'a str>,
+    selector: &'a Selector,
+    limit: usize,
+    token: Option<ContinueToken>,
+}
+
+impl ResourcesService {
+    /// The page `q` asks for from `state` (the applied state, read-guarded by the caller), and
+    /// the revision it is read at: the current one for a first page (or a token made before
+    /// issue 25), else the token's. A page at an earlier revision is the current state with
+    /// the hub's later events undone; when the hub no longer holds them all, the list has
+    /// expired (OutOfRange, as a watch from a revision no longer kept).
+    fn list_page(
+        &self,
+        state: &state::State,
+        q: &ListQuery<'_>,
+    ) -> Result<(state::ListPage, u64), Status> {
+        let current = state.revision();
+        let pinned = (q.token.as_ref()).and_then(|t| Some((&t.after, t.revision?)));
+        let Some((after, revision)) = pinned.filter(|(_, revision)| *revision != current) else {
+            let after = q.token.as_ref().map(|t| &t.after);
+            let page = state.list(q.kind, q.namespace, q.selector, after, q.limit);
+            return Ok((page, current));
+        };
+        if revision > current {
+            return Err(errors::unavailable(
+                format!(
+                    "continue_token: this node has applied up to revision {current}, behind the \
+                     list's revision {revision} (a serializable read on a lagging node); retry, \
+                     or read linearizable"
+                ),
+                None,
+            ));
+        }
+        match self.node.hub.events_since(revision, current) {
+            Ok(events) => {
+                let since = events.iter().map(|e| &**e);
+                let page =
+                    state.list_as_of(q.kind, q.namespace, q.selector, Some(after), q.limit, since);
+                Ok((page, revision))
+            }
+            Err(HistoryGap::Compacted { oldest }) => {
+                let restart = ContinueToken {
+                    kind: q.kind.to_string(),
+                    after: after.clone(),
+                    revision: Some(current),
+                };
+                Err(errors::continue_expired(
+                    current,
+                    oldest,
+                    &encode_continue(&restart),
+                    format!(
+                        "continue_token: the list's revision {revision} is older than the kept \
+                         history (limits.watch_history, watch_history_bytes; oldest available \
+                         {oldest}); start the list again"
+                    ),
+                ))
+            }
+            Err(HistoryGap::Behind { revision: told }) => Err(errors::unavailable(
+                format!(
+                    "continue_token: this node's watch history has reached revision {told}, \
+                     behind its applied revision {current}; retry"
+                ),
+                None,
+            )),
+        }
+    }
 }
 
 /// The wire's consistency value (unset: the default, linearizable), or InvalidArgument naming
@@ -281,32 +358,32 @@ impl Resources for ResourcesService {
         };
         let selector: Selector =
             Selector::parse(&req.label_selector).map_err(|r| errors::rejection(&r))?;
-        let after = if req.continue_token.is_empty() {
+        let token = if req.continue_token.is_empty() {
             None
         } else {
-            Some(decode_continue(&req.continue_token, &req.kind)?.after)
+            Some(decode_continue(&req.continue_token, &req.kind)?)
         };
-        let namespace = (!req.namespace.is_empty()).then_some(req.namespace.as_str());
+        let query = ListQuery {
+            kind: &req.kind,
+            namespace: (!req.namespace.is_empty()).then_some(req.namespace.as_str()),
+            selector: &selector,
+            limit: limit as usize,
+            token,
+        };
         self.node
             .read_barrier(consistency(req.consistency)?)
             .await?;
-        let state = self.node.state();
-        let page = state.list(
-            &req.kind,
-            namespace,
-            &selector,
-            after.as_ref(),
-            limit as usize,
-        );
+        let (page, revision) = self.list_page(&self.node.state(), &query)?;
         Ok(GrpcResponse::new(ListReply {
             objects_json: page.items.iter().map(Resource::to_json).collect(),
-            revision: state.revision(),
+            revision,
             continue_token: page
                 .next
                 .map(|after| {
                     encode_continue(&ContinueToken {
                         kind: req.kind.clone(),
                         after,
+                        revision: Some(revision),
                     })
                 })
                 .unwrap_or_default(),
@@ -523,5 +600,57 @@ struct Unregister {
 impl Drop for Unregister {
     fn drop(&mut self) {
         self.hub.unregister(self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base64(json: &str) -> String {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    }
+
+    /// A token made before issue 25 (no revision) still decodes; its pages read the current
+    /// state (`list_page`).
+    #[test]
+    fn a_token_without_a_revision_still_decodes() {
+        let old = base64(
+            r#"{"kind":"Director","after":{"kind":"Director","namespace":"default","name":"a"}}"#,
+        );
+        let token = decode_continue(&old, "Director").expect("decodes");
+        assert_eq!(
+            token,
+            ContinueToken {
+                kind: "Director".to_string(),
+                after: ObjectKey::new("Director", "default", "a"),
+                revision: None,
+            }
+        );
+    }
+
+    #[test]
+    fn a_token_keeps_its_revision() {
+        let token = ContinueToken {
+            kind: "Director".to_string(),
+            after: ObjectKey::new("Director", "x", "b"),
+            revision: Some(42),
+        };
+        let text = encode_continue(&token);
+        assert_eq!(decode_continue(&text, "Director").expect("decodes"), token);
+    }
+
+    #[test]
+    fn a_foreign_or_broken_token_is_invalid_argument() {
+        let token = encode_continue(&ContinueToken {
+            kind: "Director".to_string(),
+            after: ObjectKey::new("Director", "x", "b"),
+            revision: Some(42),
+        });
+        for (text, kind) in [(token.as_str(), "Other"), ("garbage!", "Director")] {
+            let err = decode_continue(text, kind).expect_err("refused");
+            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+            assert!(err.message().contains("continue_token"), "{err:?}");
+        }
     }
 }

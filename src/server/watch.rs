@@ -5,10 +5,14 @@
 //! a gap or a duplicate. A watcher whose buffer fills is cut off with ResourceExhausted: a slow
 //! client never stalls apply. A start revision older than the history is refused with
 //! OutOfRange naming the current revision, so the client can re-list.
+//!
+//! The history also serves `List` pages pinned to their first page's revision
+//! (`events_since`): the current state with the later events undone (`State::list_as_of`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tonic::Status;
@@ -58,7 +62,8 @@ struct Watcher {
 }
 
 struct HubInner {
-    /// Recent events, oldest first, each with its object's approximate size.
+    /// Recent events, oldest first, each with the approximate size of its object and previous
+    /// object.
     history: VecDeque<(Arc<Event>, usize)>,
     /// Sum of the sizes in `history`.
     history_bytes: usize,
@@ -70,9 +75,29 @@ struct HubInner {
     next_id: u64,
 }
 
+/// How long `events_since` waits for the hub to be told of the batch the caller's state already
+/// holds. The state machine tells it right after releasing the state's write lock, with no
+/// await in between, so the wait is normally microseconds; this bound only turns a hub that
+/// somehow stopped hearing into an error instead of a stuck request.
+const CATCH_UP_WAIT: Duration = Duration::from_secs(1);
+
+/// Why the history cannot give every object event after a revision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HistoryGap {
+    /// Some were dropped (limits.watch_history, watch_history_bytes) or happened before this
+    /// node's history starts (it restarted, or a snapshot replaced its state): `oldest` is the
+    /// oldest revision whose later events are all kept.
+    Compacted { oldest: u64 },
+    /// The hub was not told of the batches up to the caller's state within `CATCH_UP_WAIT`;
+    /// `revision` is the one it was told of.
+    Behind { revision: u64 },
+}
+
 /// See the module docs.
 pub struct WatchHub {
     inner: Mutex<HubInner>,
+    /// Signalled whenever `inner.revision` moves (`events_since` waits on it).
+    moved: Condvar,
     /// Lock events, live only (no history): waiting acquires and lock watchers subscribe here.
     locks: tokio::sync::broadcast::Sender<Arc<LockEvent>>,
     /// Operation changes, live only: worker assignment streams, op watchers and the leader's
@@ -108,6 +133,7 @@ impl WatchHub {
                 watchers: BTreeMap::new(),
                 next_id: 1,
             }),
+            moved: Condvar::new(),
             locks: tokio::sync::broadcast::channel(limits.watch_buffer.max(1024)).0,
             ops: tokio::sync::broadcast::channel(limits.watch_buffer.max(1024)).0,
             pools: tokio::sync::broadcast::channel(limits.watch_buffer.max(1024)).0,
@@ -165,6 +191,7 @@ impl WatchHub {
         inner.history_bytes = 0;
         inner.compacted = revision;
         inner.revision = revision;
+        self.moved.notify_all();
         for (_, w) in std::mem::take(&mut inner.watchers) {
             let _ = w.tx.try_send(Err(errors::revision_compacted(
                 revision,
@@ -250,6 +277,39 @@ impl WatchHub {
         Ok(Registration { id, replay, rx })
     }
 
+    /// Every object event after `revision` up to `current`, oldest first: what a `List` page
+    /// pinned to `revision` undoes from the state at `current`. The caller holds a read guard
+    /// of that state, so no later batch can be applied meanwhile, and the hub is at most being
+    /// told of the last one: this waits for that (up to `CATCH_UP_WAIT`), which takes no lock
+    /// the caller holds. Lock order: the state, then the hub; nothing takes them the other way.
+    pub fn events_since(&self, revision: u64, current: u64) -> Result<Vec<Arc<Event>>, HistoryGap> {
+        let (inner, _) = self
+            .moved
+            .wait_timeout_while(self.lock(), CATCH_UP_WAIT, |inner| inner.revision < current)
+            .unwrap_or_else(|p| p.into_inner());
+        if inner.revision < current {
+            return Err(HistoryGap::Behind {
+                revision: inner.revision,
+            });
+        }
+        if revision < inner.compacted {
+            return Err(HistoryGap::Compacted {
+                oldest: inner.compacted,
+            });
+        }
+        // The history is in revision order: skip what is not newer without a scan.
+        let first = inner
+            .history
+            .partition_point(|(e, _)| e.revision <= revision);
+        Ok(inner
+            .history
+            .range(first..)
+            .map(|(e, _)| e)
+            .take_while(|e| e.revision <= current)
+            .cloned()
+            .collect())
+    }
+
     /// Queues a bookmark behind the events already queued for watcher `id`, so it never claims
     /// a revision whose events the watcher has not been sent. A full buffer skips the bookmark.
     pub fn bookmark(&self, id: u64) {
@@ -318,7 +378,10 @@ impl ApplyObserver for WatchHub {
             true
         });
         for e in events {
-            let bytes = e.object.approx_json_bytes();
+            // The previous object counts too: the event keeps it alive. (Often it is also the
+            // object of an earlier event still kept, so this overcounts: the limit is a bound.)
+            let bytes =
+                e.object.approx_json_bytes() + e.prev.as_ref().map_or(0, |p| p.approx_json_bytes());
             inner.history_bytes += bytes;
             inner.history.push_back((e, bytes));
         }
@@ -331,6 +394,7 @@ impl ApplyObserver for WatchHub {
             inner.compacted = inner.compacted.max(old.revision);
         }
         inner.revision = inner.revision.max(revision);
+        self.moved.notify_all();
     }
 
     fn on_reset(&self, revision: u64) {
@@ -408,7 +472,89 @@ mod tests {
             event_type: EventType::Added,
             revision,
             object: Arc::new(object),
+            prev: None,
         }
+    }
+
+    fn applied(hub: &WatchHub, revisions: std::ops::RangeInclusive<u64>) {
+        for revision in revisions {
+            let effects = Effects {
+                events: vec![event(revision, 10)],
+                ..Effects::default()
+            };
+            hub.on_applied(&effects, revision);
+        }
+    }
+
+    fn revisions(events: &[Arc<Event>]) -> Vec<u64> {
+        events.iter().map(|e| e.revision).collect()
+    }
+
+    /// A list page pinned to revision R undoes the events after R: the hub gives exactly those,
+    /// or says which revision its history starts after when it dropped some.
+    #[test]
+    fn events_since_a_revision_or_the_gap() {
+        let limits = Limits {
+            watch_history: 3,
+            ..Limits::default()
+        };
+        let hub = WatchHub::new(&limits);
+        applied(&hub, 1..=10);
+        assert_eq!(
+            revisions(&hub.events_since(7, 10).expect("kept")),
+            [8, 9, 10]
+        );
+        assert_eq!(revisions(&hub.events_since(9, 10).expect("kept")), [10]);
+        assert!(hub.events_since(10, 10).expect("kept").is_empty());
+        assert_eq!(
+            hub.events_since(6, 10).map(|e| revisions(&e)),
+            Err(HistoryGap::Compacted { oldest: 7 })
+        );
+        // A node's history starts at its state's revision when it starts or installs a
+        // snapshot.
+        hub.reset_to(12);
+        assert_eq!(
+            hub.events_since(10, 12).map(|e| revisions(&e)),
+            Err(HistoryGap::Compacted { oldest: 12 })
+        );
+    }
+
+    /// The caller's state may be one batch ahead of what the hub was told; the hub waits for
+    /// it, and says so if it never comes.
+    #[test]
+    fn events_since_waits_for_the_hub_to_catch_up() {
+        let hub = Arc::new(WatchHub::new(&Limits::default()));
+        applied(&hub, 1..=5);
+        let late = Arc::clone(&hub);
+        let teller = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            applied(&late, 6..=6);
+        });
+        assert_eq!(
+            revisions(&hub.events_since(4, 6).expect("caught up")),
+            [5, 6]
+        );
+        teller.join().expect("teller");
+        assert_eq!(
+            hub.events_since(4, 7).map(|e| revisions(&e)),
+            Err(HistoryGap::Behind { revision: 6 })
+        );
+    }
+
+    /// An event keeps its previous object alive, so the history's bytes count it.
+    #[test]
+    fn history_bytes_count_the_previous_object() {
+        let hub = WatchHub::new(&Limits::default());
+        let mut modified = event(2, 100);
+        modified.prev = Some(Arc::clone(&event(1, 300).object));
+        let both = modified.object.approx_json_bytes()
+            + modified.prev.as_ref().map_or(0, |p| p.approx_json_bytes());
+        let effects = Effects {
+            events: vec![modified],
+            ..Effects::default()
+        };
+        hub.on_applied(&effects, 2);
+        assert_eq!(hub.lock().history_bytes, both);
     }
 
     fn filter() -> WatchFilter {

@@ -28,6 +28,7 @@ mod locks;
 mod membership;
 mod observability;
 mod operations;
+mod paging;
 mod pools;
 mod reservations;
 mod space;

@@ -140,8 +140,9 @@ class InvalidArgument(StewardError):
 
 
 class RevisionCompacted(StewardError):
-    """A watch's start revision is no longer kept: list again, watch from its revision + 1
-    (metadata ``current_revision``, ``oldest_revision``)."""
+    """A watch's start revision, or the revision a list's continue token pins, is no longer
+    kept: list again from the first page, watch from its revision + 1 (metadata
+    ``current_revision``, ``oldest_revision``; for a list also ``inconsistent_continue_token``)."""
 
     REASON = "REVISION_COMPACTED"
 

@@ -1,5 +1,6 @@
 //! Random command sequences against a small independent model: revisions strictly increase per
-//! change, lists equal the model, a rejected command changes nothing, snapshots round-trip.
+//! change, lists equal the model, pages as of every earlier revision (rebuilt from the events
+//! since) equal that revision's own, a rejected command changes nothing, snapshots round-trip.
 
 use crate::command::{
     DeploymentCommand, LockCommand, MemberCommand, ObjectCommand, OperationCommand, PoolCommand,
@@ -410,6 +411,27 @@ fn check_pages(state: &State, model: &Model) {
     }
 }
 
+/// Every kind, under a few selectors, paged two at a time as of `then`'s revision (the current
+/// state with the later `events` undone) equals `then`'s own pages.
+fn check_pages_as_of(state: &State, events: &[crate::command::Event], then: &State) {
+    let since = || events.iter().filter(|e| e.revision > then.revision());
+    for kind in KINDS {
+        for selector in ["", "l1", "!l2,l1"] {
+            let selector = Selector::parse(selector).expect("selector");
+            let mut after = None;
+            loop {
+                let page = state.list_as_of(kind, None, &selector, after.as_ref(), 2, since());
+                let want = then.list(kind, None, &selector, after.as_ref(), 2);
+                assert_eq!(page, want, "{kind} {selector} after {after:?}");
+                match page.next {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
+        }
+    }
+}
+
 proptest! {
     // No regression files: shrunk failures become table tests next to the code instead.
     #![proptest_config(ProptestConfig {
@@ -423,9 +445,11 @@ proptest! {
         let mut state = State::new();
         let mut model = Model::default();
         let mut events = Vec::new();
+        let mut pinned = Vec::new();
         for (i, (time_ms, gen)) in steps.iter().enumerate() {
             let cmd = to_command(&model, gen);
             let before = state.clone();
+            pinned.push(before.clone());
             let events_before = events.len();
             let ctx = ApplyContext { log_index: i as u64 + 1, term: 1, time_ms: *time_ms, stamped: true, wall_ms: None };
             let response = apply(&mut state, &ctx, &cmd, &mut events);
@@ -446,6 +470,9 @@ proptest! {
             }
         }
         check_pages(&state, &model);
+        for then in &pinned {
+            check_pages_as_of(&state, &events, then);
+        }
         let restored = State::from_snapshot_bytes(&state.to_snapshot_bytes());
         prop_assert_eq!(restored, Ok(state));
     }

@@ -437,12 +437,19 @@ fn apply_txn(
     })
 }
 
+/// The event of `change`, if it changed anything; its `prev` is the undo record's previous
+/// object, which every op that changes something keeps (`commit`, `delete`).
 pub(crate) fn emit(events: &mut Vec<Event>, change: &Change) {
     if let Some(event_type) = change.event_type {
+        let prev = change
+            .undo
+            .as_ref()
+            .and_then(|(_, previous)| previous.clone());
         events.push(Event {
             event_type,
             revision: change.object.metadata.resource_version,
             object: Arc::clone(&change.object),
+            prev,
         });
     }
 }

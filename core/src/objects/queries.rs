@@ -1,6 +1,7 @@
 //! Reads of the objects: one by key, a kind, a page of a list, counts.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use crate::objects::count::{CountBy, Counts};
 use crate::objects::resource::{ObjectKey, Resource};
@@ -8,7 +9,7 @@ use crate::objects::selector::Selector;
 use crate::rejection::Rejection;
 use crate::state::State;
 
-/// One page of `State::list`.
+/// One page of `State::list` (or `State::list_as_of`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ListPage {
     /// Matching objects in key order.
@@ -16,6 +17,32 @@ pub struct ListPage {
     /// The last returned key when the page was cut by `limit` and more keys follow in range;
     /// pass it back as `after` for the next page.
     pub next: Option<ObjectKey>,
+}
+
+/// The page of `in_scope` (every object of the list's kind and namespace after its start, in
+/// key order): the first `limit` that match `selector` (`0`: all), and `next` when the page was
+/// cut and more keys follow.
+pub(crate) fn page<'a>(
+    in_scope: impl Iterator<Item = (&'a ObjectKey, &'a Resource)>,
+    selector: &Selector,
+    limit: usize,
+) -> ListPage {
+    let mut in_scope = in_scope.peekable();
+    let mut page = ListPage::default();
+    let mut last = None;
+    for (key, object) in in_scope.by_ref() {
+        if selector.matches(&object.metadata.labels) {
+            page.items.push(object.clone());
+            last = Some(key);
+            if page.items.len() == limit {
+                break;
+            }
+        }
+    }
+    if limit != 0 && page.items.len() == limit && in_scope.peek().is_some() {
+        page.next = last.cloned();
+    }
+    page
 }
 
 impl State {
@@ -63,32 +90,30 @@ impl State {
         after: Option<&ObjectKey>,
         limit: usize,
     ) -> ListPage {
+        let in_scope = self
+            .in_scope(kind, namespace, after)
+            .map(|(key, object)| (key, &**object));
+        page(in_scope, selector, limit)
+    }
+
+    /// The stored objects of `kind` (in `namespace`, or all) with keys after `after`, in key
+    /// order: a range over that part of the map only.
+    pub(crate) fn in_scope<'a>(
+        &'a self,
+        kind: &'a str,
+        namespace: Option<&'a str>,
+        after: Option<&ObjectKey>,
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<Resource>)> + 'a {
         let start = ObjectKey::new(kind, namespace.unwrap_or(""), "");
         let lower = match after {
             Some(after) if *after >= start => Bound::Excluded(after.clone()),
             _ => Bound::Included(start),
         };
-        let in_scope =
-            |key: &ObjectKey| key.kind == kind && namespace.is_none_or(|ns| key.namespace == ns);
-        let mut range = self
-            .objects
+        self.objects
             .range((lower, Bound::Unbounded))
-            .take_while(|(key, _)| in_scope(key));
-        let mut page = ListPage::default();
-        let mut last = None;
-        for (key, object) in range.by_ref() {
-            if selector.matches(&object.metadata.labels) {
-                page.items.push((**object).clone());
-                last = Some(key);
-                if page.items.len() == limit {
-                    break;
-                }
-            }
-        }
-        if limit != 0 && page.items.len() == limit && range.next().is_some() {
-            page.next = last.cloned();
-        }
-        page
+            .take_while(move |(key, _)| {
+                key.kind == kind && namespace.is_none_or(|ns| key.namespace == ns)
+            })
     }
 
     /// Counts objects of `kind` (in `namespace`, or all) matching `selector` by `by`. A count by

@@ -109,8 +109,10 @@ class ResourcesServicer:
 
     def List(self, request, context):
         """List objects of a kind, in one namespace or all, filtered by a label selector, in key order,
-        in pages of at most limits.list_page_max. Errors: InvalidArgument INVALID_ARGUMENT (no
-        kind, a bad selector, a page above the limit, a foreign continue_token).
+        in pages of at most limits.list_page_max; the pages after the first are read as of the first
+        page's revision (see ListRequest.continue_token). Errors: InvalidArgument INVALID_ARGUMENT
+        (no kind, a bad selector, a page above the limit, a foreign continue_token); OutOfRange
+        REVISION_COMPACTED (the continue_token's revision is no longer kept: start the list again).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
