@@ -165,6 +165,9 @@ impl fmt::Display for Command {
             Command::Kv(KvCommand::LeaseKeepAlive { id }) => {
                 write!(f, "kv-lease-keep-alive {id:x}")
             }
+            Command::Kv(KvCommand::LeaseKeepAlives { ids }) => {
+                write!(f, "kv-lease-keep-alive {} leases", ids.len())
+            }
             Command::Kv(KvCommand::LeaseExpire { ids, .. }) => {
                 write!(f, "kv-lease-expire {} leases", ids.len())
             }

@@ -187,3 +187,70 @@ async fn a_kept_alive_lease_survives_a_change_of_leader() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
+
+/// The raft index a node reports in etcd's Status.
+async fn raft_index(channel: Channel) -> u64 {
+    use steward::proto::etcd::maintenance_client::MaintenanceClient;
+    let status = MaintenanceClient::new(channel)
+        .status(steward::proto::etcd::StatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
+    status.raft_index
+}
+
+/// Keep-alives arriving together on many streams share log entries, and each is still answered
+/// on its own stream, in order, with its lease's TTL (0 for a lease that is gone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alives_from_many_streams_share_entries_and_each_gets_its_answer() {
+    const STREAMS: usize = 32;
+    const ROUNDS: usize = 3;
+    let cluster = TestCluster::start(3).await;
+    cluster.wait_leader().await;
+    let channel = cluster.channel(2).await;
+    let mut leases = LeaseClient::new(channel.clone());
+    let mut ids = vec![];
+    for i in 0..STREAMS {
+        let ttl = 10 + i as i64;
+        let id = leases
+            .lease_grant(LeaseGrantRequest { ttl, id: 0 })
+            .await
+            .unwrap()
+            .into_inner()
+            .id;
+        ids.push((id, ttl));
+    }
+    // The last one is revoked: its keep-alives are answered with TTL 0.
+    let (gone, _) = ids[STREAMS - 1];
+    leases
+        .lease_revoke(LeaseRevokeRequest { id: gone })
+        .await
+        .unwrap();
+    let mut streams = vec![];
+    for _ in 0..STREAMS {
+        let (tx, rx) = mpsc::channel(ROUNDS);
+        let answers = LeaseClient::new(channel.clone())
+            .lease_keep_alive(ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        streams.push((tx, answers));
+    }
+    let before = raft_index(channel.clone()).await;
+    for _ in 0..ROUNDS {
+        for ((tx, _), (id, _)) in streams.iter().zip(&ids) {
+            tx.send(LeaseKeepAliveRequest { id: *id }).await.unwrap();
+        }
+        for ((_, answers), (id, ttl)) in streams.iter_mut().zip(&ids) {
+            let kept = answers.message().await.unwrap().expect("an answer");
+            let want = if *id == gone { 0 } else { *ttl };
+            assert_eq!((kept.id, kept.ttl), (*id, want));
+        }
+    }
+    let entries = raft_index(channel).await - before;
+    let sent = (STREAMS * ROUNDS) as u64;
+    assert!(
+        entries <= sent / 2,
+        "{sent} keep-alives sent together took {entries} log entries"
+    );
+}

@@ -41,6 +41,15 @@ pub(crate) fn apply(
                 None => Err(KvError::LeaseNotFound),
             }
         }
+        KvCommand::LeaseKeepAlives { ids } => {
+            let now = state.time_ms;
+            let leases = &mut state.kv.leases;
+            let ttls_ms = ids.iter().map(|id| leases.refresh(*id, now)).collect();
+            Ok(KvReply::LeasesKept {
+                ttls_ms,
+                revision: state.revision,
+            })
+        }
         KvCommand::LeaseRevoke { id } => match state.kv.leases.contains(*id) {
             true => Ok(end_leases(state, &[*id], events)),
             false => Err(KvError::LeaseNotFound),

@@ -30,6 +30,12 @@ pub enum KvCommand {
     LeaseKeepAlive {
         id: i64,
     },
+    /// etcd's LeaseKeepAlive for many leases in one entry (a node's keep-alives that arrived
+    /// while its last entry of them was in flight): each of `ids` that exists lasts its TTL from
+    /// now; one that does not is answered as gone. An id may come more than once.
+    LeaseKeepAlives {
+        ids: Vec<i64>,
+    },
     /// The leader's sweep: each of `ids` that has ended by the entry's cluster time ends, and
     /// its keys are deleted; nothing ends until `grace_ms` after the term's first stamped entry
     /// (as for locks).
@@ -188,6 +194,12 @@ pub enum KvReply {
         ttl_ms: u64,
         revision: u64,
     },
+    /// Leases kept alive together: for each id asked, in order, its TTL, or `None` when it
+    /// no longer exists.
+    LeasesKept {
+        ttls_ms: Vec<Option<u64>>,
+        revision: u64,
+    },
     /// Leases ended (revoked, or expired by a sweep), at store revision `revision`.
     LeasesEnded {
         ids: Vec<i64>,
@@ -306,6 +318,7 @@ impl KvCommand {
             KvCommand::Compact { .. }
             | KvCommand::LeaseRevoke { .. }
             | KvCommand::LeaseKeepAlive { .. }
+            | KvCommand::LeaseKeepAlives { .. }
             | KvCommand::LeaseExpire { .. } => false,
         }
     }

@@ -738,6 +738,45 @@ fn a_lease_ends_on_cluster_time_with_its_keys_at_one_revision() {
 }
 
 #[test]
+fn keep_alives_in_one_entry_refresh_each_lease_and_answer_the_missing_as_gone() {
+    let mut s = Store::new();
+    for (id, ttl_ms) in [(1, 2_000), (2, 5_000)] {
+        s.run_at(1_000, KvCommand::LeaseGrant { id, ttl_ms });
+    }
+    let before = s.state.revision();
+    let kept = s.run_at(
+        3_000,
+        KvCommand::LeaseKeepAlives {
+            ids: vec![2, 9, 1, 2],
+        },
+    );
+    assert_eq!(
+        kept,
+        Response::Kv(KvReply::LeasesKept {
+            ttls_ms: vec![Some(5_000), None, Some(2_000), Some(5_000)],
+            revision: before,
+        })
+    );
+    assert_eq!(s.state.revision(), before, "a keep-alive writes no key");
+    // Lease 1 now ends at 5 s (3 s + 2 s), not 3 s: a sweep at 4.999 s ends nothing.
+    let expire = KvCommand::LeaseExpire {
+        ids: vec![1, 2],
+        grace_ms: 0,
+    };
+    s.run_at(4_999, expire.clone());
+    assert!(s.state.kv().leases().get(1).is_some());
+    let ended = s.run_at(5_000, expire);
+    assert!(
+        matches!(ended, Response::Kv(KvReply::LeasesEnded { ref ids, .. }) if ids == &[1]),
+        "{ended:?}"
+    );
+    assert!(
+        s.state.kv().leases().get(2).is_some(),
+        "lease 2 ends at 8 s"
+    );
+}
+
+#[test]
 fn no_lease_expires_in_a_new_leaders_grace() {
     let mut s = Store::new();
     s.run_at(

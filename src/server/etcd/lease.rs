@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response as GrpcResponse, Status, Streaming};
 
@@ -32,11 +32,97 @@ use crate::state::{Rejection, Response};
 
 pub struct LeaseService {
     node: Arc<Node>,
+    keep_alives: KeepAlives,
 }
 
 impl LeaseService {
     pub fn new(node: Arc<Node>) -> Self {
-        LeaseService { node }
+        let keep_alives = KeepAlives::start(node.clone());
+        LeaseService { node, keep_alives }
+    }
+}
+
+/// Keep-alives waiting for the entry that carries them; past it, senders wait (backpressure on
+/// their streams), never refused.
+const KEEP_ALIVES_QUEUED: usize = 4096;
+/// The most keep-alives one entry carries.
+const KEEP_ALIVES_PER_ENTRY: usize = 1024;
+/// Entries of keep-alives in flight at once; what arrives meanwhile waits for the next.
+const KEEP_ALIVE_ENTRIES_IN_FLIGHT: usize = 2;
+
+/// A keep-alive's answer: the lease's TTL (`None`: it no longer exists) and the revision.
+type Kept = Result<(Option<u64>, u64), Status>;
+
+/// The node's keep-alives, gathered into entries (`KvCommand::LeaseKeepAlives`): while one
+/// entry is in flight the next fills, so keep-alives from many streams cost one log entry, not
+/// one each, and each is still answered only once its entry is durable on a majority and
+/// applied (a keep-alive is as strong as before; only the entry is shared).
+#[derive(Clone)]
+struct KeepAlives {
+    queue: mpsc::Sender<(i64, oneshot::Sender<Kept>)>,
+}
+
+impl KeepAlives {
+    /// Starts the gathering task; it ends when the service (every sender) is dropped.
+    fn start(node: Arc<Node>) -> KeepAlives {
+        let (queue, mut rx) = mpsc::channel::<(i64, oneshot::Sender<Kept>)>(KEEP_ALIVES_QUEUED);
+        let in_flight = Arc::new(Semaphore::new(KEEP_ALIVE_ENTRIES_IN_FLIGHT));
+        tokio::spawn(async move {
+            while let Some(first) = rx.recv().await {
+                let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                    return;
+                };
+                let mut batch = vec![first];
+                while batch.len() < KEEP_ALIVES_PER_ENTRY {
+                    match rx.try_recv() {
+                        Ok(next) => batch.push(next),
+                        Err(_) => break,
+                    }
+                }
+                let node = node.clone();
+                tokio::spawn(async move {
+                    keep_alive_entry(&node, batch).await;
+                    drop(permit);
+                });
+            }
+        });
+        KeepAlives { queue }
+    }
+
+    /// Keeps lease `id` alive; once its entry is applied.
+    async fn keep_alive(&self, id: i64) -> Kept {
+        let (tx, rx) = oneshot::channel();
+        self.queue
+            .send((id, tx))
+            .await
+            .map_err(|_| errors::shutting_down())?;
+        rx.await.map_err(|_| errors::shutting_down())?
+    }
+}
+
+/// Proposes one entry for `batch` and answers each keep-alive in it.
+async fn keep_alive_entry(node: &Node, batch: Vec<(i64, oneshot::Sender<Kept>)>) {
+    let ids: Vec<i64> = batch.iter().map(|(id, _)| *id).collect();
+    let asked = ids.len();
+    let answers: Result<(Vec<Option<u64>>, u64), Status> =
+        match propose(node, KvCommand::LeaseKeepAlives { ids }).await {
+            Ok(KvReply::LeasesKept { ttls_ms, revision }) if ttls_ms.len() == asked => {
+                Ok((ttls_ms, revision))
+            }
+            Ok(other) => Err(unexpected("keep-alive", &other)),
+            Err(status) => Err(status),
+        };
+    match answers {
+        Ok((ttls_ms, revision)) => {
+            for ((_, answer), ttl_ms) in batch.into_iter().zip(ttls_ms) {
+                let _ = answer.send(Ok((ttl_ms, revision)));
+            }
+        }
+        Err(status) => {
+            for (_, answer) in batch {
+                let _ = answer.send(Err(status.clone()));
+            }
+        }
     }
 }
 
@@ -101,8 +187,9 @@ impl Lease for LeaseService {
 
     type LeaseKeepAliveStream = ReceiverStream<Result<LeaseKeepAliveResponse, Status>>;
 
-    /// Each request is one keep-alive through the log, answered in order once durable; a lease
-    /// that no longer exists is answered with TTL 0, as etcd does.
+    /// Each request is one keep-alive through the log (gathered with the node's others into one
+    /// entry, `KeepAlives`), answered in order once durable; a lease that no longer exists is
+    /// answered with TTL 0, as etcd does.
     #[tracing::instrument(level = "debug", name = "etcd.LeaseKeepAlive", skip_all)]
     async fn lease_keep_alive(
         &self,
@@ -112,6 +199,7 @@ impl Lease for LeaseService {
         let mut requests = request.into_inner();
         let (out, out_rx) = mpsc::channel(16);
         let node = self.node.clone();
+        let keep_alives = self.keep_alives.clone();
         tokio::spawn(async move {
             loop {
                 let id = tokio::select! {
@@ -121,24 +209,14 @@ impl Lease for LeaseService {
                     },
                     _ = out.closed() => return,
                 };
-                let keep_alive = KvCommand::LeaseKeepAlive { id };
-                let answer = match super::propose_kv(&node, keep_alive, "etcd lease").await {
-                    Ok(Ok(KvReply::Lease {
-                        ttl_ms, revision, ..
-                    })) => Ok(LeaseKeepAliveResponse {
+                let answer = keep_alives.keep_alive(id).await.map(|(ttl_ms, revision)| {
+                    LeaseKeepAliveResponse {
                         header: header(&node, revision),
                         id,
-                        ttl: seconds(ttl_ms),
-                    }),
-                    Ok(Ok(other)) => Err(unexpected("keep-alive", &other)),
-                    Ok(Err(Rejection::Kv(KvError::LeaseNotFound))) => Ok(LeaseKeepAliveResponse {
-                        header: header(&node, node.state().revision()),
-                        id,
-                        ttl: 0,
-                    }),
-                    Ok(Err(refused)) => Err(super::rejection(&refused)),
-                    Err(status) => Err(status),
-                };
+                        // etcd answers a lease that no longer exists with TTL 0.
+                        ttl: ttl_ms.map_or(0, seconds),
+                    }
+                });
                 let failed = answer.is_err();
                 if out.send(answer).await.is_err() || failed {
                     return;
