@@ -37,6 +37,7 @@ from steward.errors import (
     StewardError,
     Unauthenticated,
     Unavailable,
+    continue_expired,
 )
 from steward.locks import Lock
 from steward.watch import Watch, WatchEvent
@@ -72,4 +73,5 @@ __all__ = [
     "Watch",
     "WatchEvent",
     "Worker",
+    "continue_expired",
 ]

@@ -45,6 +45,8 @@ READ_ATTEMPT_MIN_S = 0.5
 #: Pauses between attempts at nodes that named no leader: from the first, doubling to the last.
 BACKOFF_FIRST_S = 0.025
 BACKOFF_MAX_S = 0.5
+#: How many times :meth:`Client.list` starts a list again after its continue token expired.
+LIST_RESTARTS_MAX = 3
 #: How soon grpc-core tries a refused endpoint again (its default starts at 1 s and grows to
 #: 120 s, far too slow for a node that restarts in a second).
 RECONNECT_BACKOFF_MAX_MS = 1000
@@ -247,14 +249,26 @@ class Client:
         *,
         serializable: bool = False,
         page_size: int = 0,
+        continue_token: str = "",
         timeout: float | None = None,
     ) -> tuple[list[dict], int]:
         """Every object of ``kind`` (namespace ``""``: all namespaces) matching the label
-        ``selector``, following continue tokens; returns ``(objects, revision)`` where revision
-        is that of the last page (watch from revision + 1 to see what changes next)."""
-        items: list[dict] = []
-        token = ""
-        while True:
+        ``selector``, in pages of ``page_size`` (0: the node's ``limits.list_page_default``),
+        following continue tokens from ``continue_token`` (``""``: the first page). Returns
+        ``(objects, revision)``: the node reads every page as of the first page's revision, the
+        one returned, so this is the list as of that revision (watch from revision + 1 to see
+        what changes next). ``timeout`` bounds each page.
+
+        A continue token expires when the node's history no longer reaches back to its revision
+        (many writes meanwhile, or the node restarted: :func:`~steward.errors.continue_expired`).
+        Then the whole list starts again from its first page, at most
+        :data:`LIST_RESTARTS_MAX` times, after which the expiry is raised
+        (:class:`~steward.errors.RevisionCompacted`). A list from the caller's own
+        ``continue_token`` is not started again (the pages before it are the caller's): its
+        expiry is raised at once.
+        """
+
+        def page(token: str) -> pb.ListReply:
             req = pb.ListRequest(
                 kind=kind,
                 namespace=namespace,
@@ -263,11 +277,24 @@ class Client:
                 continue_token=token,
                 consistency=_consistency(serializable),
             )
-            reply = self.call("Resources", "List", req, write=False, timeout=timeout)
-            items.extend(json.loads(o) for o in reply.objects_json)
-            token = reply.continue_token
-            if not token:
-                return items, reply.revision
+            return self.call("Resources", "List", req, write=False, timeout=timeout)
+
+        restarts = 0
+        while True:
+            first = page(continue_token)
+            items = [json.loads(o) for o in first.objects_json]
+            token = first.continue_token
+            try:
+                while token:
+                    reply = page(token)
+                    items.extend(json.loads(o) for o in reply.objects_json)
+                    token = reply.continue_token
+            except errors.StewardError as err:
+                if continue_token or restarts >= LIST_RESTARTS_MAX or not errors.continue_expired(err):
+                    raise
+                restarts += 1
+                continue
+            return items, int(first.revision)
 
     def revision(self, kind: str, *, timeout: float | None = None) -> int:
         """The store revision now (a linearizable one-object list of ``kind``)."""

@@ -142,9 +142,17 @@ class InvalidArgument(StewardError):
 class RevisionCompacted(StewardError):
     """A watch's start revision, or the revision a list's continue token pins, is no longer
     kept: list again from the first page, watch from its revision + 1 (metadata
-    ``current_revision``, ``oldest_revision``; for a list also ``inconsistent_continue_token``)."""
+    ``current_revision``, ``oldest_revision``; for a list also ``inconsistent_continue_token``).
+    :func:`continue_expired` tells a list's expiry apart from other refusals."""
 
     REASON = "REVISION_COMPACTED"
+
+    @property
+    def inconsistent_continue_token(self) -> str | None:
+        """For an expired list, a token that goes on after the same key as of
+        ``current_revision``: for a caller that accepts pages read at different revisions
+        (Kubernetes' "inconsistent continue"). None for a watch."""
+        return self.metadata.get("inconsistent_continue_token") or None
 
 
 class Overloaded(StewardError):
@@ -263,6 +271,19 @@ _BY_CODE: dict[grpc.StatusCode, type[StewardError]] = {
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
     grpc.StatusCode.UNAVAILABLE: Unavailable,
 }
+
+
+def continue_expired(err: BaseException) -> bool:
+    """Whether ``err`` says a list's continue token expired: the revision of the list's first
+    page is older than the history the node keeps (OutOfRange, ``REVISION_COMPACTED``; node
+    config ``limits.watch_history``, ``watch_history_bytes``). Start the list again from its
+    first page, or, accepting pages read at different revisions, go on with
+    :attr:`RevisionCompacted.inconsistent_continue_token`."""
+    return (
+        isinstance(err, StewardError)
+        and err.code == grpc.StatusCode.OUT_OF_RANGE
+        and err.reason == RevisionCompacted.REASON
+    )
 
 
 def known_reasons() -> frozenset[str]:

@@ -5,10 +5,14 @@ once per session and is ready when Cluster.Status names a leader and every node 
 stopped with SIGTERM (steward dev stops its nodes) at the end. A start whose ports were taken by
 another process in the meantime is made again on other ports (up to START_TRIES times); any
 other early exit fails at once with the end of its output.
+
+`small_history_node` is a one-node cluster of its own (`steward serve` on a config written here)
+whose node keeps only SMALL_HISTORY events of watch history, for tests that outrun it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -16,7 +20,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +39,9 @@ NODES = 3
 PORT_OFFSETS = (0, 100, 200)
 #: A node killed by a test is restarted by steward dev after this long.
 RESTART_DELAY_MS = 500
+#: limits.watch_history of `small_history_node`: a list's continue token expires after more
+#: writes than this.
+SMALL_HISTORY = 6
 
 
 def steward_bin() -> Path:
@@ -161,20 +168,73 @@ def _stop(cluster: Cluster) -> None:
             cluster.process.wait()
 
 
+def _start_node(binary: Path, root: Path, limits: dict[str, int]) -> Cluster:
+    """One node that is the whole cluster, run by `steward serve` on a config with ``limits``."""
+    # Two free ports, client and peer, held together so they differ; one taken between here
+    # and the node's bind fails the start with "already in use", and _started tries again.
+    with socket.socket() as a, socket.socket() as b:
+        a.bind(("127.0.0.1", 0))
+        b.bind(("127.0.0.1", 0))
+        client_addr, peer_addr = (f"127.0.0.1:{s.getsockname()[1]}" for s in (a, b))
+    node_dir = root / f"node-{uuid.uuid4().hex[:6]}"
+    node_dir.mkdir()
+    config = node_dir / "node1.toml"
+    member = f"{{ id = 1, peer_addr = {json.dumps(peer_addr)}, client_addr = {json.dumps(client_addr)} }}"
+    lines = [
+        "id = 1",
+        f"client_addr = {json.dumps(client_addr)}",
+        f"peer_addr = {json.dumps(peer_addr)}",
+        f"data_dir = {json.dumps(str(node_dir / 'data'))}",
+        f"initial_members = [{member}]",
+        "[tls]",
+        "plaintext = true",
+        "[limits]",
+        *(f"{key} = {value}" for key, value in limits.items()),
+    ]
+    config.write_text("\n".join(lines) + "\n")
+    log_path = node_dir / "serve.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [str(binary), "serve", "--config", str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return Cluster(endpoints=[client_addr], process=process, data_dir=node_dir, log_path=log_path)
+
+
+def _started(start: Callable[[], Cluster]) -> Cluster:
+    """``start()`` until its cluster is ready, again when another process took a port between
+    the check and the bind (up to START_TRIES times)."""
+    for attempt in range(1, START_TRIES + 1):
+        c = start()
+        try:
+            c.wait_ready()
+            return c
+        except pytest.fail.Exception:
+            _stop(c)
+            if attempt < START_TRIES and "already in use" in c.log_tail():
+                continue
+            raise
+    raise AssertionError("unreachable: the last try returns or raises")
+
+
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     binary = steward_bin()
     root = tmp_path_factory.mktemp("steward")
-    for attempt in range(1, START_TRIES + 1):
-        c = _start(binary, root)
-        try:
-            c.wait_ready()
-            break
-        except pytest.fail.Exception:
-            _stop(c)
-            if attempt < START_TRIES and "already in use" in c.log_tail():
-                continue  # another process took a port between the check and the bind
-            raise
+    c = _started(lambda: _start(binary, root))
+    yield c
+    _stop(c)
+
+
+@pytest.fixture(scope="module")
+def small_history_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A one-node cluster whose node keeps SMALL_HISTORY events of watch history."""
+    binary = steward_bin()
+    root = tmp_path_factory.mktemp("small-history")
+    c = _started(lambda: _start_node(binary, root, {"watch_history": SMALL_HISTORY}))
     yield c
     _stop(c)
 
