@@ -241,7 +241,7 @@ impl EtcdWorker {
                 let start = names::etcd_list_prefix(run).into_bytes();
                 EtcdWorker::List {
                     kv: kv(),
-                    end: names::prefix_end(&start),
+                    end: names::prefix_end(&start).to_vec(),
                     start,
                 }
             }

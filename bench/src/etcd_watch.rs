@@ -103,7 +103,7 @@ impl EtcdEvents {
         let create = WatchRequest {
             request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
                 key: prefix.as_bytes().to_vec().into(),
-                range_end: names::prefix_end(prefix.as_bytes()).into(),
+                range_end: names::prefix_end(prefix.as_bytes()),
                 start_revision: i64::try_from(from).context("the marker's revision")?,
                 ..Default::default()
             })),

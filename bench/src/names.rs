@@ -231,19 +231,7 @@ pub fn etcd_list_prefix(run: &RunId) -> String {
     format!("{}list/", etcd_prefix(run))
 }
 
-/// The end of the range of every key that starts with `prefix` (etcd's `range_end`: the prefix
-/// with its last byte incremented, dropping trailing 0xff bytes).
-pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    // All 0xff (or empty): every key from the prefix on (etcd's "\0").
-    vec![0]
-}
+pub use steward::state::kv::prefix_end;
 
 /// What a watcher needs of an event's object: its name and its stamp (the writer's send time).
 #[derive(serde::Deserialize)]
@@ -409,14 +397,6 @@ mod tests {
         let other_value = br#"{"metadata":{"labels":{"bench-set":"other"}}}"#;
         assert!(!has_list_label(other_value).unwrap());
         assert!(has_list_label(b"not json").is_err());
-    }
-
-    #[test]
-    fn prefix_end_increments_the_last_byte() {
-        assert_eq!(prefix_end(b"/a/"), b"/a0");
-        assert_eq!(prefix_end(b"a\xff"), b"b");
-        assert_eq!(prefix_end(b"\xff\xff"), [0]);
-        assert_eq!(prefix_end(b""), [0]);
     }
 
     #[test]

@@ -129,6 +129,20 @@ pub enum KvEventKind {
     Delete,
 }
 
+/// The `range_end` of every key that starts with `prefix` (etcd's prefix range, as clientv3's
+/// `WithPrefix` makes it): the prefix with its last byte incremented, trailing 0xff bytes
+/// dropped; all 0xff (or empty): `"\0"`, every key from the prefix on.
+pub fn prefix_end(prefix: &[u8]) -> Bytes {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Bytes::from(end);
+        }
+    }
+    Bytes::from_static(b"\0")
+}
+
 /// Which keys a request names: etcd's `key` with `range_end`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Span {

@@ -139,27 +139,3 @@ pub fn get_op(key: &[u8]) -> RequestOp {
 pub fn value_of(kv: &KeyValue) -> Option<i64> {
     std::str::from_utf8(&kv.value).ok()?.parse().ok()
 }
-
-/// The first key after every key that starts with `prefix` (etcd's prefix range end).
-pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefix_end_is_the_first_key_past_the_prefix() {
-        assert_eq!(prefix_end(b"/jepsen/lock/"), b"/jepsen/lock0".to_vec());
-        assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
-        assert_eq!(prefix_end(b"\xff\xff"), vec![0]);
-    }
-}

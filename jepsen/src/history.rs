@@ -63,6 +63,25 @@ pub struct RegisterEvent {
     pub error: String,
 }
 
+impl RegisterEvent {
+    /// The write of `value` that puts key `key` in place before the clock starts (process
+    /// `u64::MAX`, at time 0): the history's first event for the key.
+    pub fn initial(key: String, value: i64) -> RegisterEvent {
+        RegisterEvent {
+            process: u64::MAX,
+            key,
+            op: RegisterOp::Write,
+            value: Some(value),
+            expected: None,
+            read: None,
+            outcome: Outcome::Ok,
+            invoke_ns: 0,
+            complete_ns: 0,
+            error: String::new(),
+        }
+    }
+}
+
 /// Deserializes a present field, `null` included, as `Some(..)` (serde's default maps `null` to
 /// `None`, which would lose "read an absent key").
 fn present_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {

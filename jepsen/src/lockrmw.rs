@@ -198,7 +198,7 @@ pub async fn process(
 }
 
 /// Times `fut` and classifies its result.
-async fn call<T>(
+pub async fn call<T>(
     start: Instant,
     fut: impl std::future::Future<Output = Result<T, tonic::Status>>,
 ) -> Call {

@@ -41,18 +41,7 @@ pub async fn init(client: &Client, keys: u64) -> anyhow::Result<Vec<RegisterEven
             .create(&object(&key, 0))
             .await
             .map_err(|e| anyhow::anyhow!("creating {key}: {e}"))?;
-        events.push(RegisterEvent {
-            process: u64::MAX,
-            key,
-            op: RegisterOp::Write,
-            value: Some(0),
-            expected: None,
-            read: None,
-            outcome: Outcome::Ok,
-            invoke_ns: 0,
-            complete_ns: 0,
-            error: String::new(),
-        });
+        events.push(RegisterEvent::initial(key, 0));
     }
     Ok(events)
 }

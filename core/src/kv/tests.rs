@@ -852,3 +852,11 @@ fn keys_move_between_leases_and_leave_them_when_deleted_or_revoked() {
     s.run(KvCommand::LeaseRevoke { id: 1 });
     assert_eq!(s.state.revision(), revision);
 }
+
+#[test]
+fn prefix_end_is_the_first_key_past_the_prefix() {
+    assert_eq!(super::prefix_end(b"/jepsen/lock/"), b("/jepsen/lock0"));
+    assert_eq!(super::prefix_end(b"a\xff"), b("b"));
+    assert_eq!(super::prefix_end(b"\xff\xff"), b("\0"));
+    assert_eq!(super::prefix_end(b""), b("\0"));
+}

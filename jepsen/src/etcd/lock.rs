@@ -36,17 +36,14 @@ use steward::proto::etcd::{
 use steward::proto::mvccpb::event::EventType;
 use steward::proto::v3lockpb::lock_client::LockClient;
 use steward::proto::v3lockpb::LockRequest;
+use steward::state::kv::prefix_end;
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
-use super::{
-    delete_op, equal, get, get_op, prefix_end, put, put_op, txn, value_of, within, CALL_TIMEOUT,
-};
-use crate::history::Outcome;
-use crate::lockrmw::{Call, Hold, Increment};
+use super::{delete_op, equal, get, get_op, put, put_op, txn, value_of, within, CALL_TIMEOUT};
+use crate::lockrmw::{call, Call, Hold, Increment};
 use crate::mutex::Mode;
-use crate::outcome::classify;
 
 /// The lock's name (v3lock) and so its keys' prefix, `/jepsen/lock/`.
 pub const LOCK: &str = "/jepsen/lock";
@@ -327,7 +324,7 @@ async fn range_prefix(
 ) -> Result<Option<(Vec<u8>, i64, i64)>, Status> {
     let prefix = format!("{LOCK}/").into_bytes();
     let request = RangeRequest {
-        range_end: prefix_end(&prefix).into(),
+        range_end: prefix_end(&prefix),
         key: prefix.into(),
         limit: 1,
         sort_order: order as i32,
@@ -439,18 +436,14 @@ async fn fenced_with(
     fence: Vec<Compare>,
     ops: Vec<steward::proto::etcd::RequestOp>,
 ) -> Call {
-    let invoke_ns = ns(start);
-    let result = txn(kv, fence, ops).await;
-    let complete_ns = ns(start);
-    let (outcome, error) = match result {
-        Ok(reply) if reply.succeeded => (Outcome::Ok, String::new()),
-        Ok(_) => (Outcome::Fail, "txn compares failed".to_string()),
-        Err(e) => (classify(&e), format!("{:?}: {}", e.code(), e.message())),
+    // A Txn whose compares failed is refused like a fenced write of steward's (FailedPrecondition:
+    // definitely not applied).
+    let fenced = async {
+        match txn(kv, fence, ops).await {
+            Ok(reply) if reply.succeeded => Ok(()),
+            Ok(_) => Err(Status::failed_precondition("txn compares failed")),
+            Err(e) => Err(e),
+        }
     };
-    Call {
-        outcome,
-        invoke_ns,
-        complete_ns,
-        error,
-    }
+    call(start, fenced).await
 }

@@ -44,18 +44,7 @@ pub async fn init(endpoint: &str, keys: u64) -> anyhow::Result<Vec<RegisterEvent
         put(&mut kv, &etcd_key(&name), "0".into())
             .await
             .map_err(|e| anyhow::anyhow!("putting {}: {e}", etcd_key(&name)))?;
-        events.push(RegisterEvent {
-            process: u64::MAX,
-            key: name,
-            op: RegisterOp::Write,
-            value: Some(0),
-            expected: None,
-            read: None,
-            outcome: Outcome::Ok,
-            invoke_ns: 0,
-            complete_ns: 0,
-            error: String::new(),
-        });
+        events.push(RegisterEvent::initial(name, 0));
     }
     Ok(events)
 }

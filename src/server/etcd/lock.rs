@@ -32,8 +32,8 @@ use crate::proto::v3lockpb::{LockRequest, LockResponse, UnlockRequest, UnlockRes
 use crate::server::errors;
 use crate::server::node::{CancelOnDrop, Node};
 use crate::state::kv::{
-    Bytes, Compare, CompareOp, CompareTarget, DeleteOp, KeyValue, KvCommand, OpResult, PutOp,
-    RangeOp, RequestOp, SortOrder, SortTarget, Span, Txn, TxnResult,
+    prefix_end, Bytes, Compare, CompareOp, CompareTarget, DeleteOp, KeyValue, KvCommand, OpResult,
+    PutOp, RangeOp, RequestOp, SortOrder, SortTarget, Span, Txn, TxnResult,
 };
 
 /// concurrency's error when a waiter's key is gone (its lease ended) before it got the lock.
@@ -57,18 +57,6 @@ fn prefix(name: &Bytes) -> Bytes {
     let mut p = name.to_vec();
     p.push(b'/');
     Bytes::from(p)
-}
-
-/// The first key after every key that starts with `prefix` (etcd's prefix range end).
-fn prefix_end(prefix: &Bytes) -> Bytes {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return Bytes::from(end);
-        }
-    }
-    Bytes::from_static(b"\0")
 }
 
 fn contender_key(name: &Bytes, lease: i64) -> Bytes {
@@ -198,7 +186,7 @@ impl Drop for Waiter {
 /// Waits until no key under `prefix` was created before `rev` (the contender `key`'s), i.e.
 /// `key` is first; fails when `key` itself is gone meanwhile (its lease ended).
 async fn wait_first(node: &Arc<Node>, prefix: &Bytes, key: &Bytes, rev: u64) -> Result<(), Status> {
-    let span = Span::Between(prefix.clone(), prefix_end(prefix));
+    let span = Span::Between(prefix.clone(), prefix_end(prefix.as_ref()));
     let mut waiter = Waiter::open(node, span.clone())?;
     node.read_barrier(Consistency::Linearizable)
         .await
@@ -216,7 +204,7 @@ async fn wait_first(node: &Arc<Node>, prefix: &Bytes, key: &Bytes, rev: u64) -> 
             }
             let earlier = RangeOp {
                 key: prefix.clone(),
-                range_end: prefix_end(prefix),
+                range_end: prefix_end(prefix.as_ref()),
                 max_create_revision: rev - 1,
                 limit: 1,
                 keys_only: true,
@@ -239,7 +227,7 @@ fn leader_of(node: &Node, name: &Bytes) -> Option<KeyValue> {
     let state = node.state();
     let first = RangeOp {
         key: prefix.clone(),
-        range_end: prefix_end(&prefix),
+        range_end: prefix_end(prefix.as_ref()),
         limit: 1,
         sort_order: SortOrder::Ascend,
         sort_target: SortTarget::Create,
