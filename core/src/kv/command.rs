@@ -26,7 +26,8 @@ pub enum KvCommand {
     LeaseRevoke {
         id: i64,
     },
-    /// etcd's LeaseKeepAlive: the lease lasts its TTL from now.
+    /// etcd's LeaseKeepAlive: the lease lasts its TTL from now. Nodes now propose
+    /// `LeaseKeepAlives` (many in one entry); this stays so logs written before still apply.
     LeaseKeepAlive {
         id: i64,
     },
