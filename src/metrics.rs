@@ -106,8 +106,6 @@ pub struct Metrics {
     /// Compactions (`steward compact`) run on this node.
     pub compactions: Counter,
     pub raft_append: Histogram,
-    pub raft_fsync: Histogram,
-    pub raft_write_batches: Counter,
     pub raft_entries_written: Counter,
     pub snapshot_bytes: Gauge,
     pub snapshots_built: Counter,
@@ -184,8 +182,6 @@ impl Metrics {
             quota_bytes: Gauge::default(),
             compactions: Counter::default(),
             raft_append: latency_histogram(),
-            raft_fsync: latency_histogram(),
-            raft_write_batches: Counter::default(),
             raft_entries_written: Counter::default(),
             snapshot_bytes: Gauge::default(),
             snapshots_built: Counter::default(),
@@ -287,20 +283,9 @@ impl Metrics {
         );
         r.register_with_unit(
             "raft_append_duration",
-            "Raft log append, from hand-over to the writer until durable (queue, write, fsync)",
+            "Raft log append, from hand-over to the WAL until durable (queue, write, fsync)",
             secs.clone(),
             m.raft_append.clone(),
-        );
-        r.register_with_unit(
-            "raft_fsync_duration",
-            "One group commit of the Raft log: the redb transaction commit with fsync",
-            secs.clone(),
-            m.raft_fsync.clone(),
-        );
-        r.register(
-            "raft_write_batches",
-            "Group commits of the Raft log writer",
-            m.raft_write_batches.clone(),
         );
         r.register(
             "raft_entries_written",
@@ -504,7 +489,7 @@ mod tests {
     #[test]
     fn every_series_is_exposed_with_its_prefix_and_recorded_values() {
         let m = Metrics::new();
-        m.raft_fsync.observe(0.002);
+        m.raft_append.observe(0.002);
         m.raft_term.set(7);
         m.grpc_requests
             .get_or_create(&GrpcLabels {
@@ -528,7 +513,7 @@ mod tests {
         let text = m.encode();
         for line in [
             "steward_raft_term 7",
-            "steward_raft_fsync_duration_seconds_count 1",
+            "steward_raft_append_duration_seconds_count 1",
             "steward_grpc_requests_total{service=\"steward.v1.Resources\",method=\"Get\",code=\"NotFound\"} 1",
             "steward_store_objects{kind=\"Director\"} 3",
             "steward_pool_resources{type=\"gce-project\",state=\"free\",owned=\"false\"} 2",

@@ -35,7 +35,7 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, TempDir> for RedbStoreBuil
             let dir = tempfile::tempdir()?;
             let db = RaftDb::open(dir.path())?;
             let sm = StateMachine::open(db.clone(), Arc::new(NoopObserver))?;
-            Ok((dir, LogStore::new(db), sm))
+            Ok((dir, LogStore::open(db)?, sm))
         };
         open().map_err(|e| StorageError::read(TypeConfig::err_from_error(&e)))
     }
@@ -124,7 +124,7 @@ async fn state_machine_restarts_from_its_snapshot() -> io::Result<()> {
     assert_eq!(current.meta, snapshot_meta);
 
     // The log store of the same file is untouched by the state machine.
-    let mut log = LogStore::new(db);
+    let mut log = LogStore::open(db)?;
     assert_eq!(log.get_log_state().await?.last_log_id, None);
     Ok(())
 }

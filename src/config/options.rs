@@ -59,7 +59,7 @@ pub const OPTIONS: &[ConfigOption] = &[
     top(
         "data_dir",
         "(required)",
-        "Raft log and vote (steward.redb) and the last snapshot (snapshot.bin) live here; a relative path is relative to the working directory.",
+        "Raft log and vote (raft-log/, a WAL; data dirs of earlier versions kept them in steward.redb and are moved on start) and the last snapshot (snapshot.bin) live here; a relative path is relative to the working directory.",
     ),
     top(
         "initial_members",

@@ -376,16 +376,20 @@ pub async fn restore(path: &Path, config: &Config) -> anyhow::Result<Restored> {
     })
     .await?
     .context("cannot write the snapshot")?;
-    let mut log = LogStore::new(db);
+    let mut log = LogStore::open(db).context("cannot create the raft log")?;
     log.save_vote(&Vote::new(term, config.id))
         .await
         .context("cannot write the vote")?;
-    log.save_committed(Some(last_log_id))
-        .await
-        .context("cannot write the commit index")?;
     log.purge(last_log_id)
         .await
         .context("cannot set the log's start")?;
+    log.save_committed(Some(last_log_id))
+        .await
+        .context("cannot write the commit index")?;
+    // The commit index rides on the next fsync: make it this one.
+    log.save_vote(&Vote::new(term, config.id))
+        .await
+        .context("cannot write the vote")?;
     Ok(Restored {
         info,
         objects,

@@ -5,21 +5,21 @@
 //! [`RaftDb`] is the one redb file of a node, opened once by the server; the state machine keeps
 //! its snapshots as files in the same directory (`state_machine.rs`).
 //!
-//! Every write goes through one writer thread that folds all waiting ops (appends from openraft,
-//! votes, truncations, purges) into one redb transaction committed with `Durability::Immediate`
-//! (fsync), and only then tells openraft they are done: that is the group commit. `append`
-//! returns as soon as the entries are queued, so openraft hands over the next batch while the
-//! previous one is being fsynced; readers see queued entries at once through the in-memory tail.
-//! The one write nobody waits for is the `committed` pointer, a restart hint that rides on the
-//! next fsync (see `save_committed`).
+//! Writes go to raft-log's write-ahead log (`wal.rs`, in `<data dir>/raft-log/`): an append
+//! is handed to the WAL and returns, the WAL's flush thread writes and fsyncs whatever is
+//! waiting in one go (the group commit), and only then is openraft told, so openraft hands over
+//! the next batch while the previous one is being fsynced; readers see handed-over entries at
+//! once. Votes, truncations and purges wait for their fsync; the `committed` pointer, a restart
+//! hint, rides on the next one (see `save_committed`).
 //!
-//! The tail ([`Tail`]) also keeps the newest entries after they are durable, up to
-//! [`RECENT_ENTRIES_BYTES_MAX`] / [`RECENT_ENTRIES_MAX`]: replication and apply read what was just
-//! appended, and serving that from memory saves a blocking-pool hop, a redb read transaction and
-//! a JSON decode per entry. Older entries are read from redb on tokio's blocking pool.
+//! The tail ([`Tail`]) keeps the newest entries decoded, up to [`RECENT_ENTRIES_BYTES_MAX`] /
+//! [`RECENT_ENTRIES_MAX`]: replication and apply read what was just appended, and serving that
+//! from memory saves a blocking-pool hop and a JSON decode per entry. Older entries are read
+//! from the WAL on tokio's blocking pool.
 //!
-//! Here: [`LogStore`] and openraft's traits over it. Beside it: `db.rs` (the redb file, its tables
-//! and range reads), `tail.rs` (the in-memory tail) and `writer.rs` (the group-commit thread).
+//! Here: [`LogStore`] and openraft's traits over it. Beside it: `wal.rs` (the WAL, and moving an
+//! old data dir's log out of redb), `db.rs` (the node's redb file, which the state machine
+//! keeps using, and shared helpers) and `tail.rs` (the in-memory tail).
 
 use std::fmt;
 use std::io;
@@ -28,30 +28,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use tokio::sync::oneshot;
-
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
-use redb::ReadableTable;
+use raft_log::api::raft_log_writer::RaftLogWriter;
+use tokio::sync::oneshot;
 
 use crate::raft::types::{Entry, LogId, TypeConfig, Vote};
 
 mod db;
 mod tail;
-mod writer;
+mod wal;
 
-use db::{
-    db_err, get_json, half_open, json_err, read_entries, DiskEntries, EntryHead, LOG_TABLE,
-    META_COMMITTED, META_LAST_PURGED, META_TABLE, META_VOTE,
-};
+use db::{half_open, json_err, run_blocking, DiskEntries};
 pub use db::{
     RaftDb, DB_CACHE_BYTES, DB_FILE_NAME, RECENT_ENTRIES_BYTES_MAX, RECENT_ENTRIES_MAX,
     REPLICATION_PAYLOAD_BYTES_MAX,
 };
-use tail::{assemble, Tail};
-use writer::{writer_loop, WriteOp};
+use tail::{assemble, Tail, Written};
+use wal::{log_id, wal_id, Done, Stored, StoredVote, Wal};
+pub use wal::{WAL_CHUNK_BYTES_MAX, WAL_DIR_NAME};
 
-/// openraft's log store and log reader. Clones share one writer thread and one tail, so a reader
-/// (a clone) sees every entry the store has accepted, flushed or not.
+/// openraft's log store and log reader. Clones share one WAL and one tail, so a reader (a
+/// clone) sees every entry the store has accepted, flushed or not.
 #[derive(Clone)]
 pub struct LogStore {
     db: RaftDb,
@@ -74,31 +71,15 @@ impl fmt::Debug for LogStore {
     }
 }
 
-/// What the store and its writer thread share.
+/// What the clones share.
 struct Shared {
-    /// Ops for the writer thread, in the order openraft issued them. Taken on drop, which ends
-    /// the thread.
-    writer: Mutex<Option<std::sync::mpsc::Sender<WriteOp>>>,
-    /// Joined on drop, so the database file is closed when the last clone is gone.
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
-    /// The newest entries, durable or not; readers take what it has and ask redb only for the
-    /// older part of a range. Held only to copy `Arc`s in or out, never during I/O.
-    tail: Mutex<Tail>,
-    /// The newest `committed` pointer given to `save_committed` (None: not given since start).
-    committed: Mutex<Option<Option<LogId>>>,
+    /// The WAL. Held to hand records over (raft-log writes and fsyncs on its own thread) or to
+    /// copy entries out; never across an await.
+    wal: Mutex<Wal>,
+    /// The newest entries, durable or not; readers take what it has and ask the WAL only for
+    /// the older part of a range. Held only to copy `Arc`s in or out, never during I/O.
+    tail: Arc<Mutex<Tail>>,
     next_seq: AtomicU64,
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        lock(&self.writer).take();
-        if let Some(handle) = lock(&self.thread).take() {
-            // The writer itself may hold the last reference for a moment; it never joins itself.
-            if handle.thread().id() != std::thread::current().id() {
-                let _ = handle.join();
-            }
-        }
-    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -106,37 +87,29 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl LogStore {
-    /// A log store over `db`; the log, vote and pointers already in it are used as they are.
-    /// Starts the writer thread, which ends when the last clone is dropped.
-    pub fn new(db: RaftDb) -> LogStore {
+    /// The log store of `db`'s data directory: its WAL, opened (and, for a data dir of an
+    /// earlier version, first moved out of redb) here.
+    pub fn open(db: RaftDb) -> io::Result<LogStore> {
         LogStore::with_tail_limits(db, RECENT_ENTRIES_BYTES_MAX, RECENT_ENTRIES_MAX)
     }
 
-    /// `new` with other limits on the durable entries kept in memory (tests use small ones).
-    fn with_tail_limits(db: RaftDb, durable_bytes_max: usize, entries_max: usize) -> LogStore {
-        let (tx, rx) = std::sync::mpsc::channel();
+    /// `open` with other limits on the durable entries kept in memory (tests use small ones).
+    fn with_tail_limits(
+        db: RaftDb,
+        durable_bytes_max: usize,
+        entries_max: usize,
+    ) -> io::Result<LogStore> {
+        let wal = wal::open(&db)?;
         let shared = Arc::new(Shared {
-            writer: Mutex::new(Some(tx)),
-            thread: Mutex::new(None),
-            tail: Mutex::new(Tail::new(durable_bytes_max, entries_max)),
-            committed: Mutex::new(None),
+            wal: Mutex::new(wal),
+            tail: Arc::new(Mutex::new(Tail::new(durable_bytes_max, entries_max))),
             next_seq: AtomicU64::new(1),
         });
-        let thread_db = db.clone();
-        let thread_shared = Arc::downgrade(&shared);
-        let spawned = std::thread::Builder::new()
-            .name("raft-log-writer".into())
-            .spawn(move || writer_loop(thread_db, thread_shared, rx));
-        match spawned {
-            Ok(handle) => *lock(&shared.thread) = Some(handle),
-            // Without a writer every write fails with a clear error instead of hanging.
-            Err(e) => tracing::error!(error = %e, "cannot start the raft log writer thread"),
-        }
-        LogStore {
+        Ok(LogStore {
             db,
             shared,
             observer: None,
-        }
+        })
     }
 
     /// The store, telling `observer` what it accepts and drops.
@@ -145,27 +118,28 @@ impl LogStore {
         self
     }
 
-    fn send(&self, op: WriteOp) -> io::Result<()> {
-        lock(&self.shared.writer)
-            .as_ref()
-            .and_then(|w| w.send(op).ok())
-            .ok_or_else(|| io::Error::other("raft log writer thread is gone"))
-    }
-
-    /// Sends an op that reports back, and waits for its batch to be durable.
-    async fn send_and_wait(
+    /// Runs `write` on the WAL, asks for an fsync, and waits for it.
+    async fn write_and_wait(
         &self,
-        op: impl FnOnce(oneshot::Sender<io::Result<()>>) -> WriteOp,
+        write: impl FnOnce(&mut Wal) -> io::Result<()>,
     ) -> io::Result<()> {
         let (tx, rx) = oneshot::channel();
-        self.send(op(tx))?;
+        {
+            let mut wal = lock(&self.shared.wal);
+            write(&mut wal)?;
+            wal.flush(
+                true,
+                Some(Done(Box::new(move |r| {
+                    let _ = tx.send(r);
+                }))),
+            )?;
+        }
         rx.await
-            .map_err(|_| io::Error::other("raft log writer dropped a request"))?
+            .map_err(|_| io::Error::other("raft-log dropped a flush"))?
     }
 
     /// Entries of `[start, end)`, checked for holes, cut at `bytes_max`: the cached ones from the
-    /// tail, and the older part, if any, from redb. Only entries the tail no longer (or never)
-    /// held are in that part, and they are durable, so redb has them.
+    /// tail, and the older part, if any, from the WAL.
     async fn read_range(
         &self,
         bounds: (u64, Option<u64>),
@@ -183,16 +157,49 @@ impl LogStore {
                 };
                 return assemble(none, view.cached, bytes_max);
             };
-            let disk = self
-                .db
-                .read("read log", move |txn| read_entries(txn, disk, bytes_max))
-                .await?;
-            // A truncation or purge meanwhile may have changed redb's part: read again.
+            let shared = self.shared.clone();
+            let disk = run_blocking("read log", move || {
+                read_wal(&lock(&shared.wal), disk, bytes_max)
+            })
+            .await?;
+            // A truncation or purge meanwhile may have changed the WAL's part: read again.
             if lock(&self.shared.tail).generation == view.generation {
                 return assemble(disk, view.cached, bytes_max);
             }
         }
     }
+}
+
+/// Reads the entries of `[start, end)` from the WAL, stopping early once `bytes_max` is reached
+/// (after at least one entry). A gap inside the result is corruption and an error.
+fn read_wal(
+    wal: &Wal,
+    (start, end): (u64, Option<u64>),
+    bytes_max: usize,
+) -> io::Result<DiskEntries> {
+    let mut out = DiskEntries {
+        entries: Vec::new(),
+        cut: false,
+    };
+    let end = end.unwrap_or(u64::MAX);
+    if start >= end {
+        return Ok(out);
+    }
+    let mut bytes = 0usize;
+    for item in wal.read(start, end) {
+        let (id, Stored(value)) = item?;
+        if let Some((prev, _)) = out.entries.last() {
+            db::check_next(prev, id.1)?;
+        }
+        if !out.entries.is_empty() && bytes + value.len() > bytes_max {
+            out.cut = true;
+            break;
+        }
+        bytes += value.len();
+        let entry: Entry = serde_json::from_slice(&value).map_err(json_err("raft log entry"))?;
+        out.entries.push((entry, value.len()));
+    }
+    Ok(out)
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -204,12 +211,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
     }
 
     async fn read_vote(&mut self) -> io::Result<Option<Vote>> {
-        self.db
-            .read("read vote", |txn| {
-                let table = txn.open_table(META_TABLE).map_err(db_err("read vote"))?;
-                get_json(&table, META_VOTE)
-            })
-            .await
+        Ok(lock(&self.shared.wal).log_state().vote().map(|v| v.0))
     }
 
     async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> io::Result<Vec<Entry>> {
@@ -222,34 +224,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogStore;
 
     async fn get_log_state(&mut self) -> io::Result<LogState<TypeConfig>> {
-        let what = "read log state";
-        let tail_last = lock(&self.shared.tail)
-            .entries
-            .values()
-            .next_back()
-            .map(|t| t.entry.log_id);
-        let (last_purged_log_id, durable_last) = self
-            .db
-            .read(what, move |txn| {
-                let meta = txn.open_table(META_TABLE).map_err(db_err(what))?;
-                let last_purged_log_id: Option<LogId> = get_json(&meta, META_LAST_PURGED)?;
-                let log = txn.open_table(LOG_TABLE).map_err(db_err(what))?;
-                let last = match log.last().map_err(db_err(what))? {
-                    Some((_, value)) => {
-                        let head: EntryHead =
-                            serde_json::from_slice(value.value()).map_err(json_err(what))?;
-                        Some(head.log_id)
-                    }
-                    None => None,
-                };
-                Ok((last_purged_log_id, last))
-            })
-            .await?;
+        let wal = lock(&self.shared.wal);
+        let state = wal.log_state();
         // With no entry left (all purged), the last log id is the last purged one.
-        let last_log_id = tail_last.max(durable_last).or(last_purged_log_id);
         Ok(LogState {
-            last_purged_log_id,
-            last_log_id,
+            last_purged_log_id: state.purged().map(log_id),
+            last_log_id: state.last().or(state.purged()).map(log_id),
         })
     }
 
@@ -259,53 +239,82 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote) -> io::Result<()> {
         let vote = *vote;
-        self.send_and_wait(|done| WriteOp::Vote { vote, done })
+        self.write_and_wait(|wal| wal.save_vote(StoredVote(vote)).map(drop))
             .await
     }
 
     /// openraft awaits this between commit and apply, on every write, so it is neither fsynced nor
-    /// waited for: it is queued and reaches disk with the next fsynced batch (the log itself is
-    /// always fsynced first). A crash may lose the newest value; the older one still names
-    /// committed, durable entries, and openraft learns the rest from the leader, as it would if
-    /// `committed` were not saved at all.
+    /// waited for: it reaches disk with the next fsynced write (the entries it names were
+    /// fsynced before). A crash may lose the newest value; the older one still names committed,
+    /// durable entries, and openraft learns the rest from the leader, as it would if `committed`
+    /// were not saved at all.
     async fn save_committed(&mut self, committed: Option<LogId>) -> io::Result<()> {
-        *lock(&self.shared.committed) = Some(committed);
-        self.send(WriteOp::Committed { committed })
+        let Some(committed) = committed else {
+            return Ok(());
+        };
+        let mut wal = lock(&self.shared.wal);
+        let state = wal.log_state();
+        let id = wal_id(&committed);
+        // Not behind what is saved (raft-log refuses that), nor past the log's end (a snapshot
+        // install may say so before its purge): a hint left older is still true.
+        let end = state.last().or(state.purged());
+        if state.committed() >= Some(&id) || end < Some(&id) {
+            return Ok(());
+        }
+        wal.commit(id)?;
+        wal.flush(false, None)
     }
 
     async fn read_committed(&mut self) -> io::Result<Option<LogId>> {
-        if let Some(c) = *lock(&self.shared.committed) {
-            return Ok(c);
-        }
-        let what = "read committed";
-        self.db
-            .read(what, |txn| {
-                let table = txn.open_table(META_TABLE).map_err(db_err(what))?;
-                // Stored as `Option<LogId>`: `save_committed(None)` is a value too.
-                Ok(get_json::<Option<LogId>>(&table, META_COMMITTED)?.flatten())
-            })
-            .await
+        Ok(lock(&self.shared.wal).log_state().committed().map(log_id))
     }
 
-    /// Accepts the entries at once (readers see them immediately) and returns; the writer thread
-    /// makes them durable together with whatever else is waiting, then calls `callback`.
+    /// Accepts the entries at once (readers see them immediately) and returns; raft-log's flush
+    /// thread makes them durable together with whatever else is waiting, then `callback` is
+    /// called.
     async fn append<I>(&mut self, entries: I, callback: IOFlushed<TypeConfig>) -> io::Result<()>
     where
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
         let entries: Vec<Arc<Entry>> = entries.into_iter().map(Arc::new).collect();
+        let mut records = Vec::with_capacity(entries.len());
+        let mut written = Vec::with_capacity(entries.len());
+        let seq = self.shared.next_seq.fetch_add(1, Ordering::Relaxed);
+        for entry in &entries {
+            let bytes = serde_json::to_vec(&**entry).map_err(json_err("write raft log"))?;
+            written.push(Written {
+                seq,
+                index: entry.log_id.index,
+                bytes: bytes.len(),
+            });
+            records.push((wal_id(&entry.log_id), Stored(bytes)));
+        }
         if let (Some(observer), Some(last)) = (&self.observer, entries.last()) {
             observer.on_appended(last.log_id.index);
         }
-        let seq = self.shared.next_seq.fetch_add(1, Ordering::Relaxed);
         lock(&self.shared.tail).append(seq, &entries);
-        self.send(WriteOp::Append {
-            seq,
-            entries,
-            callback,
-            queued: Instant::now(),
-        })
+        drop(entries);
+
+        let queued = Instant::now();
+        let tail = self.shared.tail.clone();
+        let metrics = self.db.metrics.clone();
+        let done = Done(Box::new(move |result: io::Result<()>| {
+            match &result {
+                Ok(()) => {
+                    metrics.raft_append.observe(queued.elapsed().as_secs_f64());
+                    metrics.raft_entries_written.inc_by(written.len() as u64);
+                    let evicted = lock(&tail).mark_durable(&written);
+                    // Entries may be freed here, after the lock is released.
+                    drop(evicted);
+                }
+                Err(e) => tracing::error!(error = %e, "raft log write failed"),
+            }
+            callback.io_completed(result);
+        }));
+        let mut wal = lock(&self.shared.wal);
+        wal.append(records)?;
+        wal.flush(true, Some(done))
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> io::Result<()> {
@@ -317,8 +326,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let removed = lock(&self.shared.tail).truncate_after(after);
         // Entries may be freed here, after the lock is released.
         drop(removed);
-        self.send_and_wait(|done| WriteOp::Truncate { after, done })
-            .await
+        self.write_and_wait(|wal| {
+            let state = wal.log_state();
+            let last = state.last().map(|l| l.1);
+            let purged = state.purged().map(|p| p.1);
+            if after >= last {
+                return Ok(());
+            }
+            // Nothing at or before the last purged entry is left to drop.
+            let from = after.max(purged).map_or(0, |a| a + 1);
+            wal.truncate(from).map(drop)
+        })
+        .await
     }
 
     async fn purge(&mut self, log_id: LogId) -> io::Result<()> {
@@ -326,7 +345,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let removed = lock(&self.shared.tail).purge(log_id.index);
         // Entries may be freed here, after the lock is released.
         drop(removed);
-        self.send_and_wait(|done| WriteOp::Purge { log_id, done })
+        self.write_and_wait(|wal| wal.purge(wal_id(&log_id)).map(drop))
             .await
     }
 }

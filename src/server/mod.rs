@@ -156,7 +156,9 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         hub.set_auth_revision(state.auth().revision);
         time.applied(state.time_ms(), None);
     }
-    let log_store = LogStore::new(db.clone()).observed_by(observer.clone());
+    let log_store = LogStore::open(db.clone())
+        .context("cannot open the raft log")?
+        .observed_by(observer.clone());
 
     let tls = crate::tls::NodeTls::load(&config.tls)?;
     if tls.is_none() {

@@ -57,7 +57,7 @@ impl Usage {
     pub fn shortage(&self, limits: &Limits) -> Option<String> {
         if self.data_bytes > limits.quota_bytes {
             return Some(format!(
-                "data dir holds {} ({} bytes: steward.redb and snapshot), over \
+                "data dir holds {} ({} bytes: steward.redb, raft-log/ and snapshot), over \
                  limits.quota_bytes = {} ({})",
                 bytes(self.data_bytes),
                 self.data_bytes,
@@ -345,7 +345,7 @@ mod tests {
         assert_eq!(
             usage.shortage(&limits).as_deref(),
             Some(
-                "data dir holds 8.0 MiB (8388609 bytes: steward.redb and snapshot), over \
+                "data dir holds 8.0 MiB (8388609 bytes: steward.redb, raft-log/ and snapshot), over \
                  limits.quota_bytes = 8388608 (8.0 MiB)"
             )
         );

@@ -156,7 +156,7 @@ async fn health_reflection_and_metrics_show_the_cluster_as_it_is() {
         "steward_raft_term",
         "steward_raft_commit_index",
         "steward_raft_applied_index",
-        "steward_raft_fsync_duration_seconds_count",
+        "steward_raft_entries_written_total",
         "steward_raft_append_duration_seconds_count",
         "steward_grpc_request_duration_seconds_count{service=\"steward.v1.Resources\",method=\"Get\"}",
         "steward_store_revision",

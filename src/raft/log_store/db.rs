@@ -7,11 +7,9 @@ use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
-use redb::{
-    Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
-};
+use redb::{Database, ReadableTable, TableDefinition};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::metrics::Metrics;
 use crate::raft::types::{Entry, LogId};
@@ -123,21 +121,6 @@ impl RaftDb {
         })
         .await
     }
-
-    /// Runs `f` in a read transaction on the blocking pool.
-    pub(crate) async fn read<T, F>(&self, what: &'static str, f: F) -> io::Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&ReadTransaction) -> io::Result<T> + Send + 'static,
-    {
-        let db = self.db.clone();
-        run_blocking(what, move || {
-            let db = db.read().unwrap_or_else(|p| p.into_inner());
-            let txn = db.begin_read().map_err(db_err(what))?;
-            f(&txn)
-        })
-        .await
-    }
 }
 
 pub(super) async fn run_blocking<T: Send + 'static>(
@@ -146,7 +129,7 @@ pub(super) async fn run_blocking<T: Send + 'static>(
 ) -> io::Result<T> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| io::Error::other(format!("redb {what}: blocking task failed: {e}")))?
+        .map_err(|e| io::Error::other(format!("{what}: blocking task failed: {e}")))?
 }
 
 /// Maps a redb error to an `io::Error` naming the operation.
@@ -170,17 +153,6 @@ pub(crate) fn get_json<T: DeserializeOwned>(
     serde_json::from_slice(bytes.value())
         .map(Some)
         .map_err(json_err(key))
-}
-
-pub(super) fn put_json<T: Serialize>(
-    txn: &WriteTransaction,
-    key: &'static str,
-    value: &T,
-) -> io::Result<()> {
-    let bytes = serde_json::to_vec(value).map_err(json_err(key))?;
-    let mut table = txn.open_table(META_TABLE).map_err(db_err(key))?;
-    table.insert(key, bytes.as_slice()).map_err(db_err(key))?;
-    Ok(())
 }
 
 /// The first field of a stored entry, read without decoding the payload.
@@ -209,46 +181,6 @@ pub(super) struct DiskEntries {
     pub(super) entries: Vec<(Entry, usize)>,
     /// `bytes_max` stopped the read before the end of its range: nothing may follow these.
     pub(super) cut: bool,
-}
-
-/// Reads the entries of `[start, end)` in one read transaction, stopping early once `bytes_max`
-/// is reached (after at least one entry). A gap inside the result is corruption and an error.
-pub(super) fn read_entries(
-    txn: &ReadTransaction,
-    (start, end): (u64, Option<u64>),
-    bytes_max: usize,
-) -> io::Result<DiskEntries> {
-    let what = "read log";
-    let mut out = DiskEntries {
-        entries: Vec::new(),
-        cut: false,
-    };
-    if end.is_some_and(|end| start >= end) {
-        return Ok(out);
-    }
-    let table = txn.open_table(LOG_TABLE).map_err(db_err(what))?;
-    let iter = match end {
-        Some(end) => table.range(start..end),
-        None => table.range(start..),
-    }
-    .map_err(db_err(what))?;
-
-    let mut bytes = 0usize;
-    for item in iter {
-        let (index, value) = item.map_err(db_err(what))?;
-        let (index, value) = (index.value(), value.value());
-        if let Some((prev, _)) = out.entries.last() {
-            check_next(prev, index)?;
-        }
-        if !out.entries.is_empty() && bytes + value.len() > bytes_max {
-            out.cut = true;
-            break;
-        }
-        bytes += value.len();
-        let entry = serde_json::from_slice(value).map_err(json_err("raft log entry"))?;
-        out.entries.push((entry, value.len()));
-    }
-    Ok(out)
 }
 
 /// A read must return consecutive indexes: a gap is corruption, and an error.

@@ -1,5 +1,5 @@
-//! Tests of the log store: the group-commit writer, the in-memory tail and their agreement
-//! with what redb holds.
+//! Tests of the log store: the WAL, the in-memory tail and their agreement, and moving an old
+//! data dir's log out of redb.
 
 use crate::state::ObjectCommand;
 use openraft::entry::RaftEntry;
@@ -60,24 +60,10 @@ fn cached(store: &LogStore) -> Vec<u64> {
     lock(&store.shared.tail).entries.keys().copied().collect()
 }
 
-/// Deletes log rows behind the store's back, so a read that still returns them must have
-/// been served from memory.
-fn delete_from_redb(store: &LogStore, indexes: std::ops::RangeInclusive<u64>) -> io::Result<()> {
-    let db = store.db.db.read().unwrap_or_else(|p| p.into_inner());
-    let txn = db.begin_write().map_err(db_err("test"))?;
-    {
-        let mut table = txn.open_table(LOG_TABLE).map_err(db_err("test"))?;
-        for i in indexes {
-            table.remove(i).map_err(db_err("test"))?;
-        }
-    }
-    txn.commit().map_err(db_err("test"))
-}
-
 /// What a fresh store over the reopened database returns for `range` (the store must be
-/// dropped first: redb opens a file once).
+/// dropped first: raft-log locks its directory).
 async fn reread(dir: &Path, range: std::ops::Range<u64>) -> io::Result<Vec<Entry>> {
-    let mut store = LogStore::new(RaftDb::open(dir)?);
+    let mut store = LogStore::open(RaftDb::open(dir)?)?;
     assert!(cached(&store).is_empty());
     store.try_get_log_entries(range).await
 }
@@ -93,7 +79,7 @@ async fn append(store: &mut LogStore, entries: Vec<Entry>) -> io::Result<()> {
 async fn log_vote_committed_and_purged_survive_reopen() -> io::Result<()> {
     let dir = tempfile::tempdir()?;
     {
-        let mut store = LogStore::new(RaftDb::open(dir.path())?);
+        let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
         let entries = (1..=5).map(|i| Entry::new_blank(log_id(2, i))).collect();
         append(&mut store, entries).await?;
         store.save_vote(&Vote::new_committed(2, 1)).await?;
@@ -102,7 +88,7 @@ async fn log_vote_committed_and_purged_survive_reopen() -> io::Result<()> {
         store.truncate_after(Some(log_id(2, 4))).await?;
     }
 
-    let mut store = LogStore::new(RaftDb::open(dir.path())?);
+    let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
     assert_eq!(store.read_vote().await?, Some(Vote::new_committed(2, 1)));
     assert_eq!(store.read_committed().await?, Some(log_id(2, 4)));
     let state = store.get_log_state().await?;
@@ -123,12 +109,16 @@ async fn log_vote_committed_and_purged_survive_reopen() -> io::Result<()> {
 async fn committed_rides_on_the_next_durable_write() -> io::Result<()> {
     let dir = tempfile::tempdir()?;
     {
-        let mut store = LogStore::new(RaftDb::open(dir.path())?);
+        let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
+        append(&mut store, creates(3, 1..=7)).await?;
+        // Past the log's end: not saved, the older value stays.
+        store.save_committed(Some(log_id(3, 9))).await?;
+        assert_eq!(store.read_committed().await?, None);
         store.save_committed(Some(log_id(3, 7))).await?;
         assert_eq!(store.read_committed().await?, Some(log_id(3, 7)));
         store.save_vote(&Vote::new_committed(3, 1)).await?;
     }
-    let mut store = LogStore::new(RaftDb::open(dir.path())?);
+    let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
     assert_eq!(store.read_committed().await?, Some(log_id(3, 7)));
     Ok(())
 }
@@ -137,13 +127,10 @@ async fn committed_rides_on_the_next_durable_write() -> io::Result<()> {
 #[tokio::test]
 async fn limited_read_respects_byte_limit() -> io::Result<()> {
     let dir = tempfile::tempdir()?;
-    let mut store = LogStore::new(RaftDb::open(dir.path())?);
+    let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
     let entries = (1..=3).map(|i| Entry::new_blank(log_id(1, i))).collect();
     append(&mut store, entries).await?;
-    let db = store.db.clone();
-    let one = db
-        .read("test", |txn| read_entries(txn, (1, Some(4)), 1))
-        .await?;
+    let one = read_wal(&lock(&store.shared.wal), (1, Some(4)), 1)?;
     assert_eq!(one.entries.len(), 1);
     assert!(one.cut);
     assert_eq!(store.limited_get_log_entries(1, 4).await?.len(), 3);
@@ -151,13 +138,13 @@ async fn limited_read_respects_byte_limit() -> io::Result<()> {
     Ok(())
 }
 
-/// The durable tail is exactly what redb returns after a reopen, and it is served from memory
-/// (it survives its rows being deleted from redb underneath).
+/// The durable tail is exactly what the WAL returns after a reopen, and what the WAL holds
+/// now.
 #[tokio::test]
-async fn tail_reads_come_from_memory_and_match_redb() -> io::Result<()> {
+async fn tail_reads_come_from_memory_and_match_the_wal() -> io::Result<()> {
     let dir = tempfile::tempdir()?;
     let (tail, limited) = {
-        let mut store = LogStore::new(RaftDb::open(dir.path())?);
+        let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
         append(&mut store, creates(1, 1..=10)).await?;
         append(&mut store, creates(1, 11..=20)).await?;
         assert_eq!(cached(&store), (1..=20).collect::<Vec<_>>());
@@ -170,11 +157,13 @@ async fn tail_reads_come_from_memory_and_match_redb() -> io::Result<()> {
     assert_eq!(json(&tail), json(&disk));
     assert_eq!(json(&limited), json(&disk));
 
-    let mut store = LogStore::new(RaftDb::open(dir.path())?);
+    let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
     append(&mut store, creates(1, 21..=30)).await?;
+    assert_eq!(cached(&store), (21..=30).collect::<Vec<_>>());
     let tail = store.try_get_log_entries(25..31).await?;
-    delete_from_redb(&store, 21..=30)?;
-    assert_eq!(json(&store.try_get_log_entries(25..31).await?), json(&tail));
+    let wal = read_wal(&lock(&store.shared.wal), (25, Some(31)), usize::MAX)?;
+    let wal: Vec<Entry> = wal.entries.into_iter().map(|(e, _)| e).collect();
+    assert_eq!(json(&tail), json(&wal));
     assert_eq!(
         json(&store.limited_get_log_entries(25, 31).await?),
         json(&tail)
@@ -183,12 +172,12 @@ async fn tail_reads_come_from_memory_and_match_redb() -> io::Result<()> {
 }
 
 /// Only the newest entries stay cached; a range starting before them reads the rest from
-/// redb and joins the two with no gap, also with the byte limit of a replication read.
+/// the WAL and joins the two with no gap, also with the byte limit of a replication read.
 #[tokio::test]
-async fn read_straddling_redb_and_the_tail() -> io::Result<()> {
+async fn read_straddling_the_wal_and_the_tail() -> io::Result<()> {
     let dir = tempfile::tempdir()?;
     let (all, limited) = {
-        let mut store = LogStore::with_tail_limits(RaftDb::open(dir.path())?, usize::MAX, 4);
+        let mut store = LogStore::with_tail_limits(RaftDb::open(dir.path())?, usize::MAX, 4)?;
         for i in 1..=10 {
             append(&mut store, creates(1, i..=i)).await?;
         }
@@ -211,7 +200,7 @@ async fn read_straddling_redb_and_the_tail() -> io::Result<()> {
 async fn truncate_then_append_returns_the_new_entries() -> io::Result<()> {
     let dir = tempfile::tempdir()?;
     let expected = {
-        let mut store = LogStore::with_tail_limits(RaftDb::open(dir.path())?, usize::MAX, 4);
+        let mut store = LogStore::with_tail_limits(RaftDb::open(dir.path())?, usize::MAX, 4)?;
         append(&mut store, creates(1, 1..=10)).await?;
         assert_eq!(cached(&store), vec![7, 8, 9, 10]);
 
@@ -233,7 +222,7 @@ async fn truncate_then_append_returns_the_new_entries() -> io::Result<()> {
         assert_eq!(ids(&early), want);
         assert_eq!(json(&early), json(&late));
 
-        // Below the tail: it empties, and redb's stale rows are never asked for.
+        // Below the tail: it empties, and the WAL's dropped entries are never asked for.
         store.truncate_after(Some(log_id(1, 3))).await?;
         assert!(cached(&store).is_empty());
         assert_eq!(
@@ -250,12 +239,12 @@ async fn truncate_then_append_returns_the_new_entries() -> io::Result<()> {
     Ok(())
 }
 
-/// After a truncation has emptied the tail, reads stop at the new end even while redb still
-/// holds the removed rows (the writer deletes them a moment later).
+/// After a truncation has emptied the tail, reads stop at the new end even before the WAL
+/// has dropped them.
 #[test]
 fn tail_view_stops_at_the_log_end() {
     let mut tail = Tail::new(usize::MAX, usize::MAX);
-    // 1..=4 are in redb only (as after a restart or an eviction).
+    // 1..=4 are in the WAL only (as after a restart or an eviction).
     let entries: Vec<Arc<Entry>> = creates(1, 5..=10).into_iter().map(Arc::new).collect();
     tail.append(1, &entries);
     let view = tail.view((1, None));
@@ -276,7 +265,7 @@ fn tail_view_stops_at_the_log_end() {
 #[tokio::test]
 async fn purge_drops_cached_entries() -> io::Result<()> {
     let dir = tempfile::tempdir()?;
-    let mut store = LogStore::new(RaftDb::open(dir.path())?);
+    let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
     append(&mut store, creates(1, 1..=10)).await?;
     store.purge(log_id(1, 4)).await?;
     assert_eq!(cached(&store), (5..=10).collect::<Vec<_>>());
@@ -345,7 +334,7 @@ fn tail_respects_its_limits() {
 }
 
 /// A write marked durable for an append that a truncation and a new append replaced must
-/// not mark the new entry durable: it is not in redb yet.
+/// not mark the new entry durable: it is not in the WAL yet.
 #[test]
 fn durable_mark_of_a_replaced_entry_is_ignored() {
     let mut tail = Tail::new(0, usize::MAX);
@@ -363,11 +352,11 @@ fn durable_mark_of_a_replaced_entry_is_ignored() {
     assert_eq!(tail.entries.get(&1).map(|t| t.stored_bytes), Some(None));
 }
 
-/// Replication reads served from memory stop at the same byte limit as reads from redb.
+/// Replication reads served from memory stop at the same byte limit as reads from the WAL.
 #[tokio::test]
 async fn limited_read_from_the_tail_respects_byte_limit() -> io::Result<()> {
     let dir = tempfile::tempdir()?;
-    let mut store = LogStore::new(RaftDb::open(dir.path())?);
+    let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
     let pad = REPLICATION_PAYLOAD_BYTES_MAX * 2 / 5;
     let big: Vec<Entry> = (1..=4).map(|i| create(1, i, pad)).collect();
     // Not awaited: the read may see them before they are durable (size measured) or after.
@@ -378,12 +367,11 @@ async fn limited_read_from_the_tail_respects_byte_limit() -> io::Result<()> {
         .map_err(|_| io::Error::other("callback dropped"))??;
     assert_eq!(store.limited_get_log_entries(1, 5).await?.len(), 2);
     assert_eq!(store.limited_get_log_entries(4, 5).await?.len(), 1);
-    let disk = store
-        .db
-        .read("test", |txn| {
-            read_entries(txn, (1, Some(5)), REPLICATION_PAYLOAD_BYTES_MAX)
-        })
-        .await?;
+    let disk = read_wal(
+        &lock(&store.shared.wal),
+        (1, Some(5)),
+        REPLICATION_PAYLOAD_BYTES_MAX,
+    )?;
     assert_eq!(disk.entries.len(), 2);
     Ok(())
 }
@@ -405,7 +393,7 @@ impl LogObserver for Told {
 async fn the_observer_is_told_each_batch_as_it_arrives_and_each_truncation() -> io::Result<()> {
     let dir = tempfile::tempdir()?;
     let told = Arc::new(Told::default());
-    let mut store = LogStore::new(RaftDb::open(dir.path())?).observed_by(told.clone());
+    let mut store = LogStore::open(RaftDb::open(dir.path())?)?.observed_by(told.clone());
     append(&mut store, creates(1, 1..=3)).await?;
     append(&mut store, creates(1, 4..=7)).await?;
     store.truncate_after(Some(log_id(1, 5))).await?;
@@ -420,5 +408,112 @@ async fn the_observer_is_told_each_batch_as_it_arrives_and_each_truncation() -> 
             "appended 6"
         ]
     );
+    Ok(())
+}
+
+/// A data dir of a version that kept the log in redb: its log, vote, `committed` and last
+/// purged id are moved into the WAL on open (and deleted from redb), the same as they were,
+/// and the node goes on from there, also after another restart.
+#[tokio::test]
+async fn an_old_data_dir_keeps_its_log_vote_and_pointers() -> io::Result<()> {
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+    let dir = tempfile::tempdir()?;
+    let old = creates(4, 6..=9);
+    {
+        // What the redb log store wrote: entries as serde_json by index, pointers as JSON.
+        let db = RaftDb::open(dir.path())?;
+        let database = db.db.read().unwrap_or_else(|p| p.into_inner());
+        let txn = database.begin_write().map_err(db::db_err("test"))?;
+        {
+            let mut log = txn.open_table(db::LOG_TABLE).map_err(db::db_err("test"))?;
+            for e in &old {
+                let bytes = serde_json::to_vec(e).map_err(io::Error::other)?;
+                log.insert(e.log_id.index, bytes.as_slice())
+                    .map_err(db::db_err("test"))?;
+            }
+            let mut meta = txn.open_table(db::META_TABLE).map_err(db::db_err("test"))?;
+            let pairs = [
+                (
+                    db::META_VOTE,
+                    serde_json::to_vec(&Vote::new_committed(4, 2)),
+                ),
+                (db::META_COMMITTED, serde_json::to_vec(&Some(log_id(4, 8)))),
+                (db::META_LAST_PURGED, serde_json::to_vec(&log_id(3, 5))),
+            ];
+            for (key, value) in pairs {
+                let value = value.map_err(io::Error::other)?;
+                meta.insert(key, value.as_slice())
+                    .map_err(db::db_err("test"))?;
+            }
+        }
+        txn.commit().map_err(db::db_err("test"))?;
+    }
+    for reopen in 0..2 {
+        let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
+        assert_eq!(store.read_vote().await?, Some(Vote::new_committed(4, 2)));
+        assert_eq!(store.read_committed().await?, Some(log_id(4, 8)));
+        let state = store.get_log_state().await?;
+        assert_eq!(
+            state.last_purged_log_id,
+            Some(log_id(3, 5)),
+            "reopen {reopen}"
+        );
+        assert_eq!(state.last_log_id, Some(log_id(4, 9)));
+        assert_eq!(json(&store.try_get_log_entries(0..100).await?), json(&old));
+        {
+            let database = store.db.db.read().unwrap_or_else(|p| p.into_inner());
+            let txn = database.begin_read().map_err(db::db_err("test"))?;
+            let log = txn.open_table(db::LOG_TABLE).map_err(db::db_err("test"))?;
+            let meta = txn.open_table(db::META_TABLE).map_err(db::db_err("test"))?;
+            assert_eq!(log.len().map_err(db::db_err("test"))?, 0);
+            assert_eq!(meta.len().map_err(db::db_err("test"))?, 0);
+        }
+        if reopen == 0 {
+            append(&mut store, creates(5, 10..=10)).await?;
+            store.truncate_after(Some(log_id(4, 9))).await?;
+        }
+    }
+    assert!(!dir.path().join("raft-log.migrating").exists());
+    Ok(())
+}
+
+/// A crash in the middle of writing leaves a torn record at the WAL's end: it is cut on open,
+/// and everything fsynced before it is kept.
+#[tokio::test]
+async fn a_torn_write_at_the_end_is_cut_and_the_rest_kept() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    {
+        let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
+        append(&mut store, creates(1, 1..=5)).await?;
+    }
+    let wal_dir = dir.path().join(WAL_DIR_NAME);
+    let mut chunks: Vec<_> = std::fs::read_dir(&wal_dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wal"))
+        .collect();
+    chunks.sort();
+    let last = chunks.last().expect("a chunk file");
+    // The sixth entry's record reached the disk only in part: the file ends inside it.
+    let whole = std::fs::metadata(last)?.len();
+    {
+        let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
+        append(&mut store, creates(1, 6..=6)).await?;
+    }
+    let longer = std::fs::metadata(last)?.len();
+    assert!(longer > whole + 10);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(last)?
+        .set_len(longer - 10)?;
+    let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
+    assert_eq!(
+        ids(&store.try_get_log_entries(0..100).await?),
+        (1..=5).map(|i| (1, i)).collect::<Vec<_>>()
+    );
+    append(&mut store, creates(2, 6..=7)).await?;
+    drop(store);
+    let read = reread(dir.path(), 0..100).await?;
+    let want = [(1, 1), (1, 2), (1, 3), (1, 4), (1, 5), (2, 6), (2, 7)];
+    assert_eq!(ids(&read), want);
     Ok(())
 }

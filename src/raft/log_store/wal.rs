@@ -1,0 +1,267 @@
+//! The Raft log on disk: raft-log's chunked write-ahead log (the crate openraft's author wrote
+//! for Databend's meta service) in `<data dir>/raft-log/`.
+//!
+//! Why not redb, which held the log until issue 25's write-latency work: a redb commit rewrites
+//! the B-tree path of every table it touches (about ten scattered 4 KiB pages for one entry),
+//! and the fsync that follows costs with each page: 0.55 ms a commit on this project's 2-core
+//! machine, against 0.12-0.2 ms for an append-only write of the same entry and its fsync. The
+//! leader's and the follower's fsync are both on every write's path, so that difference is most
+//! of a one-client write's latency beyond the network.
+//!
+//! Each entry is one WAL record: its log id and the entry as serde_json (the same bytes redb
+//! held). The vote, the `committed` hint and purges are records too; raft-log checksums every
+//! record, replays them on open, and cuts a record torn by a crash.
+//!
+//! Old data dirs: a node whose `raft-log/` does not exist yet moves the log, vote, `committed`
+//! and last purged id out of `steward.redb` into a new WAL (written in `raft-log.migrating/`,
+//! fsynced, then renamed into place) and only then deletes them from redb.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use raft_log::api::raft_log_writer::RaftLogWriter;
+use raft_log::codeq::{Decode, Encode};
+use raft_log::{Callback, RaftLog, Types};
+use redb::{Durability, ReadableDatabase, ReadableTable};
+
+use crate::raft::types::{LeaderId, LogId, Vote};
+
+use super::db::{
+    db_err, get_json, json_err, EntryHead, RaftDb, LOG_TABLE, META_COMMITTED, META_LAST_PURGED,
+    META_TABLE, META_VOTE,
+};
+
+/// The WAL's directory inside the node's data directory.
+pub const WAL_DIR_NAME: &str = "raft-log";
+/// Where an old data dir's log is copied before it is renamed to [`WAL_DIR_NAME`].
+const MIGRATING_DIR_NAME: &str = "raft-log.migrating";
+
+/// A chunk (one file) of the WAL holds at most this many bytes; purged chunks are deleted
+/// whole. Entries of the open chunk stay in raft-log's cache, so this bounds that too.
+pub const WAL_CHUNK_BYTES_MAX: usize = 8 << 20;
+/// raft-log's cache of entries of closed chunks (the open chunk's are always cached).
+const WAL_CACHE_BYTES_MAX: usize = 8 << 20;
+const WAL_CACHE_ENTRIES_MAX: usize = 4096;
+/// Replaying a chunk on open reads it this many bytes at a time.
+const WAL_READ_BUFFER_BYTES: usize = 4 << 20;
+
+/// raft-log's types for steward's log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct WalTypes;
+
+/// `((term, node), index)`: ordered as openraft orders log ids (leader id, then index).
+pub(super) type WalLogId = ((u64, u64), u64);
+
+/// Stored bytes: an entry as serde_json, or the vote as serde_json.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Stored(pub(super) Vec<u8>);
+
+impl Encode for Stored {
+    fn encode<W: io::Write>(&self, w: W) -> io::Result<usize> {
+        self.0.encode(w)
+    }
+}
+
+impl Decode for Stored {
+    fn decode<R: io::Read>(r: R) -> io::Result<Self> {
+        Vec::<u8>::decode(r).map(Stored)
+    }
+}
+
+/// The vote, kept as its JSON; ordered as openraft orders votes, which raft-log checks so a
+/// saved vote never goes back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct StoredVote(pub(super) Vote);
+
+impl PartialOrd for StoredVote {
+    /// openraft's order; two votes it cannot order (two candidates of one term) compare as
+    /// `Greater`, so raft-log stores whatever openraft decided to save.
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(
+            self.0
+                .partial_cmp(&other.0)
+                .unwrap_or(std::cmp::Ordering::Greater),
+        )
+    }
+}
+
+impl Encode for StoredVote {
+    fn encode<W: io::Write>(&self, w: W) -> io::Result<usize> {
+        let bytes = serde_json::to_vec(&self.0).map_err(io::Error::other)?;
+        bytes.encode(w)
+    }
+}
+
+impl Decode for StoredVote {
+    fn decode<R: io::Read>(r: R) -> io::Result<Self> {
+        let bytes = Vec::<u8>::decode(r)?;
+        serde_json::from_slice(&bytes)
+            .map(StoredVote)
+            .map_err(json_err("raft-log vote"))
+    }
+}
+
+/// What to do once a flush is durable (or failed).
+pub(super) struct Done(pub(super) Box<dyn FnOnce(io::Result<()>) + Send>);
+
+impl Callback for Done {
+    fn send(self, res: io::Result<()>) {
+        (self.0)(res)
+    }
+}
+
+impl Types for WalTypes {
+    type LogId = WalLogId;
+    type LogPayload = Stored;
+    type Vote = StoredVote;
+    type Callback = Done;
+    type UserData = Stored;
+
+    fn log_index(log_id: &WalLogId) -> u64 {
+        log_id.1
+    }
+
+    fn payload_size(payload: &Stored) -> u64 {
+        payload.0.len() as u64
+    }
+}
+
+pub(super) type Wal = RaftLog<WalTypes>;
+
+pub(super) fn wal_id(log_id: &LogId) -> WalLogId {
+    (
+        (log_id.leader_id.term, log_id.leader_id.node_id),
+        log_id.index,
+    )
+}
+
+pub(super) fn log_id(id: &WalLogId) -> LogId {
+    LogId::new(
+        LeaderId {
+            term: id.0 .0,
+            node_id: id.0 .1,
+        },
+        id.1,
+    )
+}
+
+fn config(dir: &Path) -> raft_log::Config {
+    let mut config = raft_log::Config::new(dir.display());
+    config.log_cache_capacity = Some(WAL_CACHE_BYTES_MAX);
+    config.log_cache_max_items = Some(WAL_CACHE_ENTRIES_MAX);
+    config.wal.chunk_max_size = Some(WAL_CHUNK_BYTES_MAX);
+    config.wal.read_buffer_size = Some(WAL_READ_BUFFER_BYTES);
+    // Every flush is a group commit already: what openraft hands over while one is being
+    // fsynced goes into the next. Waiting for more would only add latency.
+    config.wal.flush_batch_wait = Some(Duration::ZERO);
+    config
+}
+
+/// Opens the node's WAL, first moving an old data dir's log out of redb if there is one.
+pub(super) fn open(db: &RaftDb) -> io::Result<Wal> {
+    let dir = db.dir().join(WAL_DIR_NAME);
+    if !dir.exists() {
+        migrate(db, &dir)?;
+    }
+    let wal = RaftLog::open(Arc::new(config(&dir)))?;
+    // A migration that stopped after its rename left the old rows: they are copied already.
+    clear_redb_log(db)?;
+    Ok(wal)
+}
+
+/// Waits for everything written to `wal` to be durable.
+pub(super) fn flush_blocking(wal: &mut Wal) -> io::Result<()> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    wal.flush(
+        true,
+        Some(Done(Box::new(move |r| {
+            let _ = std::sync::mpsc::SyncSender::send(&tx, r);
+        }))),
+    )?;
+    rx.recv()
+        .map_err(|_| io::Error::other("raft-log dropped a flush"))?
+}
+
+/// Copies the log kept in redb by earlier versions into a new WAL at `dir`.
+fn migrate(db: &RaftDb, dir: &Path) -> io::Result<()> {
+    let what = "read the raft log to move it";
+    let tmp: PathBuf = db.dir().join(MIGRATING_DIR_NAME);
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp)?;
+    }
+    std::fs::create_dir_all(&tmp)?;
+    let database = db.db.read().unwrap_or_else(|p| p.into_inner());
+    let txn = database.begin_read().map_err(db_err(what))?;
+    let meta = txn.open_table(META_TABLE).map_err(db_err(what))?;
+    let vote: Option<Vote> = get_json(&meta, META_VOTE)?;
+    let committed: Option<LogId> = get_json::<Option<LogId>>(&meta, META_COMMITTED)?.flatten();
+    let purged: Option<LogId> = get_json(&meta, META_LAST_PURGED)?;
+    let log = txn.open_table(LOG_TABLE).map_err(db_err(what))?;
+    let mut moved = 0u64;
+    {
+        let mut wal: Wal = RaftLog::open(Arc::new(config(&tmp)))?;
+        if let Some(purged) = &purged {
+            wal.purge(wal_id(purged))?;
+        }
+        for item in log.iter().map_err(db_err(what))? {
+            let (_, value) = item.map_err(db_err(what))?;
+            let head: EntryHead =
+                serde_json::from_slice(value.value()).map_err(json_err("raft log entry"))?;
+            wal.append([(wal_id(&head.log_id), Stored(value.value().to_vec()))])?;
+            moved += 1;
+        }
+        if let Some(vote) = vote {
+            wal.save_vote(StoredVote(vote))?;
+        }
+        if let Some(committed) = &committed {
+            wal.commit(wal_id(committed))?;
+        }
+        flush_blocking(&mut wal)?;
+    }
+    drop(log);
+    drop(meta);
+    drop(txn);
+    drop(database);
+    std::fs::rename(&tmp, dir)?;
+    std::fs::File::open(db.dir())?.sync_all()?;
+    if moved > 0 || vote.is_some() {
+        tracing::info!(
+            entries = moved,
+            "moved the raft log from steward.redb to {WAL_DIR_NAME}/"
+        );
+    }
+    Ok(())
+}
+
+/// Deletes the log, vote and pointers earlier versions kept in redb, once the WAL has them.
+fn clear_redb_log(db: &RaftDb) -> io::Result<()> {
+    let what = "delete the moved raft log";
+    let database = db.db.read().unwrap_or_else(|p| p.into_inner());
+    {
+        let txn = database.begin_read().map_err(db_err(what))?;
+        let log = txn.open_table(LOG_TABLE).map_err(db_err(what))?;
+        let meta = txn.open_table(META_TABLE).map_err(db_err(what))?;
+        let empty = log.first().map_err(db_err(what))?.is_none()
+            && meta.first().map_err(db_err(what))?.is_none();
+        if empty {
+            return Ok(());
+        }
+    }
+    let mut txn = database.begin_write().map_err(db_err(what))?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(db_err(what))?;
+    txn.open_table(LOG_TABLE)
+        .map_err(db_err(what))?
+        .retain(|_, _| false)
+        .map_err(db_err(what))?;
+    {
+        let mut meta = txn.open_table(META_TABLE).map_err(db_err(what))?;
+        for key in [META_VOTE, META_COMMITTED, META_LAST_PURGED] {
+            meta.remove(key).map_err(db_err(what))?;
+        }
+    }
+    txn.commit().map_err(db_err(what))?;
+    Ok(())
+}
