@@ -181,6 +181,14 @@ pub struct EtcdConfig {
     /// How often the leader compacts in "revision" mode, in ms (etcd: every 5 minutes);
     /// "periodic" compacts every tenth of its retention, at most an hour apart.
     pub auto_compaction_interval_ms: u64,
+    /// Lease keep-alives of this node waiting for the log entry that carries them; past it,
+    /// keep-alive streams are not read until there is room (never refused).
+    pub keep_alives_queued_max: usize,
+    /// Most keep-alives one log entry carries.
+    pub keep_alives_per_entry_max: usize,
+    /// Log entries of keep-alives this node has in flight at once; what arrives meanwhile
+    /// gathers for the next.
+    pub keep_alive_entries_in_flight_max: usize,
 }
 
 /// `[etcd]`'s auto-compaction, parsed.
@@ -239,6 +247,9 @@ impl Default for EtcdConfig {
             auto_compaction_mode: String::new(),
             auto_compaction_retention: String::new(),
             auto_compaction_interval_ms: 300_000,
+            keep_alives_queued_max: 4096,
+            keep_alives_per_entry_max: 1024,
+            keep_alive_entries_in_flight_max: 2,
         }
     }
 }
@@ -255,6 +266,15 @@ impl EtcdConfig {
             (
                 "etcd.auto_compaction_interval_ms",
                 self.auto_compaction_interval_ms as usize,
+            ),
+            ("etcd.keep_alives_queued_max", self.keep_alives_queued_max),
+            (
+                "etcd.keep_alives_per_entry_max",
+                self.keep_alives_per_entry_max,
+            ),
+            (
+                "etcd.keep_alive_entries_in_flight_max",
+                self.keep_alive_entries_in_flight_max,
             ),
         ];
         if let Some((field, _)) = positive.iter().find(|(_, v)| *v == 0) {

@@ -146,6 +146,12 @@ pub struct Metrics {
     /// from the store (set at each scrape from the hub).
     pub etcd_watchers: Gauge,
     pub etcd_watch_catchups: Counter,
+    /// etcd lease keep-alives: waiting for their entry, answered, the entries that carried
+    /// them, and senders that found the queue full (`etcd.keep_alives_queued_max`).
+    pub etcd_keep_alives_queued: Gauge,
+    pub etcd_keep_alives: Counter,
+    pub etcd_keep_alive_entries: Counter,
+    pub etcd_keep_alives_waited: Counter,
     pub store_objects: Family<KindLabels, Gauge>,
     pub store_watchers: Gauge,
     pub locks: Gauge,
@@ -208,6 +214,10 @@ impl Metrics {
             kv_bytes: Gauge::default(),
             etcd_watchers: Gauge::default(),
             etcd_watch_catchups: Counter::default(),
+            etcd_keep_alives_queued: Gauge::default(),
+            etcd_keep_alives: Counter::default(),
+            etcd_keep_alive_entries: Counter::default(),
+            etcd_keep_alives_waited: Counter::default(),
             kv_compacted: Gauge::default(),
             store_objects: Family::default(),
             store_watchers: Gauge::default(),
@@ -339,6 +349,26 @@ impl Metrics {
             "etcd_watch_catchups",
             "etcd watch streams that fell limits.watch_buffer behind and caught up from the store",
             m.etcd_watch_catchups.clone(),
+        );
+        r.register(
+            "etcd_keep_alives_queued",
+            "etcd lease keep-alives waiting for the log entry that carries them (at most etcd.keep_alives_queued_max)",
+            m.etcd_keep_alives_queued.clone(),
+        );
+        r.register(
+            "etcd_keep_alives",
+            "etcd lease keep-alives answered after their entry was applied",
+            m.etcd_keep_alives.clone(),
+        );
+        r.register(
+            "etcd_keep_alive_entries",
+            "log entries proposed for etcd lease keep-alives (each carries up to etcd.keep_alives_per_entry_max)",
+            m.etcd_keep_alive_entries.clone(),
+        );
+        r.register(
+            "etcd_keep_alives_waited",
+            "etcd lease keep-alives that found etcd.keep_alives_queued_max waiting and waited for room",
+            m.etcd_keep_alives_waited.clone(),
         );
         r.register("raft_term", "Current Raft term", m.raft_term.clone());
         r.register(

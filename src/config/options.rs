@@ -347,6 +347,18 @@ pub const OPTIONS: &[ConfigOption] = &[
         "etcd.progress_notify_interval_ms",
         "How often an etcd watch that asked for progress notices (progress_notify) and had nothing to send gets one, in ms (etcd's --experimental-watch-progress-notify-interval; Kubernetes runs 5000).",
     ),
+    opt(
+        "etcd.keep_alives_queued_max",
+        "Lease keep-alives on a node waiting for the log entry that carries them (steward_etcd_keep_alives_queued); past it, keep-alive streams are not read until there is room (counted in steward_etcd_keep_alives_waited_total), never refused.",
+    ),
+    opt(
+        "etcd.keep_alives_per_entry_max",
+        "Most lease keep-alives one log entry carries: keep-alives from every stream of a node that arrive while its last entries are in flight share the next one.",
+    ),
+    opt(
+        "etcd.keep_alive_entries_in_flight_max",
+        "Log entries of lease keep-alives a node has in flight at once; more keep-alives per entry when lower, less waiting when higher.",
+    ),
 ];
 
 /// The option with this dotted key.

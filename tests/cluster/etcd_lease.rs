@@ -254,3 +254,63 @@ async fn keep_alives_from_many_streams_share_entries_and_each_gets_its_answer() 
         "{sent} keep-alives sent together took {entries} log entries"
     );
 }
+
+/// At the keep-alive limits (one keep-alive queued, one per entry, one entry in flight) every
+/// keep-alive is still answered, none refused: senders past the queue wait for room, each
+/// keep-alive gets an entry of its own, and the metrics count the waits and the entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alives_past_the_queue_limit_wait_and_are_all_answered() {
+    // Sent together, while each entry takes a disk write and a round to a follower: more
+    // arrive than one queued slot holds.
+    const STREAMS: usize = 16;
+    let cluster = TestCluster::start_edited(3, |c| {
+        c.etcd.keep_alives_queued_max = 1;
+        c.etcd.keep_alives_per_entry_max = 1;
+        c.etcd.keep_alive_entries_in_flight_max = 1;
+    })
+    .await;
+    cluster.wait_leader().await;
+    let channel = cluster.channel(2).await;
+    let mut leases = LeaseClient::new(channel.clone());
+    let mut streams = vec![];
+    for _ in 0..STREAMS {
+        let id = leases
+            .lease_grant(LeaseGrantRequest { ttl: 30, id: 0 })
+            .await
+            .unwrap()
+            .into_inner()
+            .id;
+        let (tx, rx) = mpsc::channel(1);
+        let answers = LeaseClient::new(channel.clone())
+            .lease_keep_alive(ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        streams.push((id, tx, answers));
+    }
+    let before = raft_index(channel.clone()).await;
+    for (id, tx, _) in &streams {
+        tx.send(LeaseKeepAliveRequest { id: *id }).await.unwrap();
+    }
+    for (id, _, answers) in &mut streams {
+        let kept = answers.message().await.unwrap().expect("an answer");
+        assert_eq!((kept.id, kept.ttl), (*id, 30));
+    }
+    let entries = raft_index(channel).await - before;
+    assert!(
+        entries >= STREAMS as u64,
+        "{STREAMS} keep-alives, one per entry, took {entries} entries"
+    );
+    let (_, text) = crate::observability::http_get(&cluster.metrics_addr(2), "/metrics").await;
+    let metric = |name: &str| crate::observability::sample(&text, name).unwrap_or(0.0);
+    assert_eq!(metric("steward_etcd_keep_alives_total"), STREAMS as f64);
+    assert_eq!(
+        metric("steward_etcd_keep_alive_entries_total"),
+        STREAMS as f64
+    );
+    assert!(
+        metric("steward_etcd_keep_alives_waited_total") >= 1.0,
+        "no keep-alive waited for room:\n{text}"
+    );
+    assert_eq!(metric("steward_etcd_keep_alives_queued"), 0.0);
+}

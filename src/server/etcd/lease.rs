@@ -42,43 +42,47 @@ impl LeaseService {
     }
 }
 
-/// Keep-alives waiting for the entry that carries them; past it, senders wait (backpressure on
-/// their streams), never refused.
-const KEEP_ALIVES_QUEUED: usize = 4096;
-/// The most keep-alives one entry carries.
-const KEEP_ALIVES_PER_ENTRY: usize = 1024;
-/// Entries of keep-alives in flight at once; what arrives meanwhile waits for the next.
-const KEEP_ALIVE_ENTRIES_IN_FLIGHT: usize = 2;
-
 /// A keep-alive's answer: the lease's TTL (`None`: it no longer exists) and the revision.
 type Kept = Result<(Option<u64>, u64), Status>;
 
-/// The node's keep-alives, gathered into entries (`KvCommand::LeaseKeepAlives`): while one
-/// entry is in flight the next fills, so keep-alives from many streams cost one log entry, not
+/// The node's keep-alives, gathered into entries (`KvCommand::LeaseKeepAlives`): while
+/// `etcd.keep_alive_entries_in_flight_max` entries are in flight the next fills (up to
+/// `etcd.keep_alives_per_entry_max`), so keep-alives from many streams cost one log entry, not
 /// one each, and each is still answered only once its entry is durable on a majority and
-/// applied (a keep-alive is as strong as before; only the entry is shared).
+/// applied (a keep-alive is as strong as before; only the entry is shared). At most
+/// `etcd.keep_alives_queued_max` wait; past that, senders wait for room (backpressure on their
+/// streams), never refused.
 #[derive(Clone)]
 struct KeepAlives {
     queue: mpsc::Sender<(i64, oneshot::Sender<Kept>)>,
+    node: Arc<Node>,
 }
 
 impl KeepAlives {
     /// Starts the gathering task; it ends when the service (every sender) is dropped.
     fn start(node: Arc<Node>) -> KeepAlives {
-        let (queue, mut rx) = mpsc::channel::<(i64, oneshot::Sender<Kept>)>(KEEP_ALIVES_QUEUED);
-        let in_flight = Arc::new(Semaphore::new(KEEP_ALIVE_ENTRIES_IN_FLIGHT));
+        let limits = &node.config.etcd;
+        let (queue, mut rx) =
+            mpsc::channel::<(i64, oneshot::Sender<Kept>)>(limits.keep_alives_queued_max);
+        let in_flight = Arc::new(Semaphore::new(limits.keep_alive_entries_in_flight_max));
+        let per_entry = limits.keep_alives_per_entry_max;
+        let gatherer = node.clone();
         tokio::spawn(async move {
+            let node = gatherer;
             while let Some(first) = rx.recv().await {
                 let Ok(permit) = in_flight.clone().acquire_owned().await else {
                     return;
                 };
                 let mut batch = vec![first];
-                while batch.len() < KEEP_ALIVES_PER_ENTRY {
+                while batch.len() < per_entry {
                     match rx.try_recv() {
                         Ok(next) => batch.push(next),
                         Err(_) => break,
                     }
                 }
+                node.metrics
+                    .etcd_keep_alives_queued
+                    .set(i64::try_from(rx.len()).unwrap_or(i64::MAX));
                 let node = node.clone();
                 tokio::spawn(async move {
                     keep_alive_entry(&node, batch).await;
@@ -86,16 +90,23 @@ impl KeepAlives {
                 });
             }
         });
-        KeepAlives { queue }
+        KeepAlives { queue, node }
     }
 
     /// Keeps lease `id` alive; once its entry is applied.
     async fn keep_alive(&self, id: i64) -> Kept {
         let (tx, rx) = oneshot::channel();
-        self.queue
-            .send((id, tx))
-            .await
-            .map_err(|_| errors::shutting_down())?;
+        match self.queue.try_send((id, tx)) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(item)) => {
+                self.node.metrics.etcd_keep_alives_waited.inc();
+                self.queue
+                    .send(item)
+                    .await
+                    .map_err(|_| errors::shutting_down())?;
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(errors::shutting_down()),
+        }
         rx.await.map_err(|_| errors::shutting_down())?
     }
 }
@@ -104,6 +115,7 @@ impl KeepAlives {
 async fn keep_alive_entry(node: &Node, batch: Vec<(i64, oneshot::Sender<Kept>)>) {
     let ids: Vec<i64> = batch.iter().map(|(id, _)| *id).collect();
     let asked = ids.len();
+    node.metrics.etcd_keep_alive_entries.inc();
     let answers: Result<(Vec<Option<u64>>, u64), Status> =
         match propose(node, KvCommand::LeaseKeepAlives { ids }).await {
             Ok(KvReply::LeasesKept { ttls_ms, revision }) if ttls_ms.len() == asked => {
@@ -114,6 +126,7 @@ async fn keep_alive_entry(node: &Node, batch: Vec<(i64, oneshot::Sender<Kept>)>)
         };
     match answers {
         Ok((ttls_ms, revision)) => {
+            node.metrics.etcd_keep_alives.inc_by(asked as u64);
             for ((_, answer), ttl_ms) in batch.into_iter().zip(ttls_ms) {
                 let _ = answer.send(Ok((ttl_ms, revision)));
             }

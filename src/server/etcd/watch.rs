@@ -4,16 +4,20 @@
 //! prev_kv, progress_notify, and RequestProgress answered with watch id -1 once every watch has
 //! been sent what it is owed).
 //!
-//! A `Session` task per stream reads the client's requests and the stream's queue from the hub
+//! A `Session` per stream reads the client's requests and the stream's queue from the hub
 //! (`hub.rs`), and is the only writer of the responses, so a created response always comes
-//! before the watch's events, and a progress notice after every event it covers.
+//! before the watch's events, and a progress notice after every event it covers. It is the
+//! response stream itself: it runs when the transport asks for the next response, so an event
+//! goes from the hub's queue to the wire in one task (no session task and channel between), and
+//! a client that does not read stops its session (the hub then detaches its watches, which catch
+//! up from the store once it reads again).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
+use futures::Stream;
 use tonic::{Request, Response as GrpcResponse, Status, Streaming};
 
 use super::hub::{Item, Refused, Registered, StreamReceiver};
@@ -26,9 +30,6 @@ use crate::proto::etcd::{WatchCreateRequest, WatchRequest, WatchResponse};
 use crate::proto::mvccpb;
 use crate::server::node::Node;
 use crate::state::kv::{Bytes, KvEvent, KvEventKind, Span};
-
-/// Responses queued for the client before the session waits for it to read.
-const OUT_BUFFER: usize = 64;
 
 /// etcd's answer to a watch id the stream already uses.
 const DUPLICATE_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream";
@@ -43,11 +44,9 @@ impl WatchService {
     }
 }
 
-type Out = mpsc::Sender<Result<WatchResponse, Status>>;
-
 #[tonic::async_trait]
 impl Watch for WatchService {
-    type WatchStream = ReceiverStream<Result<WatchResponse, Status>>;
+    type WatchStream = Pin<Box<dyn Stream<Item = Result<WatchResponse, Status>> + Send>>;
 
     #[tracing::instrument(level = "debug", name = "etcd.Watch", skip_all)]
     async fn watch(
@@ -56,20 +55,27 @@ impl Watch for WatchService {
     ) -> Result<GrpcResponse<Self::WatchStream>, Status> {
         require_leader(&self.node, &request)?;
         let requests = request.into_inner();
-        let (out, out_rx) = mpsc::channel(OUT_BUFFER);
         let (stream, rx) = self.node.hub.kv.open_stream();
+        let every = Duration::from_millis(self.node.config.etcd.progress_notify_interval_ms);
         let session = Session {
             node: self.node.clone(),
             stream,
             rx,
-            out,
+            requests,
+            tick: tokio::time::interval_at(tokio::time::Instant::now() + every, every),
+            pending: VecDeque::new(),
+            resume: VecDeque::new(),
+            ended: false,
             watches: BTreeMap::new(),
             by_key: BTreeMap::new(),
             next_id: 0,
             progress_owed: false,
         };
-        tokio::spawn(session.run(requests));
-        Ok(GrpcResponse::new(ReceiverStream::new(out_rx)))
+        let responses = futures::stream::unfold(session, |mut session| async move {
+            let next = session.next().await?;
+            Some((next, session))
+        });
+        Ok(GrpcResponse::new(Box::pin(responses)))
     }
 }
 
@@ -93,7 +99,15 @@ struct Session {
     node: Arc<Node>,
     stream: u64,
     rx: StreamReceiver,
-    out: Out,
+    requests: Streaming<WatchRequest>,
+    /// progress_notify's clock.
+    tick: tokio::time::Interval,
+    /// Responses made and not yet taken by the transport, in order.
+    pending: VecDeque<Result<WatchResponse, Status>>,
+    /// Watches catching up from the store: (watch id, next revision), one chunk per turn.
+    resume: VecDeque<(i64, u64)>,
+    /// The client went away or the node is stopping: the stream ends once `pending` is sent.
+    ended: bool,
     watches: BTreeMap<i64, WatchState>,
     /// Hub key -> watch id.
     by_key: BTreeMap<u64, i64>,
@@ -103,36 +117,46 @@ struct Session {
 }
 
 impl Session {
-    async fn run(mut self, mut requests: Streaming<WatchRequest>) {
-        let every = Duration::from_millis(self.node.config.etcd.progress_notify_interval_ms);
-        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    /// The next response: one made already, or the next made from what comes next (a request,
+    /// the hub's queue, the progress clock, a chunk of a catch-up); `None` once the session
+    /// has ended and everything made was taken.
+    async fn next(&mut self) -> Option<Result<WatchResponse, Status>> {
         loop {
-            let step = tokio::select! {
-                request = requests.message() => match request {
-                    Ok(Some(request)) => self.handle(request).await,
-                    Ok(None) | Err(_) => Err(Gone),
-                },
-                item = self.rx.recv() => match item {
-                    Some(item) => self.deliver(item).await,
-                    None => {
-                        let _ = self.out.send(Err(crate::server::errors::shutting_down())).await;
-                        Err(Gone)
+            if let Some(response) = self.pending.pop_front() {
+                return Some(response);
+            }
+            if self.ended {
+                return None;
+            }
+            let step = if let Some((id, from)) = self.resume.pop_front() {
+                self.attach(id, from)
+            } else {
+                tokio::select! {
+                    request = self.requests.message() => match request {
+                        Ok(Some(request)) => self.handle(request),
+                        Ok(None) | Err(_) => Err(Gone),
+                    },
+                    item = self.rx.recv() => match item {
+                        Some(item) => self.deliver(item),
+                        None => {
+                            self.pending.push_back(Err(crate::server::errors::shutting_down()));
+                            Err(Gone)
+                        }
+                    },
+                    _ = self.tick.tick() => {
+                        self.progress_tick();
+                        Ok(())
                     }
-                },
-                _ = tick.tick() => {
-                    self.progress_tick();
-                    Ok(())
                 }
             };
             if step.is_err() {
-                break;
+                self.ended = true;
             }
         }
-        self.node.hub.kv.close_stream(self.stream);
     }
 
-    async fn send(&self, response: WatchResponse) -> Result<(), Gone> {
-        self.out.send(Ok(response)).await.map_err(|_| Gone)
+    fn send(&mut self, response: WatchResponse) {
+        self.pending.push_back(Ok(response));
     }
 
     fn response(&self, watch_id: i64, revision: u64) -> WatchResponse {
@@ -143,9 +167,9 @@ impl Session {
         }
     }
 
-    async fn handle(&mut self, request: WatchRequest) -> Result<(), Gone> {
+    fn handle(&mut self, request: WatchRequest) -> Result<(), Gone> {
         match request.request_union {
-            Some(RequestUnion::CreateRequest(create)) => self.create(create).await,
+            Some(RequestUnion::CreateRequest(create)) => self.create(create),
             Some(RequestUnion::CancelRequest(cancel)) => {
                 if let Some(watch) = self.watches.remove(&cancel.watch_id) {
                     if let Some(key) = watch.key {
@@ -156,8 +180,7 @@ impl Session {
                     self.send(WatchResponse {
                         canceled: true,
                         ..self.response(cancel.watch_id, revision)
-                    })
-                    .await?;
+                    });
                 }
                 Ok(())
             }
@@ -171,18 +194,17 @@ impl Session {
 
     /// etcd's create: an empty key watches from "\0"; a range end of "\0" means every key from
     /// the key on.
-    async fn create(&mut self, create: WatchCreateRequest) -> Result<(), Gone> {
+    fn create(&mut self, create: WatchCreateRequest) -> Result<(), Gone> {
         let revision = self.node.hub.kv.revision();
         let id = if create.watch_id != 0 {
             if self.watches.contains_key(&create.watch_id) {
-                return self
-                    .send(WatchResponse {
-                        created: true,
-                        canceled: true,
-                        cancel_reason: DUPLICATE_ID.to_string(),
-                        ..self.response(create.watch_id, revision)
-                    })
-                    .await;
+                self.send(WatchResponse {
+                    created: true,
+                    canceled: true,
+                    cancel_reason: DUPLICATE_ID.to_string(),
+                    ..self.response(create.watch_id, revision)
+                });
+                return Ok(());
             }
             create.watch_id
         } else {
@@ -212,77 +234,72 @@ impl Session {
         self.send(WatchResponse {
             created: true,
             ..self.response(id, revision)
-        })
-        .await?;
+        });
         let from = u64::try_from(create.start_revision).unwrap_or(0);
-        self.attach(id, from).await
+        self.attach(id, from)
     }
 
     /// Registers watch `id` with the hub from revision `from` (0: the next), sending what the
-    /// store replays, chunk by chunk, until it watches live; or ends it when `from` was
-    /// compacted away.
-    async fn attach(&mut self, id: i64, mut from: u64) -> Result<(), Gone> {
-        loop {
-            let Some(span) = self.watches.get(&id).map(|w| w.span.clone()) else {
-                return Ok(());
-            };
-            let node = self.node.clone();
-            let registered = node
-                .hub
-                .kv
-                .register(self.stream, span.clone(), from, |f, t, max| {
-                    node.state().kv().changes(&span, f, t, max)
-                });
-            match registered {
-                Ok(Registered::Live { key, replay }) => {
-                    if let Some(watch) = self.watches.get_mut(&id) {
-                        watch.key = Some(key);
-                    }
-                    self.by_key.insert(key, id);
-                    self.send_events(id, &replay).await?;
-                    if self.progress_owed && self.all_live() {
-                        self.request_progress();
-                    }
-                    return Ok(());
+    /// store replays; a chunk at a time while there is more than one to replay (the rest is
+    /// resumed on a later turn, so a long catch-up neither holds its replay in memory at once
+    /// nor runs ahead of a client that does not read); or ends it when `from` was compacted
+    /// away.
+    fn attach(&mut self, id: i64, from: u64) -> Result<(), Gone> {
+        let Some(span) = self.watches.get(&id).map(|w| w.span.clone()) else {
+            return Ok(());
+        };
+        let node = self.node.clone();
+        let registered = node
+            .hub
+            .kv
+            .register(self.stream, span.clone(), from, |f, t, max| {
+                node.state().kv().changes(&span, f, t, max)
+            });
+        match registered {
+            Ok(Registered::Live { key, replay }) => {
+                if let Some(watch) = self.watches.get_mut(&id) {
+                    watch.key = Some(key);
                 }
-                Ok(Registered::CatchUp { replay, next }) => {
-                    self.send_events(id, &replay).await?;
-                    from = next;
-                }
-                Ok(Registered::Compacted) => {
-                    self.watches.remove(&id);
-                    let compacted = self.node.state().kv().compacted();
-                    let revision = self.node.hub.kv.revision();
-                    return self
-                        .send(WatchResponse {
-                            canceled: true,
-                            compact_revision: i64::try_from(compacted).unwrap_or(i64::MAX),
-                            cancel_reason: "etcdserver: mvcc: required revision has been compacted"
-                                .to_string(),
-                            ..self.response(id, revision)
-                        })
-                        .await;
-                }
-                Err(refused) => {
-                    self.watches.remove(&id);
-                    let reason = match refused {
-                        Refused::Closed => return Err(Gone),
-                        Refused::TooMany(max) => {
-                            format!("too many watches on this node (limits.watchers_max = {max})")
-                        }
-                        Refused::Store(e) => e.to_string(),
-                    };
-                    let revision = self.node.hub.kv.revision();
-                    return self
-                        .send(WatchResponse {
-                            canceled: true,
-                            cancel_reason: reason,
-                            ..self.response(id, revision)
-                        })
-                        .await;
+                self.by_key.insert(key, id);
+                self.send_events(id, &replay);
+                if self.progress_owed && self.all_live() {
+                    self.request_progress();
                 }
             }
+            Ok(Registered::CatchUp { replay, next }) => {
+                self.send_events(id, &replay);
+                self.resume.push_back((id, next));
+            }
+            Ok(Registered::Compacted) => {
+                self.watches.remove(&id);
+                let compacted = self.node.state().kv().compacted();
+                let revision = self.node.hub.kv.revision();
+                self.send(WatchResponse {
+                    canceled: true,
+                    compact_revision: i64::try_from(compacted).unwrap_or(i64::MAX),
+                    cancel_reason: "etcdserver: mvcc: required revision has been compacted"
+                        .to_string(),
+                    ..self.response(id, revision)
+                });
+            }
+            Err(refused) => {
+                self.watches.remove(&id);
+                let reason = match refused {
+                    Refused::Closed => return Err(Gone),
+                    Refused::TooMany(max) => {
+                        format!("too many watches on this node (limits.watchers_max = {max})")
+                    }
+                    Refused::Store(e) => e.to_string(),
+                };
+                let revision = self.node.hub.kv.revision();
+                self.send(WatchResponse {
+                    canceled: true,
+                    cancel_reason: reason,
+                    ..self.response(id, revision)
+                });
+            }
         }
+        Ok(())
     }
 
     fn all_live(&self) -> bool {
@@ -313,20 +330,23 @@ impl Session {
         }
     }
 
-    async fn deliver(&mut self, item: Item) -> Result<(), Gone> {
+    fn deliver(&mut self, item: Item) -> Result<(), Gone> {
         match item {
             Item::Events { key, events } => {
                 let Some(&id) = self.by_key.get(&key) else {
                     return Ok(()); // cancelled since
                 };
-                let events: Vec<KvEvent> = events.iter().map(|e| (**e).clone()).collect();
-                self.send_events(id, &events).await
+                self.send_events(id, &events);
+                Ok(())
             }
             Item::Progress {
                 key: Some(key),
                 revision,
             } => match self.by_key.get(&key) {
-                Some(&id) => self.send(self.response(id, revision)).await,
+                Some(&id) => {
+                    self.send(self.response(id, revision));
+                    Ok(())
+                }
                 None => Ok(()),
             },
             Item::Progress {
@@ -334,11 +354,11 @@ impl Session {
                 revision,
             } => {
                 if self.all_live() {
-                    self.send(self.response(-1, revision)).await
+                    self.send(self.response(-1, revision));
                 } else {
                     self.progress_owed = true;
-                    Ok(())
                 }
+                Ok(())
             }
             Item::Lagged(detached) => {
                 for (key, next) in detached {
@@ -348,7 +368,7 @@ impl Session {
                     if let Some(watch) = self.watches.get_mut(&id) {
                         watch.key = None;
                     }
-                    self.attach(id, next).await?;
+                    self.resume.push_back((id, next));
                 }
                 Ok(())
             }
@@ -357,15 +377,16 @@ impl Session {
 
     /// Sends watch `id` its events (after its filters), in one response; nothing when none is
     /// left.
-    async fn send_events(&mut self, id: i64, events: &[KvEvent]) -> Result<(), Gone> {
+    fn send_events<E: std::borrow::Borrow<KvEvent>>(&mut self, id: i64, events: &[E]) {
         let Some(watch) = self.watches.get_mut(&id) else {
-            return Ok(());
+            return;
         };
-        let Some(last) = events.last().map(|e| e.kv.mod_revision) else {
-            return Ok(());
+        let Some(last) = events.last().map(|e| e.borrow().kv.mod_revision) else {
+            return;
         };
         let pb: Vec<mvccpb::Event> = events
             .iter()
+            .map(|e| e.borrow())
             .filter(|e| match e.kind {
                 KvEventKind::Put => !watch.no_put,
                 KvEventKind::Delete => !watch.no_delete,
@@ -373,14 +394,20 @@ impl Session {
             .map(|e| event_pb(e, watch.prev_kv))
             .collect();
         if pb.is_empty() {
-            return Ok(());
+            return;
         }
         watch.quiet = false;
         self.send(WatchResponse {
             events: pb,
             ..self.response(id, last)
-        })
-        .await
+        });
+    }
+}
+
+impl Drop for Session {
+    /// The transport dropped the response stream (the client went away) or it ended.
+    fn drop(&mut self) {
+        self.node.hub.kv.close_stream(self.stream);
     }
 }
 
