@@ -9,11 +9,12 @@
 //! minimum is) is raised to it: a shorter lease could end during an election before any
 //! keep-alive could land.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::Stream;
 use tokio::sync::{mpsc, oneshot, Semaphore};
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response as GrpcResponse, Status, Streaming};
 
 use super::{header, kv_error, require_leader};
@@ -111,6 +112,41 @@ impl KeepAlives {
     }
 }
 
+/// One LeaseKeepAlive stream: its requests, answered one by one.
+struct KeepAliveStream {
+    requests: Streaming<LeaseKeepAliveRequest>,
+    node: Arc<Node>,
+    keep_alives: KeepAlives,
+    /// An answer was an error: it was the last.
+    failed: bool,
+}
+
+impl KeepAliveStream {
+    /// The answer to the next request; `None` when the client closed its side or an error was
+    /// the last answer.
+    async fn next(&mut self) -> Option<Result<LeaseKeepAliveResponse, Status>> {
+        if self.failed {
+            return None;
+        }
+        let id = match self.requests.message().await {
+            Ok(Some(request)) => request.id,
+            Ok(None) | Err(_) => return None,
+        };
+        let answer = self
+            .keep_alives
+            .keep_alive(id)
+            .await
+            .map(|(ttl_ms, revision)| LeaseKeepAliveResponse {
+                header: header(&self.node, revision),
+                id,
+                // etcd answers a lease that no longer exists with TTL 0.
+                ttl: ttl_ms.map_or(0, seconds),
+            });
+        self.failed = answer.is_err();
+        Some(answer)
+    }
+}
+
 /// Proposes one entry for `batch` and answers each keep-alive in it.
 async fn keep_alive_entry(node: &Node, batch: Vec<(i64, oneshot::Sender<Kept>)>) {
     let ids: Vec<i64> = batch.iter().map(|(id, _)| *id).collect();
@@ -198,45 +234,31 @@ impl Lease for LeaseService {
         }
     }
 
-    type LeaseKeepAliveStream = ReceiverStream<Result<LeaseKeepAliveResponse, Status>>;
+    type LeaseKeepAliveStream =
+        Pin<Box<dyn Stream<Item = Result<LeaseKeepAliveResponse, Status>> + Send>>;
 
     /// Each request is one keep-alive through the log (gathered with the node's others into one
     /// entry, `KeepAlives`), answered in order once durable; a lease that no longer exists is
-    /// answered with TTL 0, as etcd does.
+    /// answered with TTL 0, as etcd does. The response stream itself reads the next request
+    /// when the transport asks for the next answer (no task and channel between), so a client
+    /// that does not read its answers is not read from either.
     #[tracing::instrument(level = "debug", name = "etcd.LeaseKeepAlive", skip_all)]
     async fn lease_keep_alive(
         &self,
         request: Request<Streaming<LeaseKeepAliveRequest>>,
     ) -> Result<GrpcResponse<Self::LeaseKeepAliveStream>, Status> {
         require_leader(&self.node, &request)?;
-        let mut requests = request.into_inner();
-        let (out, out_rx) = mpsc::channel(16);
-        let node = self.node.clone();
-        let keep_alives = self.keep_alives.clone();
-        tokio::spawn(async move {
-            loop {
-                let id = tokio::select! {
-                    request = requests.message() => match request {
-                        Ok(Some(request)) => request.id,
-                        Ok(None) | Err(_) => return,
-                    },
-                    _ = out.closed() => return,
-                };
-                let answer = keep_alives.keep_alive(id).await.map(|(ttl_ms, revision)| {
-                    LeaseKeepAliveResponse {
-                        header: header(&node, revision),
-                        id,
-                        // etcd answers a lease that no longer exists with TTL 0.
-                        ttl: ttl_ms.map_or(0, seconds),
-                    }
-                });
-                let failed = answer.is_err();
-                if out.send(answer).await.is_err() || failed {
-                    return;
-                }
-            }
+        let stream = KeepAliveStream {
+            requests: request.into_inner(),
+            node: self.node.clone(),
+            keep_alives: self.keep_alives.clone(),
+            failed: false,
+        };
+        let answers = futures::stream::unfold(stream, |mut stream| async move {
+            let answer = stream.next().await?;
+            Some((answer, stream))
         });
-        Ok(GrpcResponse::new(ReceiverStream::new(out_rx)))
+        Ok(GrpcResponse::new(Box::pin(answers)))
     }
 
     #[tracing::instrument(level = "debug", name = "etcd.LeaseTimeToLive", skip_all)]
