@@ -489,20 +489,37 @@ impl Node {
     }
 
     /// ReadIndex: returns once this node has applied everything committed before the call.
+    ///
+    /// A leader that could not hear a quorum confirm it (followers slow to answer a heartbeat:
+    /// a stalled disk, a loaded machine) asks again, for as long as the caller waits: the read
+    /// has not been served, so asking again changes nothing, and the client sees the stall as
+    /// latency; a leader that really lost its quorum is still refused once the wait is over.
     async fn linearize(&self) -> Result<(), Status> {
-        match self.raft.get_read_linearizer(ReadPolicy::ReadIndex).await {
-            Ok(linearizer) => {
-                let timeout = Some(self.leader_wait());
-                match linearizer.try_await_ready(&self.raft, timeout).await {
-                    Ok(Ok(_)) => Ok(()),
-                    Ok(Err(_)) => Err(errors::read_index_not_applied()),
-                    Err(f) => Err(errors::read_raft_stopped(&f)),
+        let until = tokio::time::Instant::now()
+            + crate::server::deadline::budget(self.leader_wait(), ANSWER_MARGIN_MAX);
+        let mut pause = RESEND_PAUSE_MIN;
+        loop {
+            match self.raft.get_read_linearizer(ReadPolicy::ReadIndex).await {
+                Ok(linearizer) => {
+                    let timeout = Some(self.leader_wait());
+                    return match linearizer.try_await_ready(&self.raft, timeout).await {
+                        Ok(Ok(_)) => Ok(()),
+                        Ok(Err(_)) => Err(errors::read_index_not_applied()),
+                        Err(f) => Err(errors::read_raft_stopped(&f)),
+                    };
                 }
+                Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(_))) => {
+                    return self.remote_read_barrier().await
+                }
+                Err(e @ RaftError::APIError(LinearizableReadError::QuorumNotEnough(_)))
+                    if tokio::time::Instant::now() + pause < until =>
+                {
+                    tracing::debug!(error = %e, "leadership not confirmed; asking again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(RESEND_PAUSE_MAX);
+                }
+                Err(e) => return Err(errors::read_linearizer(&e)),
             }
-            Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(_))) => {
-                self.remote_read_barrier().await
-            }
-            Err(e) => Err(errors::read_linearizer(&e)),
         }
     }
 
