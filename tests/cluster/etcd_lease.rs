@@ -189,8 +189,17 @@ async fn a_kept_alive_lease_survives_a_change_of_leader() {
 }
 
 /// The raft index a node reports in etcd's Status.
+/// The node's committed index, once it has caught up with the leader: a linearizable read
+/// first (a follower learns of the last commit only with the leader's next message).
 async fn raft_index(channel: Channel) -> u64 {
     use steward::proto::etcd::maintenance_client::MaintenanceClient;
+    KvClient::new(channel.clone())
+        .range(RangeRequest {
+            key: b("raft-index-catch-up"),
+            ..RangeRequest::default()
+        })
+        .await
+        .expect("a linearizable read");
     let status = MaintenanceClient::new(channel)
         .status(steward::proto::etcd::StatusRequest {})
         .await
