@@ -1,5 +1,12 @@
 //! Peer transport over tonic: openraft's `RaftNetworkV2` as calls to the `RaftPeer` service.
 //!
+//! A leader's replication to a follower runs on one `AppendStream` per session: requests go out
+//! as openraft makes them, without waiting for the answers, which come back in order. Against a
+//! unary call per request this takes one HTTP/2 frame each way instead of a new stream's headers,
+//! body, end and trailers, and the commit that follows an append no longer waits for its answer.
+//! A single request (openraft's heartbeat) stays a unary `AppendEntries`; so does everything
+//! sent to a node that answers the stream Unimplemented (an older build).
+//!
 //! openraft messages travel as serde_json payloads inside `RaftMessage.data`; snapshots stream in
 //! chunks, read from the sender's snapshot file and written to a file on the receiver as they go
 //! ([`snapshot_chunks`], [`receive_snapshot`]), so neither side holds a snapshot in memory.
@@ -9,23 +16,24 @@
 //! This is the peer-network seam: everything openraft sends between nodes goes through
 //! `PeerChannels`, so a simulator can replace it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
+use openraft::base::{BoxFuture, BoxStream};
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
-use openraft::network::RPCOption;
+use openraft::network::{stream_append_sequential, RPCOption};
 use openraft::type_config::TypeConfigExt;
 use openraft::{RaftNetworkFactory, RaftNetworkV2, StorageError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
-use tonic::Status;
+use tonic::{Status, Streaming};
 
 use crate::proto::raft_v1::raft_peer_client::RaftPeerClient;
 use crate::proto::raft_v1::{RaftMessage, SnapshotChunk};
@@ -123,6 +131,7 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetworkFactory {
             addr: node.peer_addr.clone(),
             channels: self.channels.clone(),
             rpc_timeout: self.rpc_timeout,
+            streams: true,
         }
     }
 }
@@ -133,6 +142,8 @@ pub struct PeerNetwork {
     addr: String,
     channels: PeerChannels,
     rpc_timeout: Duration,
+    /// Replication goes on `AppendStream`; false once the peer answered it Unimplemented.
+    streams: bool,
 }
 
 fn unreachable<E: std::error::Error + 'static>(e: &E) -> RPCError<TypeConfig> {
@@ -142,6 +153,87 @@ fn unreachable<E: std::error::Error + 'static>(e: &E) -> RPCError<TypeConfig> {
 impl PeerNetwork {
     fn client(&self) -> Result<RaftPeerClient<Channel>, RPCError<TypeConfig>> {
         self.channels.peer(&self.addr).map_err(|e| unreachable(&e))
+    }
+
+    /// Opens an `AppendStream` that sends `input` as openraft makes it; answers come back in
+    /// order. Each request must be answered within `ttl` of being handed to the transport, or
+    /// the stream ends in a timeout (a peer cut off mid-stream is noticed as fast as a unary
+    /// call's deadline would).
+    async fn open_append_stream<S>(
+        &mut self,
+        input: S,
+        ttl: Duration,
+    ) -> Result<AppendStream<'static>, RPCError<TypeConfig>>
+    where
+        S: Stream<Item = AppendEntriesRequest> + Send + Unpin + 'static,
+    {
+        let mut client = self.client()?;
+        let sent = Arc::new(SentRequests::default());
+        let requests = futures::stream::unfold(
+            (input, sent.clone(), self.channels.clone(), self.target),
+            |(mut input, sent, channels, target)| async move {
+                let request = input.next().await?;
+                let refused = match encode(&request) {
+                    Ok(data) => match channels.check_size("a raft message", data.len()) {
+                        Ok(()) => {
+                            sent.push();
+                            return Some((RaftMessage { data }, (input, sent, channels, target)));
+                        }
+                        Err(refused) => refused,
+                    },
+                    Err(e) => format!("cannot encode a raft message: {e}"),
+                };
+                // As for a unary call: the node keeps running, openraft tries again.
+                tracing::error!(target, %refused, "peer message refused");
+                sent.refuse(refused);
+                None
+            },
+        );
+        let opened = tokio::time::timeout(ttl, client.append_stream(requests)).await;
+        let answers = match opened {
+            Ok(Ok(answers)) => answers.into_inner(),
+            Ok(Err(status)) if status.code() == tonic::Code::Unimplemented => {
+                tracing::info!(
+                    target = self.target,
+                    "peer has no AppendStream (an older build): replicating by AppendEntries"
+                );
+                self.streams = false;
+                return Err(unreachable(&status));
+            }
+            Ok(Err(status)) => return Err(status_to_rpc_error(&status)),
+            Err(_) => {
+                let e = io::Error::new(io::ErrorKind::TimedOut, "opening an append stream");
+                return Err(RPCError::Network(NetworkError::new(&e)));
+            }
+        };
+        let target = self.target;
+        Ok(Box::pin(futures::stream::unfold(
+            Some((answers, sent)),
+            move |state| async move {
+                let (mut answers, sent) = state?;
+                let answer = match next_answer(&mut answers, &sent, ttl).await {
+                    Ok(Some(answer)) => answer,
+                    Ok(None) => {
+                        let refused = sent.refused()?;
+                        let e = io::Error::other(refused);
+                        return Some((Err(RPCError::Network(NetworkError::new(&e))), None));
+                    }
+                    Err(e) => return Some((Err(e), None)),
+                };
+                let decoded: Result<Result<StreamAppendResult, RaftError>, _> =
+                    decode(&answer.data);
+                match decoded {
+                    Ok(Ok(Ok(matching))) => Some((Ok(Ok(matching)), Some((answers, sent)))),
+                    // A conflict or a higher vote ends the stream; openraft acts on it.
+                    Ok(Ok(Err(stop))) => Some((Ok(Err(stop)), None)),
+                    Ok(Err(fatal)) => {
+                        tracing::debug!(target, error = %fatal, "peer raft error");
+                        Some((Err(unreachable(&fatal)), None))
+                    }
+                    Err(e) => Some((Err(RPCError::Network(NetworkError::new(&e))), None)),
+                }
+            },
+        )))
     }
 
     /// One unary call: encode, send with a deadline, decode `Result<Resp, RaftError>`.
@@ -191,6 +283,95 @@ fn status_to_rpc_error(status: &tonic::Status) -> RPCError<TypeConfig> {
     }
 }
 
+/// openraft's answer stream of one append session.
+type AppendStream<'s> = BoxStream<'s, Result<StreamAppendResult, RPCError<TypeConfig>>>;
+
+/// What an append stream has sent and not had answered: when each request was handed to the
+/// transport, oldest first (answers come in order), and why the stream stopped sending, if a
+/// request could not go.
+#[derive(Default)]
+struct SentRequests {
+    inner: Mutex<Sent>,
+    /// Wakes the answer side when a request goes out while none was waiting for an answer.
+    first: Notify,
+}
+
+#[derive(Default)]
+struct Sent {
+    at: VecDeque<Instant>,
+    refused: Option<String>,
+}
+
+impl SentRequests {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Sent> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self) {
+        let mut sent = self.lock();
+        sent.at.push_back(Instant::now());
+        if sent.at.len() == 1 {
+            self.first.notify_one();
+        }
+    }
+
+    fn refuse(&self, why: String) {
+        self.lock().refused = Some(why);
+    }
+
+    fn refused(&self) -> Option<String> {
+        self.lock().refused.take()
+    }
+
+    /// By when the oldest unanswered request must be answered.
+    fn deadline(&self, ttl: Duration) -> Option<Instant> {
+        self.lock().at.front().map(|at| *at + ttl)
+    }
+
+    fn answered(&self) {
+        self.lock().at.pop_front();
+    }
+}
+
+/// The next answer on an append stream, `Ok(None)` when the peer ended it. Waits without a
+/// deadline while nothing is unanswered, and at most until the oldest unanswered request's
+/// deadline otherwise.
+async fn next_answer(
+    answers: &mut Streaming<RaftMessage>,
+    sent: &SentRequests,
+    ttl: Duration,
+) -> Result<Option<RaftMessage>, RPCError<TypeConfig>> {
+    loop {
+        let next = match sent.deadline(ttl) {
+            Some(deadline) => {
+                match tokio::time::timeout_at(deadline.into(), answers.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        let e = io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!("no answer on the append stream within {ttl:?}"),
+                        );
+                        return Err(RPCError::Network(NetworkError::new(&e)));
+                    }
+                }
+            }
+            None => tokio::select! {
+                next = answers.next() => next,
+                // A request went out: wait again, with its deadline.
+                () = sent.first.notified() => continue,
+            },
+        };
+        return match next {
+            Some(Ok(answer)) => {
+                sent.answered();
+                Ok(Some(answer))
+            }
+            Some(Err(status)) => Err(status_to_rpc_error(&status)),
+            None => Ok(None),
+        };
+    }
+}
+
 impl RaftNetworkV2<TypeConfig> for PeerNetwork {
     type SnapshotData = SnapshotData;
 
@@ -203,6 +384,25 @@ impl RaftNetworkV2<TypeConfig> for PeerNetwork {
             c.append_entries(r).await
         })
         .await
+    }
+
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<'s, Result<AppendStream<'s>, RPCError<TypeConfig>>>
+    where
+        S: Stream<Item = AppendEntriesRequest> + Send + Unpin + 'static,
+    {
+        // One request (a heartbeat) costs a stream as much as a unary call.
+        if !self.streams || input.size_hint() == (1, Some(1)) {
+            return stream_append_sequential(self, input, option);
+        }
+        Box::pin(async move {
+            let answers: AppendStream<'s> =
+                self.open_append_stream(input, option.hard_ttl()).await?;
+            Ok(answers)
+        })
     }
 
     async fn vote(
@@ -396,3 +596,6 @@ where
         .map_err(disk)?;
     Ok((vote, Snapshot { meta, snapshot }))
 }
+
+#[cfg(test)]
+mod tests;

@@ -102,6 +102,8 @@ pub type QuorumNotEnough = openraft::errors::QuorumNotEnough<TypeConfig>;
 pub use openraft::metrics::WaitError;
 pub type AppendEntriesRequest = openraft::raft::AppendEntriesRequest<TypeConfig>;
 pub type AppendEntriesResponse = openraft::raft::AppendEntriesResponse<TypeConfig>;
+/// One answer of a follower on an append stream: the last log id it holds, or why it stopped.
+pub type StreamAppendResult = openraft::raft::StreamAppendResult<TypeConfig>;
 pub type VoteRequest = openraft::raft::VoteRequest<TypeConfig>;
 pub type VoteResponse = openraft::raft::VoteResponse<TypeConfig>;
 pub type SnapshotResponse = openraft::raft::SnapshotResponse<TypeConfig>;

@@ -27,6 +27,7 @@
 pub mod auth;
 pub mod client_limits;
 pub mod cluster;
+pub mod coalesce;
 pub mod deadline;
 pub mod deployments;
 pub mod errors;
@@ -346,7 +347,7 @@ async fn serve_client_api(
                 return;
             }
         };
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let incoming = coalesce::incoming(TcpIncoming::from(listener).with_nodelay(Some(true)));
     let result = builder
         // Outermost: even a refusal of the layers below, or of tonic itself, carries ErrorInfo.
         .layer(errors::DetailsLayer)

@@ -1,8 +1,10 @@
 //! The peer service: Raft RPCs from other nodes, commands forwarded by followers, read indexes
 //! for followers' linearizable reads, and this node's status. Thin: decode, call, encode.
 
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
+use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use tonic::{Request, Response as GrpcResponse, Status, Streaming};
 
@@ -158,6 +160,56 @@ impl RaftPeer for PeerService {
     ) -> Result<GrpcResponse<RaftMessage>, Status> {
         let req: AppendEntriesRequest = decode(&request.into_inner().data).map_err(bad_payload)?;
         reply(&self.node.raft.append_entries(req).await)
+    }
+
+    type AppendStreamStream = Pin<Box<dyn Stream<Item = Result<RaftMessage, Status>> + Send>>;
+
+    /// A leader's append requests, handed to Raft as they arrive (Raft pipelines them), each
+    /// answered in order. An undecodable request ends the stream: what came before it is
+    /// answered, then the stream ends with its InvalidArgument.
+    async fn append_stream(
+        &self,
+        request: Request<Streaming<RaftMessage>>,
+    ) -> Result<GrpcResponse<Self::AppendStreamStream>, Status> {
+        let undecodable = Arc::new(Mutex::new(None::<Status>));
+        let requests = futures::stream::unfold(
+            (request.into_inner(), undecodable.clone()),
+            |(mut incoming, undecodable)| async move {
+                let message = match incoming.next().await? {
+                    Ok(message) => message,
+                    // The leader went away or cancelled: nothing more to answer.
+                    Err(status) => {
+                        tracing::debug!(%status, "append stream ended by the leader");
+                        return None;
+                    }
+                };
+                match decode::<AppendEntriesRequest>(&message.data) {
+                    Ok(request) => Some((request, (incoming, undecodable))),
+                    Err(e) => {
+                        *undecodable.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Some(bad_payload(e));
+                        None
+                    }
+                }
+            },
+        );
+        let results = Box::pin(self.node.raft.stream_append(requests));
+        let answers = futures::stream::unfold(Some((results, undecodable)), |state| async move {
+            let (mut results, undecodable) = state?;
+            let Some(result) = results.next().await else {
+                let status = undecodable.lock().unwrap_or_else(|p| p.into_inner()).take();
+                return status.map(|s| (Err(s), None));
+            };
+            let result: Result<StreamAppendResult, RaftError> = result.map_err(RaftError::Fatal);
+            match encode(&result) {
+                Ok(data) => Some((Ok(RaftMessage { data }), Some((results, undecodable)))),
+                Err(e) => Some((
+                    Err(errors::internal("cannot encode the peer reply", e)),
+                    None,
+                )),
+            }
+        });
+        Ok(GrpcResponse::new(Box::pin(answers)))
     }
 
     async fn vote(

@@ -9,7 +9,9 @@ use std::time::Duration;
 use steward::config::Limits;
 use tokio::sync::mpsc;
 
-use crate::harness::{create, director, get, test_raft, TestCluster};
+use steward::proto::v1::Consistency;
+
+use crate::harness::{create, director, get, rv, test_raft, TestCluster};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn forwarded_writes_pass_the_leaders_pending_bound() {
@@ -162,4 +164,54 @@ async fn a_command_over_its_limit_is_refused_on_every_path_and_peers_over_theirs
     create(&mut client, director("after", &[]))
         .await
         .expect("the leader still serves");
+}
+
+/// A peer's append stream that carries something other than an AppendEntries request: what came
+/// before it is answered, then the stream ends with InvalidArgument naming the field, and the
+/// node goes on replicating (a write through it succeeds, and every node applies it).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_undecodable_append_stream_message_ends_that_stream_only() {
+    use steward::proto::raft_v1::raft_peer_client::RaftPeerClient;
+    use steward::proto::raft_v1::RaftMessage;
+    use tokio_stream::StreamExt;
+
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.wait_leader().await;
+    let follower = cluster.followers().await[0];
+    let peer_addr = cluster.nodes[&follower].config.peer_addr.clone();
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{peer_addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect to the peer port");
+    let messages = tokio_stream::iter(vec![RaftMessage {
+        data: b"{\"not\":\"an append\"}".to_vec(),
+    }]);
+    let mut answers = RaftPeerClient::new(channel)
+        .append_stream(messages)
+        .await
+        .expect("the stream opens")
+        .into_inner();
+    let status = match answers.next().await {
+        Some(Err(status)) => status,
+        other => panic!("expected the stream to end with an error, got {other:?}"),
+    };
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().contains("undecodable peer message"),
+        "{status:?}"
+    );
+    assert!(answers.next().await.is_none(), "the stream ended");
+
+    let mut client = cluster.res(follower).await;
+    let created = create(&mut client, director("after-bad-stream", &[]))
+        .await
+        .expect("the follower still forwards writes, and the leader replicates");
+    for id in [leader, follower] {
+        let mut c = cluster.res(id).await;
+        let got = get(&mut c, "after-bad-stream", Consistency::Linearizable)
+            .await
+            .expect("a linearizable get");
+        assert_eq!(rv(&got), rv(&created), "node {id}");
+    }
 }
