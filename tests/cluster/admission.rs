@@ -76,6 +76,16 @@ async fn forwarded_writes_pass_the_leaders_pending_bound() {
 
 /// Small limits whose peer message floor is the forwarded batch's (~4 MiB): entries of at most
 /// 64 KiB, 16 to a message, one object to a list page.
+/// A plaintext connection to node `id`'s peer port, as another node would open.
+async fn peer_port(cluster: &TestCluster, id: u64) -> tonic::transport::Channel {
+    let peer_addr = cluster.nodes[&id].config.peer_addr.clone();
+    tonic::transport::Endpoint::from_shared(format!("http://{peer_addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect to the peer port")
+}
+
 fn small_limits() -> (steward::config::RaftConfig, Limits) {
     let raft = steward::config::RaftConfig {
         payload_entries_max: 16,
@@ -142,14 +152,10 @@ async fn a_command_over_its_limit_is_refused_on_every_path_and_peers_over_theirs
 
     // A peer message one byte over the leader's limit is refused by its peer port, and the node
     // goes on: the next write through it succeeds.
-    let peer_addr = cluster.nodes[&leader].config.peer_addr.clone();
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{peer_addr}"))
-        .expect("endpoint")
-        .connect()
-        .await
-        .expect("connect to the peer port");
-    let mut peer = steward::proto::raft_v1::raft_peer_client::RaftPeerClient::new(channel)
-        .max_encoding_message_size(usize::MAX);
+    let mut peer = steward::proto::raft_v1::raft_peer_client::RaftPeerClient::new(
+        peer_port(&cluster, leader).await,
+    )
+    .max_encoding_message_size(usize::MAX);
     let over = steward::proto::raft_v1::RaftMessage {
         // The protobuf framing adds a tag and a length: this payload alone is over.
         data: vec![b' '; peer_limit + 1],
@@ -178,12 +184,7 @@ async fn an_undecodable_append_stream_message_ends_that_stream_only() {
     let cluster = TestCluster::start(3).await;
     let leader = cluster.wait_leader().await;
     let follower = cluster.followers().await[0];
-    let peer_addr = cluster.nodes[&follower].config.peer_addr.clone();
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{peer_addr}"))
-        .expect("endpoint")
-        .connect()
-        .await
-        .expect("connect to the peer port");
+    let channel = peer_port(&cluster, follower).await;
     let messages = tokio_stream::iter(vec![RaftMessage {
         data: b"{\"not\":\"an append\"}".to_vec(),
     }]);
