@@ -42,6 +42,11 @@ use crate::raft::snapshot::{blocking, SnapshotFile, SnapshotWriter};
 use crate::raft::types::*;
 use crate::server::errors;
 
+/// How often either end of a peer connection pings the other over HTTP/2.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a ping may go unanswered before the connection is closed.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A cache of lazily connected channels, one per peer address, shared by every user.
 #[derive(Clone)]
 pub struct PeerChannels {
@@ -82,8 +87,8 @@ impl PeerChannels {
         let ch = endpoint
             .connect_timeout(self.connect_timeout)
             .tcp_nodelay(true)
-            .http2_keep_alive_interval(Duration::from_secs(10))
-            .keep_alive_timeout(Duration::from_secs(5))
+            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(KEEPALIVE_TIMEOUT)
             .connect_lazy();
         map.insert(addr.to_string(), ch.clone());
         Ok(ch)

@@ -388,7 +388,7 @@ async fn serve_peer(
     node: Arc<Node>,
     listener: TcpListener,
     mut stop: tokio::sync::watch::Receiver<bool>,
-    mut builder: tonic::transport::Server,
+    builder: tonic::transport::Server,
 ) {
     let gate = node.clone();
     let max_bytes = node.config.limits.peer_message_bytes_max;
@@ -399,7 +399,12 @@ async fn serve_peer(
         peer::admit(&gate, req)
     });
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    // A leader's append stream waits on its follower for as long as the leader lives; pings
+    // close a connection whose other end is gone (a node killed or cut off), with its streams,
+    // instead of keeping it until this node stops.
     let result = builder
+        .http2_keepalive_interval(Some(crate::raft::network::KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(crate::raft::network::KEEPALIVE_TIMEOUT))
         .add_service(peer)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = stop.wait_for(|s| *s).await;

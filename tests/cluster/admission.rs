@@ -216,3 +216,47 @@ async fn an_undecodable_append_stream_message_ends_that_stream_only() {
         assert_eq!(rv(&got), rv(&created), "node {id}");
     }
 }
+
+/// A connection to the peer port whose other end stops answering (a node killed or cut off
+/// while its append stream waits) is closed by the node's HTTP/2 pings, not kept until the node
+/// stops: a client that sends HTTP/2's preface and settings and then never answers sees the
+/// connection end within the ping interval and timeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_peer_connection_that_stops_answering_pings_is_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let cluster = TestCluster::start(1).await;
+    let id = cluster.wait_leader().await;
+    let peer_addr = cluster.nodes[&id].config.peer_addr.clone();
+    let mut tcp = tokio::net::TcpStream::connect(&peer_addr)
+        .await
+        .expect("connect to the peer port");
+    // The client preface and an empty SETTINGS frame; then silence.
+    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .expect("send the preface");
+    let limit = steward::raft::network::KEEPALIVE_INTERVAL
+        + steward::raft::network::KEEPALIVE_TIMEOUT
+        + Duration::from_secs(10);
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 4096];
+    let closed = tokio::time::timeout(limit, async {
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "the connection was still open after {:?}",
+        started.elapsed()
+    );
+    assert!(
+        started.elapsed() >= steward::raft::network::KEEPALIVE_INTERVAL,
+        "closed after {:?}, before any ping could go unanswered",
+        started.elapsed()
+    );
+}
