@@ -36,6 +36,7 @@ pub mod proto;
 #[cfg(test)]
 mod proto_lint;
 pub mod raft;
+pub mod seam;
 pub mod server;
 pub use steward_core as state;
 pub mod tls;

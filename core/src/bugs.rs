@@ -55,6 +55,15 @@ pub enum Bug {
     /// for the keys created before it: two holders at once (jepsen etcd-lock: overlapping
     /// WRITE holders; their fenced Txns pass, since each one's key exists).
     EtcdLockNoWait,
+    /// The log store tells openraft an append is durable as soon as it is handed to the WAL,
+    /// before the fsync: a leader counts itself in a quorum for entries a crash then loses, and
+    /// a follower acknowledges them (the simulator, sim/: an acknowledged write lost after
+    /// crashes that drop unsynced data).
+    AckBeforeFsync,
+    /// A vote is written to the WAL but not fsynced before openraft is told it is saved: a node
+    /// that crashes forgets it voted and can vote twice in one term (the simulator: two leaders
+    /// of one term, or a lost acknowledged write).
+    VoteNotPersisted,
 }
 
 impl Bug {
@@ -71,6 +80,8 @@ impl Bug {
         Bug::StaleTermTime,
         Bug::TakeoverGrace,
         Bug::EtcdLockNoWait,
+        Bug::AckBeforeFsync,
+        Bug::VoteNotPersisted,
     ];
 
     /// The name `STEWARD_UNSAFE_BUG` uses.
@@ -87,6 +98,8 @@ impl Bug {
             Bug::StaleTermTime => "stale-term-time",
             Bug::TakeoverGrace => "takeover-grace",
             Bug::EtcdLockNoWait => "etcd-lock-no-wait",
+            Bug::AckBeforeFsync => "ack-before-fsync",
+            Bug::VoteNotPersisted => "vote-not-persisted",
         }
     }
 
@@ -109,11 +122,28 @@ pub fn turn_on(bugs: &[Bug]) {
     }
 }
 
-/// Whether `bug` is on in this process. Always false without the `unsafe-bugs` feature.
+/// Turns `bugs` on for the calling thread only, over what [`turn_on`] set for the process
+/// (`None`: back to the process's list). The simulator (sim/) runs a whole cluster on one thread
+/// and plants a different bug in each run. A no-op without the `unsafe-bugs` feature.
+pub fn turn_on_for_thread(bugs: Option<&[Bug]>) {
+    #[cfg(feature = "unsafe-bugs")]
+    {
+        THREAD.with(|t| *t.borrow_mut() = bugs.map(<[Bug]>::to_vec));
+    }
+    #[cfg(not(feature = "unsafe-bugs"))]
+    {
+        let _ = bugs;
+    }
+}
+
+/// Whether `bug` is on in this process (or, when set, on this thread). Always false without the
+/// `unsafe-bugs` feature.
 pub fn active(bug: Bug) -> bool {
     #[cfg(feature = "unsafe-bugs")]
     {
-        ENABLED.get().is_some_and(|on| on.contains(&bug))
+        THREAD
+            .with(|t| t.borrow().as_ref().map(|on| on.contains(&bug)))
+            .unwrap_or_else(|| ENABLED.get().is_some_and(|on| on.contains(&bug)))
     }
     #[cfg(not(feature = "unsafe-bugs"))]
     {
@@ -124,6 +154,11 @@ pub fn active(bug: Bug) -> bool {
 
 #[cfg(feature = "unsafe-bugs")]
 static ENABLED: std::sync::OnceLock<Vec<Bug>> = std::sync::OnceLock::new();
+
+#[cfg(feature = "unsafe-bugs")]
+thread_local! {
+    static THREAD: std::cell::RefCell<Option<Vec<Bug>>> = const { std::cell::RefCell::new(None) };
+}
 
 #[cfg(test)]
 mod tests {

@@ -29,7 +29,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
-use raft_log::api::raft_log_writer::RaftLogWriter;
 use tokio::sync::oneshot;
 
 use crate::raft::types::{Entry, LogId, TypeConfig, Vote};
@@ -38,14 +37,14 @@ mod db;
 mod tail;
 mod wal;
 
-use db::{half_open, json_err, run_blocking, DiskEntries};
+use db::{half_open, json_err, DiskEntries};
 pub use db::{
     RaftDb, DB_CACHE_BYTES, DB_FILE_NAME, RECENT_ENTRIES_BYTES_MAX, RECENT_ENTRIES_MAX,
     REPLICATION_PAYLOAD_BYTES_MAX,
 };
+use steward_core::bugs::{self, Bug};
 use tail::{assemble, Tail, Written};
-use wal::{log_id, wal_id, Done, Stored, StoredVote, Wal};
-pub use wal::{WAL_CHUNK_BYTES_MAX, WAL_DIR_NAME};
+pub use wal::{Flushed, Wal, WAL_CHUNK_BYTES_MAX, WAL_DIR_NAME};
 
 /// openraft's log store and log reader. Clones share one WAL and one tail, so a reader (a
 /// clone) sees every entry the store has accepted, flushed or not.
@@ -75,7 +74,7 @@ impl fmt::Debug for LogStore {
 struct Shared {
     /// The WAL. Held to hand records over (raft-log writes and fsyncs on its own thread) or to
     /// copy entries out; never across an await.
-    wal: Mutex<Wal>,
+    wal: Mutex<Box<dyn Wal>>,
     /// The newest entries, durable or not; readers take what it has and ask the WAL only for
     /// the older part of a range. Held only to copy `Arc`s in or out, never during I/O.
     tail: Arc<Mutex<Tail>>,
@@ -100,16 +99,36 @@ impl LogStore {
         entries_max: usize,
     ) -> io::Result<LogStore> {
         let wal = wal::open(&db)?;
+        Ok(LogStore::over(
+            db,
+            Box::new(wal),
+            durable_bytes_max,
+            entries_max,
+        ))
+    }
+
+    /// The log store over another WAL than raft-log's in the data directory: the simulator's
+    /// (sim/), which keeps what was fsynced apart from what was only written.
+    pub fn with_wal(db: RaftDb, wal: Box<dyn Wal>) -> LogStore {
+        LogStore::over(db, wal, RECENT_ENTRIES_BYTES_MAX, RECENT_ENTRIES_MAX)
+    }
+
+    fn over(
+        db: RaftDb,
+        wal: Box<dyn Wal>,
+        durable_bytes_max: usize,
+        entries_max: usize,
+    ) -> LogStore {
         let shared = Arc::new(Shared {
             wal: Mutex::new(wal),
             tail: Arc::new(Mutex::new(Tail::new(durable_bytes_max, entries_max))),
             next_seq: AtomicU64::new(1),
         });
-        Ok(LogStore {
+        LogStore {
             db,
             shared,
             observer: None,
-        })
+        }
     }
 
     /// The store, telling `observer` what it accepts and drops.
@@ -121,17 +140,17 @@ impl LogStore {
     /// Runs `write` on the WAL, asks for an fsync, and waits for it.
     async fn write_and_wait(
         &self,
-        write: impl FnOnce(&mut Wal) -> io::Result<()>,
+        write: impl FnOnce(&mut dyn Wal) -> io::Result<()>,
     ) -> io::Result<()> {
         let (tx, rx) = oneshot::channel();
         {
             let mut wal = lock(&self.shared.wal);
-            write(&mut wal)?;
+            write(&mut **wal)?;
             wal.flush(
                 true,
-                Some(Done(Box::new(move |r| {
+                Some(Flushed::new(move |r| {
                     let _ = tx.send(r);
-                }))),
+                })),
             )?;
         }
         rx.await
@@ -158,8 +177,8 @@ impl LogStore {
                 return assemble(none, view.cached, bytes_max);
             };
             let shared = self.shared.clone();
-            let disk = run_blocking("read log", move || {
-                read_wal(&lock(&shared.wal), disk, bytes_max)
+            let disk = crate::seam::blocking("read log", move || {
+                read_wal(&**lock(&shared.wal), disk, bytes_max)
             })
             .await?;
             // A truncation or purge meanwhile may have changed the WAL's part: read again.
@@ -173,7 +192,7 @@ impl LogStore {
 /// Reads the entries of `[start, end)` from the WAL, stopping early once `bytes_max` is reached
 /// (after at least one entry). A gap inside the result is corruption and an error.
 fn read_wal(
-    wal: &Wal,
+    wal: &dyn Wal,
     (start, end): (u64, Option<u64>),
     bytes_max: usize,
 ) -> io::Result<DiskEntries> {
@@ -186,19 +205,19 @@ fn read_wal(
         return Ok(out);
     }
     let mut bytes = 0usize;
-    for item in wal.read(start, end) {
-        let (id, Stored(value)) = item?;
+    wal.read(start, end, &mut |id, value| {
         if let Some((prev, _)) = out.entries.last() {
-            db::check_next(prev, id.1)?;
+            db::check_next(prev, id.index)?;
         }
         if !out.entries.is_empty() && bytes + value.len() > bytes_max {
             out.cut = true;
-            break;
+            return Ok(false);
         }
         bytes += value.len();
-        let entry: Entry = serde_json::from_slice(&value).map_err(json_err("raft log entry"))?;
+        let entry: Entry = serde_json::from_slice(value).map_err(json_err("raft log entry"))?;
         out.entries.push((entry, value.len()));
-    }
+        Ok(true)
+    })?;
     Ok(out)
 }
 
@@ -211,7 +230,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
     }
 
     async fn read_vote(&mut self) -> io::Result<Option<Vote>> {
-        Ok(lock(&self.shared.wal).log_state().vote().map(|v| v.0))
+        Ok(lock(&self.shared.wal).vote())
     }
 
     async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> io::Result<Vec<Entry>> {
@@ -225,11 +244,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> io::Result<LogState<TypeConfig>> {
         let wal = lock(&self.shared.wal);
-        let state = wal.log_state();
         // With no entry left (all purged), the last log id is the last purged one.
         Ok(LogState {
-            last_purged_log_id: state.purged().map(log_id),
-            last_log_id: state.last().or(state.purged()).map(log_id),
+            last_purged_log_id: wal.purged(),
+            last_log_id: wal.last().or(wal.purged()),
         })
     }
 
@@ -239,8 +257,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote) -> io::Result<()> {
         let vote = *vote;
-        self.write_and_wait(|wal| wal.save_vote(StoredVote(vote)).map(drop))
-            .await
+        if bugs::active(Bug::VoteNotPersisted) {
+            // The deliberate bug: written, but openraft is not made to wait for the fsync.
+            let mut wal = lock(&self.shared.wal);
+            wal.save_vote(vote)?;
+            return wal.flush(false, None);
+        }
+        self.write_and_wait(|wal| wal.save_vote(vote)).await
     }
 
     /// openraft awaits this between commit and apply, on every write, so it is neither fsynced nor
@@ -253,20 +276,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             return Ok(());
         };
         let mut wal = lock(&self.shared.wal);
-        let state = wal.log_state();
-        let id = wal_id(&committed);
         // Not behind what is saved (raft-log refuses that), nor past the log's end (a snapshot
         // install may say so before its purge): a hint left older is still true.
-        let end = state.last().or(state.purged());
-        if state.committed() >= Some(&id) || end < Some(&id) {
+        let end = wal.last().or(wal.purged());
+        if wal.committed() >= Some(committed) || end < Some(committed) {
             return Ok(());
         }
-        wal.commit(id)?;
+        wal.commit(committed)?;
         wal.flush(false, None)
     }
 
     async fn read_committed(&mut self) -> io::Result<Option<LogId>> {
-        Ok(lock(&self.shared.wal).log_state().committed().map(log_id))
+        Ok(lock(&self.shared.wal).committed())
     }
 
     /// Accepts the entries at once (readers see them immediately) and returns; raft-log's flush
@@ -288,7 +309,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 index: entry.log_id.index,
                 bytes: bytes.len(),
             });
-            records.push((wal_id(&entry.log_id), Stored(bytes)));
+            records.push((entry.log_id, bytes));
         }
         if let (Some(observer), Some(last)) = (&self.observer, entries.last()) {
             observer.on_appended(last.log_id.index);
@@ -299,7 +320,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let queued = Instant::now();
         let tail = self.shared.tail.clone();
         let metrics = self.db.metrics.clone();
-        let done = Done(Box::new(move |result: io::Result<()>| {
+        // The deliberate bug: openraft hears the entries are durable before the fsync.
+        let callback = if bugs::active(Bug::AckBeforeFsync) {
+            callback.io_completed(Ok(()));
+            None
+        } else {
+            Some(callback)
+        };
+        let done = Flushed::new(move |result: io::Result<()>| {
             match &result {
                 Ok(()) => {
                     metrics.raft_append.observe(queued.elapsed().as_secs_f64());
@@ -310,8 +338,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 }
                 Err(e) => tracing::error!(error = %e, "raft log write failed"),
             }
-            callback.io_completed(result);
-        }));
+            if let Some(callback) = callback {
+                callback.io_completed(result);
+            }
+        });
         let mut wal = lock(&self.shared.wal);
         wal.append(records)?;
         wal.flush(true, Some(done))
@@ -327,15 +357,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // Entries may be freed here, after the lock is released.
         drop(removed);
         self.write_and_wait(|wal| {
-            let state = wal.log_state();
-            let last = state.last().map(|l| l.1);
-            let purged = state.purged().map(|p| p.1);
+            let last = wal.last().map(|l| l.index);
+            let purged = wal.purged().map(|p| p.index);
             if after >= last {
                 return Ok(());
             }
             // Nothing at or before the last purged entry is left to drop.
             let from = after.max(purged).map_or(0, |a| a + 1);
-            wal.truncate(from).map(drop)
+            wal.truncate(from)
         })
         .await
     }
@@ -345,8 +374,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let removed = lock(&self.shared.tail).purge(log_id.index);
         // Entries may be freed here, after the lock is released.
         drop(removed);
-        self.write_and_wait(|wal| wal.purge(wal_id(&log_id)).map(drop))
-            .await
+        self.write_and_wait(|wal| wal.purge(log_id)).await
     }
 }
 

@@ -334,16 +334,9 @@ pub(crate) fn remove_temp_files(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Runs blocking snapshot file work on the blocking pool.
-pub(crate) async fn blocking<T, F>(what: &'static str, f: F) -> io::Result<T>
-where
-    T: Send + 'static,
-    F: FnOnce() -> io::Result<T> + Send + 'static,
-{
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| io::Error::other(format!("{what}: blocking task failed: {e}")))?
-}
+/// Runs blocking snapshot file work on the blocking pool (in place on a simulation thread:
+/// `crate::seam`).
+pub(crate) use crate::seam::blocking;
 
 fn read_len(file: &mut File) -> io::Result<u64> {
     let mut len = [0; 8];

@@ -34,7 +34,87 @@ openraft::declare_raft_types!(
         R = Response,
         NodeId = NodeId,
         Node = NodeAddr,
+        AsyncRuntime = StewardRuntime,
 );
+
+/// openraft's tokio runtime, but for where its randomness comes from (`crate::seam::raft_rng`):
+/// the operating system on a node, the seed on a simulation thread (sim/). Everything else is
+/// tokio's, so openraft's timers read tokio's clock, which the simulator pauses and moves.
+pub struct StewardRuntime(openraft::TokioRuntime);
+
+impl fmt::Debug for StewardRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StewardRuntime")
+    }
+}
+
+type Tokio = openraft::TokioRuntime;
+
+impl openraft::AsyncRuntime for StewardRuntime {
+    type JoinError = <Tokio as openraft::AsyncRuntime>::JoinError;
+    type JoinHandle<T: openraft::OptionalSend + 'static> =
+        <Tokio as openraft::AsyncRuntime>::JoinHandle<T>;
+    type Sleep = <Tokio as openraft::AsyncRuntime>::Sleep;
+    type Instant = <Tokio as openraft::AsyncRuntime>::Instant;
+    type TimeoutError = <Tokio as openraft::AsyncRuntime>::TimeoutError;
+    type Timeout<R, T: std::future::Future<Output = R> + openraft::OptionalSend> =
+        <Tokio as openraft::AsyncRuntime>::Timeout<R, T>;
+    type ThreadLocalRng = rand010::rngs::SmallRng;
+
+    fn spawn<T>(future: T) -> Self::JoinHandle<T::Output>
+    where
+        T: std::future::Future + openraft::OptionalSend + 'static,
+        T::Output: openraft::OptionalSend + 'static,
+    {
+        Tokio::spawn(future)
+    }
+
+    fn sleep(duration: std::time::Duration) -> Self::Sleep {
+        Tokio::sleep(duration)
+    }
+
+    fn sleep_until(deadline: Self::Instant) -> Self::Sleep {
+        Tokio::sleep_until(deadline)
+    }
+
+    fn timeout<R, F: std::future::Future<Output = R> + openraft::OptionalSend>(
+        duration: std::time::Duration,
+        future: F,
+    ) -> Self::Timeout<R, F> {
+        Tokio::timeout(duration, future)
+    }
+
+    fn timeout_at<R, F: std::future::Future<Output = R> + openraft::OptionalSend>(
+        deadline: Self::Instant,
+        future: F,
+    ) -> Self::Timeout<R, F> {
+        Tokio::timeout_at(deadline, future)
+    }
+
+    fn is_panic(join_error: &Self::JoinError) -> bool {
+        Tokio::is_panic(join_error)
+    }
+
+    fn thread_rng() -> Self::ThreadLocalRng {
+        crate::seam::raft_rng()
+    }
+
+    type Mpsc = <Tokio as openraft::AsyncRuntime>::Mpsc;
+    type Watch = <Tokio as openraft::AsyncRuntime>::Watch;
+    type Oneshot = <Tokio as openraft::AsyncRuntime>::Oneshot;
+    type Mutex<T: openraft::OptionalSend + 'static> = <Tokio as openraft::AsyncRuntime>::Mutex<T>;
+
+    fn new(threads: usize) -> Self {
+        StewardRuntime(Tokio::new(threads))
+    }
+
+    fn block_on<F, T>(&mut self, future: F) -> T
+    where
+        F: std::future::Future<Output = T>,
+    {
+        self.0.block_on(future)
+    }
+}
 
 pub use openraft::async_runtime::WatchReceiver;
 pub use openraft::{ReadPolicy, ServerState};
@@ -71,6 +151,13 @@ pub fn raft_settings(
         snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(r.snapshot_logs_since_last),
         max_in_snapshot_log_to_keep: r.log_behind_snapshot_max,
         enable_pre_vote: Some(true),
+        // A leader that restarts must win an election again, in a new term. Restored in its
+        // old term (openraft's default), it appends after the log it found on disk; a crash may
+        // have cut entries it had sent and followers had fsynced (it replicates before its own
+        // fsync), so it would write other entries under the same log ids, and followers that
+        // hold the old ones keep them (the log ids match): committed entries change. Found by
+        // the simulator (sim/, seeds 9, 22 and 26 of its first hunt).
+        enable_leader_restore: Some(false),
         ..Default::default()
     }
     .validate()

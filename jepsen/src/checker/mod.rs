@@ -13,7 +13,7 @@
 
 mod cache;
 mod model;
-mod render;
+pub mod render;
 mod search;
 #[cfg(test)]
 mod tests;

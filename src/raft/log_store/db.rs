@@ -80,11 +80,24 @@ impl RaftDb {
     /// `open`, recording log writes and snapshots into the node's `metrics`.
     pub fn open_observed(dir: &Path, metrics: Arc<Metrics>) -> io::Result<RaftDb> {
         let path = dir.join(DB_FILE_NAME);
-        let what = "open";
         let db = Database::builder()
             .set_cache_size(DB_CACHE_BYTES)
             .create(&path)
-            .map_err(|e| io::Error::other(format!("redb {what} {}: {e}", path.display())))?;
+            .map_err(|e| io::Error::other(format!("redb open {}: {e}", path.display())))?;
+        RaftDb::over(db, dir, metrics)
+    }
+
+    /// A database held in memory, with snapshot files in `dir`: for the simulator (sim/), whose
+    /// log is not in redb (`LogStore::with_wal`) and which does no file I/O it cannot control.
+    pub fn open_in_memory(dir: &Path) -> io::Result<RaftDb> {
+        let db = Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(db_err("open in memory"))?;
+        RaftDb::over(db, dir, Arc::default())
+    }
+
+    fn over(db: Database, dir: &Path, metrics: Arc<Metrics>) -> io::Result<RaftDb> {
+        let what = "open";
         let txn = db.begin_write().map_err(db_err(what))?;
         txn.open_table(LOG_TABLE).map_err(db_err(what))?;
         txn.open_table(META_TABLE).map_err(db_err(what))?;
@@ -110,7 +123,7 @@ impl RaftDb {
         let db = self.db.clone();
         let path = self.dir.join(DB_FILE_NAME);
         let what = "compact database";
-        run_blocking(what, move || {
+        crate::seam::blocking(what, move || {
             let before = std::fs::metadata(&path)?.len();
             let mut db = db.write().unwrap_or_else(|p| p.into_inner());
             db.compact()
@@ -121,15 +134,6 @@ impl RaftDb {
         })
         .await
     }
-}
-
-pub(super) async fn run_blocking<T: Send + 'static>(
-    what: &'static str,
-    f: impl FnOnce() -> io::Result<T> + Send + 'static,
-) -> io::Result<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| io::Error::other(format!("{what}: blocking task failed: {e}")))?
 }
 
 /// Maps a redb error to an `io::Error` naming the operation.

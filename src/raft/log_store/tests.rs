@@ -130,7 +130,7 @@ async fn limited_read_respects_byte_limit() -> io::Result<()> {
     let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
     let entries = (1..=3).map(|i| Entry::new_blank(log_id(1, i))).collect();
     append(&mut store, entries).await?;
-    let one = read_wal(&lock(&store.shared.wal), (1, Some(4)), 1)?;
+    let one = read_wal(&**lock(&store.shared.wal), (1, Some(4)), 1)?;
     assert_eq!(one.entries.len(), 1);
     assert!(one.cut);
     assert_eq!(store.limited_get_log_entries(1, 4).await?.len(), 3);
@@ -161,7 +161,7 @@ async fn tail_reads_come_from_memory_and_match_the_wal() -> io::Result<()> {
     append(&mut store, creates(1, 21..=30)).await?;
     assert_eq!(cached(&store), (21..=30).collect::<Vec<_>>());
     let tail = store.try_get_log_entries(25..31).await?;
-    let wal = read_wal(&lock(&store.shared.wal), (25, Some(31)), usize::MAX)?;
+    let wal = read_wal(&**lock(&store.shared.wal), (25, Some(31)), usize::MAX)?;
     let wal: Vec<Entry> = wal.entries.into_iter().map(|(e, _)| e).collect();
     assert_eq!(json(&tail), json(&wal));
     assert_eq!(
@@ -368,7 +368,7 @@ async fn limited_read_from_the_tail_respects_byte_limit() -> io::Result<()> {
     assert_eq!(store.limited_get_log_entries(1, 5).await?.len(), 2);
     assert_eq!(store.limited_get_log_entries(4, 5).await?.len(), 1);
     let disk = read_wal(
-        &lock(&store.shared.wal),
+        &**lock(&store.shared.wal),
         (1, Some(5)),
         REPLICATION_PAYLOAD_BYTES_MAX,
     )?;

@@ -103,12 +103,60 @@ impl Decode for StoredVote {
     }
 }
 
-/// What to do once a flush is durable (or failed).
-pub(super) struct Done(pub(super) Box<dyn FnOnce(io::Result<()>) + Send>);
+/// The write-ahead log under [`super::LogStore`]: raft-log's in the data directory on a node,
+/// the simulated disk's in the simulator (sim/). The log store keeps the tail, the order of
+/// what it hands over and what openraft is told; a WAL keeps records and makes them durable.
+///
+/// Records are kept in the order they are handed over, and a crash keeps a prefix of them: all
+/// of those fsynced (a flush with `sync`), and perhaps some written after. Every call returns
+/// at once; only `flush` with `sync` waits for the disk, and then calls its [`Flushed`].
+pub trait Wal: Send + 'static {
+    /// The last vote saved.
+    fn vote(&self) -> Option<Vote>;
+    /// The last entry's log id (`None` when no entry is left, purged or never written).
+    fn last(&self) -> Option<LogId>;
+    /// The last purged entry's log id.
+    fn purged(&self) -> Option<LogId>;
+    /// The last `committed` hint saved.
+    fn committed(&self) -> Option<LogId>;
+    /// Calls `each` with the entries of `[start, end)`, in index order, while it answers true.
+    fn read(
+        &self,
+        start: u64,
+        end: u64,
+        each: &mut dyn FnMut(LogId, &[u8]) -> io::Result<bool>,
+    ) -> io::Result<()>;
+    /// Entries (log id and stored bytes), following the last one.
+    fn append(&mut self, records: Vec<(LogId, Vec<u8>)>) -> io::Result<()>;
+    fn save_vote(&mut self, vote: Vote) -> io::Result<()>;
+    /// The `committed` hint; never behind the last one saved.
+    fn commit(&mut self, committed: LogId) -> io::Result<()>;
+    /// Drops the entries from index `from` on.
+    fn truncate(&mut self, from: u64) -> io::Result<()>;
+    /// Drops the entries up to and including `upto`.
+    fn purge(&mut self, upto: LogId) -> io::Result<()>;
+    /// Writes out what was handed over; with `sync`, also fsyncs it, then calls `done` (on the
+    /// WAL's own thread or task).
+    fn flush(&mut self, sync: bool, done: Option<Flushed>) -> io::Result<()>;
+}
 
-impl Callback for Done {
+/// What to do once a flush is durable (or failed).
+pub struct Flushed(Box<dyn FnOnce(io::Result<()>) + Send>);
+
+impl Flushed {
+    pub fn new(f: impl FnOnce(io::Result<()>) + Send + 'static) -> Flushed {
+        Flushed(Box::new(f))
+    }
+
+    /// Tells it how the flush ended.
+    pub fn done(self, result: io::Result<()>) {
+        (self.0)(result)
+    }
+}
+
+impl Callback for Flushed {
     fn send(self, res: io::Result<()>) {
-        (self.0)(res)
+        self.done(res)
     }
 }
 
@@ -116,7 +164,7 @@ impl Types for WalTypes {
     type LogId = WalLogId;
     type LogPayload = Stored;
     type Vote = StoredVote;
-    type Callback = Done;
+    type Callback = Flushed;
     type UserData = Stored;
 
     fn log_index(log_id: &WalLogId) -> u64 {
@@ -128,7 +176,68 @@ impl Types for WalTypes {
     }
 }
 
-pub(super) type Wal = RaftLog<WalTypes>;
+/// raft-log's WAL.
+pub(super) type DiskWal = RaftLog<WalTypes>;
+
+impl Wal for DiskWal {
+    fn vote(&self) -> Option<Vote> {
+        self.log_state().vote().map(|v| v.0)
+    }
+
+    fn last(&self) -> Option<LogId> {
+        self.log_state().last().map(log_id)
+    }
+
+    fn purged(&self) -> Option<LogId> {
+        self.log_state().purged().map(log_id)
+    }
+
+    fn committed(&self) -> Option<LogId> {
+        self.log_state().committed().map(log_id)
+    }
+
+    fn read(
+        &self,
+        start: u64,
+        end: u64,
+        each: &mut dyn FnMut(LogId, &[u8]) -> io::Result<bool>,
+    ) -> io::Result<()> {
+        for item in RaftLog::read(self, start, end) {
+            let (id, Stored(value)) = item?;
+            if !each(log_id(&id), &value)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn append(&mut self, records: Vec<(LogId, Vec<u8>)>) -> io::Result<()> {
+        let records = records
+            .into_iter()
+            .map(|(id, bytes)| (wal_id(&id), Stored(bytes)));
+        RaftLogWriter::append(self, records).map(drop)
+    }
+
+    fn save_vote(&mut self, vote: Vote) -> io::Result<()> {
+        RaftLogWriter::save_vote(self, StoredVote(vote)).map(drop)
+    }
+
+    fn commit(&mut self, committed: LogId) -> io::Result<()> {
+        RaftLogWriter::commit(self, wal_id(&committed)).map(drop)
+    }
+
+    fn truncate(&mut self, from: u64) -> io::Result<()> {
+        RaftLogWriter::truncate(self, from).map(drop)
+    }
+
+    fn purge(&mut self, upto: LogId) -> io::Result<()> {
+        RaftLogWriter::purge(self, wal_id(&upto)).map(drop)
+    }
+
+    fn flush(&mut self, sync: bool, done: Option<Flushed>) -> io::Result<()> {
+        RaftLogWriter::flush(self, sync, done)
+    }
+}
 
 pub(super) fn wal_id(log_id: &LogId) -> WalLogId {
     (
@@ -160,7 +269,7 @@ fn config(dir: &Path) -> raft_log::Config {
 }
 
 /// Opens the node's WAL, first moving an old data dir's log out of redb if there is one.
-pub(super) fn open(db: &RaftDb) -> io::Result<Wal> {
+pub(super) fn open(db: &RaftDb) -> io::Result<DiskWal> {
     let dir = db.dir().join(WAL_DIR_NAME);
     if !dir.exists() {
         migrate(db, &dir)?;
@@ -172,13 +281,14 @@ pub(super) fn open(db: &RaftDb) -> io::Result<Wal> {
 }
 
 /// Waits for everything written to `wal` to be durable.
-pub(super) fn flush_blocking(wal: &mut Wal) -> io::Result<()> {
+pub(super) fn flush_blocking(wal: &mut DiskWal) -> io::Result<()> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    wal.flush(
+    RaftLogWriter::flush(
+        wal,
         true,
-        Some(Done(Box::new(move |r| {
+        Some(Flushed::new(move |r| {
             let _ = std::sync::mpsc::SyncSender::send(&tx, r);
-        }))),
+        })),
     )?;
     rx.recv()
         .map_err(|_| io::Error::other("raft-log dropped a flush"))?
@@ -201,22 +311,22 @@ fn migrate(db: &RaftDb, dir: &Path) -> io::Result<()> {
     let log = txn.open_table(LOG_TABLE).map_err(db_err(what))?;
     let mut moved = 0u64;
     {
-        let mut wal: Wal = RaftLog::open(Arc::new(config(&tmp)))?;
+        let mut wal: DiskWal = RaftLog::open(Arc::new(config(&tmp)))?;
         if let Some(purged) = &purged {
-            wal.purge(wal_id(purged))?;
+            Wal::purge(&mut wal, *purged)?;
         }
         for item in log.iter().map_err(db_err(what))? {
             let (_, value) = item.map_err(db_err(what))?;
             let head: EntryHead =
                 serde_json::from_slice(value.value()).map_err(json_err("raft log entry"))?;
-            wal.append([(wal_id(&head.log_id), Stored(value.value().to_vec()))])?;
+            Wal::append(&mut wal, vec![(head.log_id, value.value().to_vec())])?;
             moved += 1;
         }
         if let Some(vote) = vote {
-            wal.save_vote(StoredVote(vote))?;
+            Wal::save_vote(&mut wal, vote)?;
         }
         if let Some(committed) = &committed {
-            wal.commit(wal_id(committed))?;
+            Wal::commit(&mut wal, *committed)?;
         }
         flush_blocking(&mut wal)?;
     }

@@ -1,0 +1,422 @@
+//! The simulated cluster: steward nodes (the real openraft, log store and state machine over a
+//! simulated disk and network) that crash and start again, and the way clients reach them.
+//!
+//! A client calls one node. The node serves it as steward's `Node` does: a write is proposed on
+//! the leader, forwarded there (one more hop through the network) when this node is not it; a
+//! linearizable read takes a read index from the leader (ReadIndex), waits until this node has
+//! applied it, and reads here. Answers come back through the network too, so they can be lost,
+//! and an answer from an incarnation that has crashed since is never delivered.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use steward::raft::log_store::{LogStore, RaftDb};
+use steward::raft::state_machine::{NoopObserver, StateMachine};
+use steward::raft::types::{
+    raft_settings, LogId, NodeAddr, NodeId, Raft, RaftError, RaftMetrics, ReadPolicy, ServerState,
+    WatchReceiver,
+};
+use steward::state::{Command, Proposal, Response, State};
+
+use crate::disk::{Disk, DiskFaults};
+use crate::net::{Copies, Factory, Net};
+use crate::trace::Trace;
+
+/// A running node.
+struct Live {
+    incarnation: u64,
+    raft: Raft,
+    state: Arc<RwLock<State>>,
+    /// The log ids its WAL holds (the checker compares what it applied).
+    ids: Arc<Mutex<BTreeMap<u64, (LogId, u64)>>>,
+}
+
+/// What a node sees of itself, for the checker.
+pub struct View {
+    pub node: NodeId,
+    pub incarnation: u64,
+    pub metrics: RaftMetrics,
+    pub revision: u64,
+    pub ids: Arc<Mutex<BTreeMap<u64, (LogId, u64)>>>,
+    pub state: Arc<RwLock<State>>,
+}
+
+/// How a client call ended.
+#[derive(Debug)]
+pub enum Answer<T> {
+    Ok(T),
+    /// Refused with an answer that proves it did not take effect.
+    Fail(String),
+    /// It may or may not have taken effect.
+    Unknown(String),
+}
+
+pub struct Cluster {
+    pub ids: Vec<NodeId>,
+    pub net: Net,
+    pub trace: Trace,
+    disks: BTreeMap<NodeId, Disk>,
+    live: Mutex<BTreeMap<NodeId, Live>>,
+    /// Nodes being started (a second start of one waits for nothing and does nothing).
+    starting: Mutex<std::collections::BTreeSet<NodeId>>,
+    settings: Arc<openraft::Config>,
+    /// Where each node's (unused) snapshot directory is.
+    dirs: BTreeMap<NodeId, PathBuf>,
+    _tmp: tempfile::TempDir,
+    /// How long a node waits for a leader, or a client for an answer.
+    pub timeout: Duration,
+}
+
+fn addr(id: NodeId) -> NodeAddr {
+    NodeAddr {
+        peer_addr: format!("n{id}:peer"),
+        client_addr: format!("n{id}:client"),
+    }
+}
+
+fn name(id: NodeId) -> String {
+    format!("n{id}")
+}
+
+impl Cluster {
+    /// `nodes` nodes, none started yet.
+    pub fn new(
+        nodes: u64,
+        seed: u64,
+        net: Net,
+        disk_faults: DiskFaults,
+        trace: Trace,
+    ) -> anyhow::Result<Cluster> {
+        let ids: Vec<NodeId> = (1..=nodes).collect();
+        let tmp = tempfile::tempdir()?;
+        let mut disks = BTreeMap::new();
+        let mut dirs = BTreeMap::new();
+        for &id in &ids {
+            let seed = seed ^ (0xd15c_0000 + id);
+            disks.insert(id, Disk::new(id, seed, disk_faults.clone(), trace.clone()));
+            let dir = tmp.path().join(name(id));
+            std::fs::create_dir_all(&dir)?;
+            dirs.insert(id, dir);
+        }
+        // Elections and heartbeats an order of magnitude faster than a node's defaults, so a
+        // few simulated seconds hold many of them; the same translation into openraft's.
+        let raft = steward::config::RaftConfig {
+            heartbeat_interval_ms: 50,
+            election_timeout_ms_min: 400,
+            election_timeout_ms_max: 600,
+            rpc_timeout_ms: 300,
+            ..Default::default()
+        };
+        let mut settings = raft_settings(&raft)?;
+        settings.snapshot_policy = openraft::SnapshotPolicy::Never;
+        Ok(Cluster {
+            ids,
+            net,
+            trace,
+            disks,
+            live: Mutex::new(BTreeMap::new()),
+            starting: Mutex::new(Default::default()),
+            settings: Arc::new(settings),
+            dirs,
+            _tmp: tmp,
+            timeout: Duration::from_millis(1_000),
+        })
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, BTreeMap<NodeId, Live>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts node `id` from what its disk holds.
+    pub async fn start(&self, id: NodeId) -> anyhow::Result<()> {
+        if self.live().contains_key(&id) {
+            return Ok(());
+        }
+        if !self
+            .starting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id)
+        {
+            return Ok(());
+        }
+        let started = self.start_now(id).await;
+        self.starting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        started
+    }
+
+    async fn start_now(&self, id: NodeId) -> anyhow::Result<()> {
+        let wal = self.disks[&id].open();
+        let ids = wal.ids();
+        let incarnation = wal.incarnation();
+        let db = RaftDb::open_in_memory(&self.dirs[&id])?;
+        let sm = StateMachine::open(db.clone(), Arc::new(NoopObserver))?;
+        let state = sm.state();
+        let log = LogStore::with_wal(db, Box::new(wal));
+        let network = Factory {
+            net: self.net.clone(),
+            from: id,
+            incarnation,
+            trace: self.trace.clone(),
+        };
+        let raft = Raft::new(id, self.settings.clone(), network, log, sm).await?;
+        self.net.up(id, incarnation, raft.clone());
+        self.live().insert(
+            id,
+            Live {
+                incarnation,
+                raft,
+                state,
+                ids,
+            },
+        );
+        self.trace
+            .log(&name(id), format!("started (incarnation {incarnation})"));
+        Ok(())
+    }
+
+    /// Makes every node a member: once, on node 1, at the start.
+    pub async fn initialize(&self) -> anyhow::Result<()> {
+        let raft = self
+            .raft(1)
+            .ok_or_else(|| anyhow::anyhow!("node 1 is down"))?;
+        let members: BTreeMap<NodeId, NodeAddr> =
+            self.ids.iter().map(|&id| (id, addr(id))).collect();
+        raft.initialize(members).await?;
+        Ok(())
+    }
+
+    /// Node `id` loses power: it stops at once, and its disk keeps what the seed says.
+    pub fn crash(&self, id: NodeId) {
+        let Some(live) = self.live().remove(&id) else {
+            return;
+        };
+        self.net.down(id);
+        let lost = self.disks[&id].crash();
+        self.trace
+            .log(&name(id), format!("crashed ({lost} unsynced records lost)"));
+        // Its tasks wind down; nothing they do reaches the network or the disk any more.
+        tokio::spawn(async move {
+            let _ = live.raft.shutdown().await;
+        });
+    }
+
+    pub fn is_up(&self, id: NodeId) -> bool {
+        self.live().contains_key(&id)
+    }
+
+    pub fn disk(&self, id: NodeId) -> &Disk {
+        &self.disks[&id]
+    }
+
+    fn raft(&self, id: NodeId) -> Option<Raft> {
+        self.live().get(&id).map(|l| l.raft.clone())
+    }
+
+    /// What each running node sees now.
+    pub fn views(&self) -> Vec<View> {
+        self.live()
+            .iter()
+            .map(|(&node, live)| {
+                let metrics = live.raft.metrics().borrow_watched().clone();
+                let revision = live
+                    .state
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .revision();
+                View {
+                    node,
+                    incarnation: live.incarnation,
+                    metrics,
+                    revision,
+                    ids: live.ids.clone(),
+                    state: live.state.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// A client's write through node `via`: proposed on the leader, forwarded there if need be.
+    pub async fn write(&self, via: NodeId, command: Command) -> Answer<Response> {
+        let Some((incarnation, raft)) = self.reach(via) else {
+            return Answer::Fail(format!("n{via} is down"));
+        };
+        let proposal = Proposal {
+            time_ms: 0,
+            term: None,
+            wall_ms: None,
+            command,
+        };
+        let net = self.net.clone();
+        let timeout = self.timeout;
+        let work = async move {
+            match propose(&raft, proposal.clone()).await {
+                Proposed::Done(r) => Answer::Ok(r),
+                Proposed::Unknown(e) => Answer::Unknown(e),
+                Proposed::NotLeader(None) => Answer::Fail("no leader".into()),
+                Proposed::NotLeader(Some(leader)) => {
+                    // Forward: one more hop, whose answer can be lost too.
+                    let forwarded = net.call(Some(via), leader, Copies::Never, move |raft| {
+                        let proposal = proposal.clone();
+                        async move { propose(&raft, proposal).await }
+                    });
+                    match tokio::time::timeout(timeout, forwarded).await {
+                        Ok(Proposed::Done(r)) => Answer::Ok(r),
+                        Ok(Proposed::NotLeader(_)) => Answer::Fail("leader changed".into()),
+                        Ok(Proposed::Unknown(e)) => Answer::Unknown(e),
+                        Err(_) => Answer::Unknown("forward timed out".into()),
+                    }
+                }
+            }
+        };
+        self.answer(via, incarnation, work).await
+    }
+
+    /// A client's linearizable read through node `via`: `read` runs on its state once it has
+    /// applied the leader's read index.
+    pub async fn read<T: Send + 'static>(
+        &self,
+        via: NodeId,
+        read: impl Fn(&State) -> T + Send + Sync + 'static,
+    ) -> Answer<T> {
+        let Some((incarnation, raft)) = self.reach(via) else {
+            return Answer::Fail(format!("n{via} is down"));
+        };
+        let Some(state) = self.live().get(&via).map(|l| l.state.clone()) else {
+            return Answer::Fail(format!("n{via} is down"));
+        };
+        let net = self.net.clone();
+        let timeout = self.timeout;
+        let work = async move {
+            if !steward::bugs::active(steward::bugs::Bug::LocalReads) {
+                if let Err(e) = read_barrier(&raft, &net, via, timeout).await {
+                    return e;
+                }
+            }
+            let state = state.read().unwrap_or_else(|p| p.into_inner());
+            Answer::Ok(read(&state))
+        };
+        self.answer(via, incarnation, work).await
+    }
+
+    /// The running incarnation of `via` and its Raft, if a client's request reaches it.
+    fn reach(&self, via: NodeId) -> Option<(u64, Raft)> {
+        self.live()
+            .get(&via)
+            .map(|l| (l.incarnation, l.raft.clone()))
+    }
+
+    /// Runs `work` as node `via` would for a client, within the client's timeout, with the
+    /// client's hops through the network: the request can be lost (the client times out), and
+    /// so can the answer. An answer from an incarnation that has crashed is never sent.
+    async fn answer<T: Send + 'static>(
+        &self,
+        via: NodeId,
+        incarnation: u64,
+        work: impl std::future::Future<Output = Answer<T>> + Send + 'static,
+    ) -> Answer<T> {
+        let work = Arc::new(Mutex::new(Some(work)));
+        let net = self.net.clone();
+        let call = self.net.call(None, via, Copies::Never, move |_raft| {
+            let (work, net) = (work.clone(), net.clone());
+            async move {
+                // A copy of the request finds the work taken: it is answered nothing.
+                let taken = work.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let Some(work) = taken else {
+                    return std::future::pending().await;
+                };
+                let answer = work.await;
+                if !net.is_current(via, incarnation) {
+                    return std::future::pending().await;
+                }
+                answer
+            }
+        });
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(answer) => answer,
+            Err(_) => Answer::Unknown("client timed out".into()),
+        }
+    }
+
+    /// Stops every node's Raft (the end of a run).
+    pub async fn shutdown(&self) {
+        let rafts: Vec<Raft> = self.live().values().map(|l| l.raft.clone()).collect();
+        for raft in rafts {
+            let _ = raft.shutdown().await;
+        }
+    }
+
+    /// The current leader as node `id` sees it.
+    pub fn leader_seen_by(&self, id: NodeId) -> Option<NodeId> {
+        self.raft(id)
+            .and_then(|r| r.metrics().borrow_watched().current_leader)
+    }
+
+    /// Whether `id` is up and leads.
+    pub fn leads(&self, id: NodeId) -> bool {
+        self.raft(id)
+            .is_some_and(|r| r.metrics().borrow_watched().state == ServerState::Leader)
+    }
+}
+
+/// How a proposal on one node ended.
+enum Proposed {
+    Done(Response),
+    /// Not the leader; the one it knows of, if any. Nothing was proposed.
+    NotLeader(Option<NodeId>),
+    Unknown(String),
+}
+
+async fn propose(raft: &Raft, proposal: Proposal) -> Proposed {
+    match raft.client_write(proposal).await {
+        Ok(r) => Proposed::Done(r.data),
+        Err(RaftError::APIError(steward::raft::types::ClientWriteError::ForwardToLeader(f))) => {
+            Proposed::NotLeader(f.leader_id)
+        }
+        Err(e) => Proposed::Unknown(e.to_string()),
+    }
+}
+
+/// ReadIndex on `raft` (node `via`): the leader's read index, then this node's apply up to it.
+async fn read_barrier<T>(
+    raft: &Raft,
+    net: &Net,
+    via: NodeId,
+    timeout: Duration,
+) -> Result<(), Answer<T>> {
+    let index = match raft.get_read_linearizer(ReadPolicy::ReadIndex).await {
+        Ok(linearizer) => linearizer.read_log_id().index(),
+        Err(RaftError::APIError(steward::raft::types::LinearizableReadError::ForwardToLeader(
+            f,
+        ))) => {
+            let Some(leader) = f.leader_id else {
+                return Err(Answer::Fail("no leader".into()));
+            };
+            let asked = net.call(Some(via), leader, Copies::Never, |raft| async move {
+                raft.get_read_linearizer(ReadPolicy::ReadIndex)
+                    .await
+                    .map(|l| l.read_log_id().index())
+                    .map_err(|e| e.to_string())
+            });
+            match tokio::time::timeout(timeout, asked).await {
+                Ok(Ok(index)) => index,
+                Ok(Err(e)) => return Err(Answer::Fail(e)),
+                Err(_) => return Err(Answer::Fail("read index timed out".into())),
+            }
+        }
+        Err(e) => return Err(Answer::Fail(e.to_string())),
+    };
+    match raft
+        .wait(Some(timeout))
+        .applied_index_at_least(Some(index), "read index")
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) => Err(Answer::Fail(e.to_string())),
+    }
+}

@@ -1,0 +1,317 @@
+//! steward's deterministic simulator: a whole cluster in one thread, driven by one seed.
+//!
+//! Each run builds 3 or 5 nodes from the real parts (openraft, steward's log store and state
+//! machine, the core's apply) over a simulated disk (`disk`), a simulated network (`net`) and
+//! tokio's paused clock, runs clients against them while the nemesis (`nemesis`) injects faults,
+//! checks invariants as it goes (`check`), and checks the clients' history at the end.
+//!
+//! Why a hand-made simulation on tokio rather than turmoil or madsim: steward's nodes already
+//! meet the outside world at three seams that can be swapped in-process: openraft's network
+//! trait, steward's `Wal` (the log store's disk), and tokio's clock, which `start_paused`
+//! hands to the simulator (it jumps to the next timer whenever every task waits). A
+//! current-thread runtime polls tasks in an order fixed by the program, so with openraft's
+//! randomness drawn from the seed (`steward::seam`) and tokio's own seeded (`rng_seed`), a run
+//! is a function of its seed. turmoil simulates TCP, which would also carry the gRPC layer,
+//! but it runs hosts on one shared clock and does nothing for the disk; madsim replaces tokio
+//! itself, and Xline had to patch it for tonic. What had to be seamed: openraft's randomness
+//! (`StewardRuntime`), blocking work (`seam::blocking`: in place on a simulation thread), the
+//! WAL (`raft::log_store::Wal`), and redb (`RaftDb::open_in_memory`).
+//!
+//! Not simulated yet (README "Simulation"): the gRPC servers (clients reach a node through
+//! `cluster`, which serves them as `server::Node` does: forwarding and ReadIndex), snapshots
+//! (runs keep their whole log), per-node clock drift, and the lock, operation, watch and lease
+//! workloads.
+
+pub mod check;
+pub mod cluster;
+pub mod disk;
+pub mod nemesis;
+pub mod net;
+pub mod register;
+pub mod trace;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jepsen::checker::{check_register, Verdict};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use steward::bugs::Bug;
+
+use crate::check::{fingerprint, Invariants};
+use crate::cluster::Cluster;
+use crate::disk::DiskFaults;
+use crate::net::{Net, NetFaults};
+use crate::register::Histories;
+use crate::trace::Trace;
+
+/// One run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub seed: u64,
+    /// 3 or 5.
+    pub nodes: u64,
+    /// Simulated time the clients and the nemesis run.
+    pub duration: Duration,
+    pub clients: u64,
+    pub keys: u64,
+    /// Planted bugs turned on for this run (only in a build with `unsafe-bugs`).
+    pub bugs: Vec<Bug>,
+    /// Keep every trace line (else the newest few).
+    pub trace_all: bool,
+}
+
+impl Options {
+    pub fn new(seed: u64) -> Options {
+        Options {
+            seed,
+            nodes: 3,
+            duration: Duration::from_secs(5),
+            clients: 5,
+            keys: 3,
+            bugs: Vec::new(),
+            trace_all: false,
+        }
+    }
+}
+
+/// What one run found.
+#[derive(Debug)]
+pub struct Report {
+    pub seed: u64,
+    pub violations: Vec<String>,
+    /// The hash of the whole trace: the same seed must give the same hash.
+    pub trace_hash: String,
+    /// The clients' history as JSON lines (the other half of the determinism proof).
+    pub history: String,
+    pub ops: usize,
+    /// Simulated time the run took, start to last check.
+    pub simulated: Duration,
+    /// The trace lines kept (all, or the newest).
+    pub trace: Vec<String>,
+}
+
+/// How long, after the faults end, the cluster has to catch up before its nodes are compared.
+const SETTLE: Duration = Duration::from_secs(10);
+/// How often invariants are checked.
+const OBSERVE_EVERY: Duration = Duration::from_millis(5);
+
+/// A seed of its own for each part of the run, so that a change in one part's draws leaves the
+/// others' alone.
+fn part(seed: u64, part: u64) -> u64 {
+    let mut z = seed ^ part.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Runs one seed on the calling thread, which becomes a simulation thread for the while.
+pub fn run(opts: &Options) -> anyhow::Result<Report> {
+    steward::seam::enter_simulation(part(opts.seed, 1));
+    steward::state::bugs::turn_on_for_thread(Some(&opts.bugs));
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_time().start_paused(true);
+    #[cfg(tokio_unstable)]
+    builder.rng_seed(tokio::runtime::RngSeed::from_bytes(
+        &part(opts.seed, 2).to_le_bytes(),
+    ));
+    let result = builder
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| rt.block_on(scenario(opts)));
+    steward::state::bugs::turn_on_for_thread(None);
+    steward::seam::leave_simulation();
+    result
+}
+
+async fn scenario(opts: &Options) -> anyhow::Result<Report> {
+    let started = tokio::time::Instant::now();
+    let trace = Trace::new(opts.trace_all);
+    trace.log(
+        "SIM",
+        format!(
+            "seed {} nodes {} bugs {:?}",
+            opts.seed, opts.nodes, opts.bugs
+        ),
+    );
+    let net = Net::new(part(opts.seed, 3), NetFaults::default());
+    let disk = DiskFaults::default();
+    let cluster = Arc::new(Cluster::new(
+        opts.nodes,
+        part(opts.seed, 4),
+        net,
+        disk,
+        trace.clone(),
+    )?);
+    for &id in &cluster.ids {
+        cluster.start(id).await?;
+    }
+    cluster.initialize().await?;
+
+    let invariants = Arc::new(Mutex::new(Invariants::default()));
+    let observer = {
+        let (cluster, invariants) = (cluster.clone(), invariants.clone());
+        tokio::spawn(async move {
+            loop {
+                let views = cluster.views();
+                for v in &views {
+                    if let Err(e) = &v.metrics.running_state {
+                        cluster
+                            .trace
+                            .log(&format!("n{}", v.node), format!("raft stopped: {e}"));
+                        cluster.crash(v.node);
+                    }
+                }
+                invariants
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .observe(&views, &cluster.trace);
+                tokio::time::sleep(OBSERVE_EVERY).await;
+            }
+        })
+    };
+
+    let until = tokio::time::Instant::now() + opts.duration;
+    let histories = Arc::new(Mutex::new(Histories::default()));
+    let mut tasks = Vec::new();
+    for p in 0..opts.clients {
+        tasks.push(tokio::spawn(register::client(
+            cluster.clone(),
+            p,
+            SmallRng::seed_from_u64(part(opts.seed, 100 + p)),
+            opts.keys,
+            until,
+            histories.clone(),
+        )));
+    }
+    let nemesis = tokio::spawn(nemesis::run(
+        cluster.clone(),
+        SmallRng::seed_from_u64(part(opts.seed, 5)),
+        until,
+    ));
+    for t in tasks {
+        t.await?;
+    }
+    nemesis.await?;
+
+    // The faults end; every node must catch up and hold the same state.
+    nemesis::heal(&cluster).await;
+    let settled = settle(&cluster).await;
+    observer.abort();
+    let mut violations = {
+        let mut inv = invariants.lock().unwrap_or_else(|p| p.into_inner());
+        inv.observe(&cluster.views(), &trace);
+        std::mem::take(&mut inv.violations)
+    };
+    match settled {
+        Err(e) => {
+            trace.log("CHK", format!("VIOLATION: {e}"));
+            violations.push(e);
+        }
+        Ok(()) => {
+            let prints: Vec<(u64, String)> = cluster
+                .views()
+                .iter()
+                .map(|v| {
+                    let state = v.state.read().unwrap_or_else(|p| p.into_inner());
+                    (v.node, fingerprint(&state))
+                })
+                .collect();
+            if let Some((first, print)) = prints.first() {
+                for (node, other) in &prints[1..] {
+                    if other != print {
+                        let e = format!(
+                            "n{first} and n{node} applied the same log but hold different \
+                             states: {print} | {other}"
+                        );
+                        trace.log("CHK", format!("VIOLATION: {e}"));
+                        violations.push(e);
+                    }
+                }
+            }
+        }
+    }
+    cluster.shutdown().await;
+
+    let histories = std::mem::take(&mut *histories.lock().unwrap_or_else(|p| p.into_inner()));
+    if let Some(e) = register::check_revisions(&histories.writes) {
+        trace.log("CHK", format!("VIOLATION: {e}"));
+        violations.push(e);
+    }
+    let (verdict, _) = check_register(&histories.events, Duration::from_secs(30));
+    match &verdict {
+        Verdict::Valid => {}
+        other => {
+            let e = format!(
+                "register history {}: {}",
+                other.label(),
+                jepsen::checker::render::render(other)
+            );
+            trace.log("CHK", format!("VIOLATION: {}", other.label()));
+            violations.push(e);
+        }
+    }
+    let history: Vec<String> = histories
+        .events
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap_or_default())
+        .collect();
+    trace.log(
+        "SIM",
+        format!(
+            "done: {} ops, {} violations",
+            history.len(),
+            violations.len()
+        ),
+    );
+    Ok(Report {
+        seed: opts.seed,
+        violations,
+        trace_hash: trace.hash(),
+        ops: history.len(),
+        history: history.join("\n"),
+        simulated: started.elapsed(),
+        trace: trace.lines(),
+    })
+}
+
+/// Waits until every node runs and has applied what the leader committed; an error if that
+/// does not happen within [`SETTLE`] of a healed cluster (a liveness failure).
+async fn settle(cluster: &Cluster) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        let views = cluster.views();
+        let leader = views
+            .iter()
+            .find(|v| v.metrics.state == steward::raft::types::ServerState::Leader);
+        if let Some(leader) = leader {
+            let committed = leader.metrics.local_committed.map(|c| c.index);
+            let caught_up = views.len() == cluster.ids.len()
+                && views
+                    .iter()
+                    .all(|v| v.metrics.last_applied.map(|a| a.index) == committed);
+            if caught_up {
+                return Ok(());
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let seen: Vec<String> = views
+                .iter()
+                .map(|v| {
+                    format!(
+                        "n{} {:?} term {} applied {:?}",
+                        v.node,
+                        v.metrics.state,
+                        v.metrics.current_term,
+                        v.metrics.last_applied.map(|a| a.index)
+                    )
+                })
+                .collect();
+            return Err(format!(
+                "the healed cluster did not settle within {SETTLE:?}: {}",
+                seen.join(", ")
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,162 @@
+//! The nemesis: faults on a schedule drawn from the seed. Crashes of one node or of all of
+//! them at once (a power loss: what was not fsynced is gone), partitions of every shape (one
+//! node cut off, a minority from a majority, one-way cuts), a lossy network that drops and
+//! duplicates, and stalled disks. A crashed node starts again after a while.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::RngExt;
+use steward::raft::types::NodeId;
+
+use crate::cluster::Cluster;
+use crate::net::NetFaults;
+
+/// Starts node `id` again after `after`.
+fn restart_later(cluster: &Arc<Cluster>, id: NodeId, after: Duration) {
+    let cluster = cluster.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        if let Err(e) = cluster.start(id).await {
+            cluster
+                .trace
+                .log(&format!("n{id}"), format!("did not start: {e}"));
+        }
+    });
+}
+
+fn pick(rng: &mut SmallRng, ids: &[NodeId]) -> NodeId {
+    ids[rng.random_range(0..ids.len())]
+}
+
+/// Every pair of nodes one in `a` and one not, both ways.
+fn split(ids: &[NodeId], a: &BTreeSet<NodeId>) -> BTreeSet<(NodeId, NodeId)> {
+    let mut cuts = BTreeSet::new();
+    for &x in ids {
+        for &y in ids {
+            if a.contains(&x) != a.contains(&y) {
+                cuts.insert((x, y));
+            }
+        }
+    }
+    cuts
+}
+
+pub async fn run(cluster: Arc<Cluster>, mut rng: SmallRng, until: tokio::time::Instant) {
+    let trace = cluster.trace.clone();
+    let ids = cluster.ids.clone();
+    let who = "NEM";
+    loop {
+        let pause = Duration::from_millis(rng.random_range(100..700));
+        if tokio::time::Instant::now() + pause >= until {
+            return;
+        }
+        tokio::time::sleep(pause).await;
+        match rng.random_range(0..100) {
+            0..=24 => {
+                let id = pick(&mut rng, &ids);
+                if cluster.is_up(id) {
+                    trace.log(who, format!("crash n{id}"));
+                    cluster.crash(id);
+                    restart_later(
+                        &cluster,
+                        id,
+                        Duration::from_millis(rng.random_range(50..1500)),
+                    );
+                }
+            }
+            25..=31 => {
+                trace.log(who, "power loss: every node crashes");
+                for &id in &ids {
+                    cluster.crash(id);
+                    restart_later(
+                        &cluster,
+                        id,
+                        Duration::from_millis(rng.random_range(50..800)),
+                    );
+                }
+            }
+            32..=51 => {
+                let cuts = match rng.random_range(0..3) {
+                    0 => {
+                        let id = pick(&mut rng, &ids);
+                        trace.log(who, format!("partition: n{id} alone"));
+                        split(&ids, &BTreeSet::from([id]))
+                    }
+                    1 => {
+                        let mut minority = BTreeSet::new();
+                        while minority.len() < (ids.len() - 1) / 2 {
+                            minority.insert(pick(&mut rng, &ids));
+                        }
+                        trace.log(who, format!("partition: {minority:?} from the rest"));
+                        split(&ids, &minority)
+                    }
+                    _ => {
+                        let from = pick(&mut rng, &ids);
+                        let to = pick(&mut rng, &ids);
+                        let mut cuts = BTreeSet::new();
+                        if from != to {
+                            cuts.insert((from, to));
+                        } else {
+                            // Everything n sends is lost; it still hears the others.
+                            for &other in &ids {
+                                if other != from {
+                                    cuts.insert((from, other));
+                                }
+                            }
+                        }
+                        trace.log(who, format!("one-way cut: {cuts:?}"));
+                        cuts
+                    }
+                };
+                cluster.net.set_cuts(cuts);
+            }
+            52..=66 => {
+                trace.log(who, "heal the partition");
+                cluster.net.set_cuts(BTreeSet::new());
+            }
+            67..=76 => {
+                let faults = if rng.random_bool(0.5) {
+                    NetFaults {
+                        drop: rng.random_range(0.0..0.2),
+                        duplicate: rng.random_range(0.0..0.2),
+                        delay_us: (100, rng.random_range(2_000..30_000)),
+                    }
+                } else {
+                    NetFaults::default()
+                };
+                trace.log(
+                    who,
+                    format!(
+                        "network: drop {:.3} duplicate {:.3} delay {:?} us",
+                        faults.drop, faults.duplicate, faults.delay_us
+                    ),
+                );
+                cluster.net.set_faults(faults);
+            }
+            77..=86 => {
+                let id = pick(&mut rng, &ids);
+                let stall = Duration::from_millis(rng.random_range(100..1500));
+                trace.log(who, format!("n{id}'s disk stalls for {stall:?}"));
+                cluster.disk(id).stall(tokio::time::Instant::now() + stall);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Ends every fault: the network is whole and calm, every node runs.
+pub async fn heal(cluster: &Cluster) {
+    cluster.trace.log("NEM", "heal everything");
+    cluster.net.set_cuts(BTreeSet::new());
+    cluster.net.set_faults(NetFaults::default());
+    for &id in &cluster.ids {
+        if let Err(e) = cluster.start(id).await {
+            cluster
+                .trace
+                .log(&format!("n{id}"), format!("did not start: {e}"));
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! The simulated network between nodes, and between clients and nodes.
+//!
+//! Peer messages are steward's own (openraft's requests and answers, encoded as the peer port
+//! encodes them) carried by [`Peer`], openraft's `RaftNetworkV2`. Each message is delayed by the
+//! seed, may be dropped (the caller waits out its deadline: a timeout), duplicated (the copy
+//! arrives later, after messages sent after it: a reorder), and goes only where the partition
+//! lets it: a cut is one-way, `from -> to`, so a partition of any shape is a set of cuts. An
+//! answer takes the way back under the same rules, so a request can take effect and its
+//! answer be lost.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openraft::errors::{RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::RPCOption;
+use openraft::{RaftNetworkFactory, RaftNetworkV2};
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use steward::raft::network::{decode, encode};
+use steward::raft::types::{
+    AppendEntriesRequest, AppendEntriesResponse, NodeAddr, NodeId, Raft, RaftError, Snapshot,
+    SnapshotData, SnapshotResponse, TransferLeaderRequest, TransferLeaderResponse, TypeConfig,
+    Vote, VoteRequest, VoteResponse,
+};
+
+/// How the network misbehaves; drawn from the seed per run, changed by the nemesis.
+#[derive(Clone, Debug)]
+pub struct NetFaults {
+    /// One-way delay of a message, simulated microseconds (uniform).
+    pub delay_us: (u64, u64),
+    /// The chance a message is lost.
+    pub drop: f64,
+    /// The chance a message is delivered twice (the copy later).
+    pub duplicate: f64,
+}
+
+impl Default for NetFaults {
+    fn default() -> Self {
+        NetFaults {
+            delay_us: (100, 2_000),
+            drop: 0.0,
+            duplicate: 0.0,
+        }
+    }
+}
+
+/// The network. Clones share it.
+#[derive(Clone)]
+pub struct Net {
+    inner: Arc<Mutex<Inner>>,
+}
+
+struct Inner {
+    /// Each node's running incarnation and its Raft; `None` while it is down.
+    nodes: BTreeMap<NodeId, Option<(u64, Raft)>>,
+    /// Messages from `.0` to `.1` are lost.
+    cuts: BTreeSet<(NodeId, NodeId)>,
+    faults: NetFaults,
+    rng: SmallRng,
+}
+
+/// Whether a message may be delivered twice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Copies {
+    /// Raft's own messages: yes.
+    Raft,
+    /// A call over one gRPC stream: never.
+    Never,
+}
+
+/// What happens to one message.
+struct Fate {
+    delay: Duration,
+    lost: bool,
+    /// Delivered again after this much more.
+    copy_after: Option<Duration>,
+}
+
+impl Net {
+    pub fn new(seed: u64, faults: NetFaults) -> Net {
+        Net {
+            inner: Arc::new(Mutex::new(Inner {
+                nodes: BTreeMap::new(),
+                cuts: BTreeSet::new(),
+                faults,
+                rng: SmallRng::seed_from_u64(seed),
+            })),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `node` is up, as `incarnation`.
+    pub fn up(&self, node: NodeId, incarnation: u64, raft: Raft) {
+        self.lock().nodes.insert(node, Some((incarnation, raft)));
+    }
+
+    /// `node` is down: nothing reaches it, nothing it sent before goes on.
+    pub fn down(&self, node: NodeId) {
+        self.lock().nodes.insert(node, None);
+    }
+
+    /// Whether `node` runs as `incarnation`.
+    pub fn is_current(&self, node: NodeId, incarnation: u64) -> bool {
+        matches!(self.lock().nodes.get(&node), Some(Some((i, _))) if *i == incarnation)
+    }
+
+    /// Replaces the partition: messages `from -> to` are lost for every pair in `cuts`.
+    pub fn set_cuts(&self, cuts: BTreeSet<(NodeId, NodeId)>) {
+        self.lock().cuts = cuts;
+    }
+
+    pub fn set_faults(&self, faults: NetFaults) {
+        self.lock().faults = faults;
+    }
+
+    pub fn faults(&self) -> NetFaults {
+        self.lock().faults.clone()
+    }
+
+    /// Whether a message `from -> to` would pass the partition now (clients are never cut;
+    /// they are `None`).
+    pub fn passes(&self, from: Option<NodeId>, to: NodeId) -> bool {
+        from.is_none_or(|from| !self.lock().cuts.contains(&(from, to)))
+    }
+
+    fn fate(&self) -> Fate {
+        let mut inner = self.lock();
+        let (lo, hi) = inner.faults.delay_us;
+        let delay = Duration::from_micros(inner.rng.random_range(lo..=hi));
+        let (drop, duplicate) = (inner.faults.drop, inner.faults.duplicate);
+        let lost = drop > 0.0 && inner.rng.random_bool(drop);
+        let copy_after = (duplicate > 0.0 && inner.rng.random_bool(duplicate))
+            .then(|| Duration::from_micros(inner.rng.random_range(lo..=hi * 4)));
+        Fate {
+            delay,
+            lost,
+            copy_after,
+        }
+    }
+
+    /// `to`'s Raft if it is up and a message from `from` gets through the partition.
+    fn reach(&self, from: Option<NodeId>, to: NodeId) -> Option<Raft> {
+        let inner = self.lock();
+        if from.is_some_and(|from| inner.cuts.contains(&(from, to))) {
+            return None;
+        }
+        match inner.nodes.get(&to) {
+            Some(Some((_, raft))) => Some(raft.clone()),
+            _ => None,
+        }
+    }
+
+    /// Carries a call from `from` (a node, or a client) to `to` and its answer back, under the
+    /// seed's delays, losses, copies and the partition. A message that does not arrive makes
+    /// the call wait forever: the caller's deadline decides when it gives up. `deliver` runs the
+    /// call at `to`; a copy runs it again, its answer dropped.
+    ///
+    /// Only Raft's own messages are copied (`Copies::Raft`): Raft must take any message twice.
+    /// A forwarded write or a client's call rides one gRPC call over TCP, which may be cut off
+    /// but never delivers a request twice; a copy there would be a double write no real network
+    /// makes (a client or node that sends again is another matter: a bug of its own).
+    pub async fn call<T, F, Fut>(
+        &self,
+        from: Option<NodeId>,
+        to: NodeId,
+        copies: Copies,
+        deliver: F,
+    ) -> T
+    where
+        T: Send + 'static,
+        F: Fn(Raft) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        let there = self.fate();
+        tokio::time::sleep(there.delay).await;
+        let Some(target) = self.reach(from, to) else {
+            return std::future::pending().await;
+        };
+        let deliver = Arc::new(deliver);
+        let copy_after = there.copy_after.filter(|_| copies == Copies::Raft);
+        if let Some(after) = copy_after {
+            let (net, deliver) = (self.clone(), deliver.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                if let Some(target) = net.reach(from, to) {
+                    drop(deliver(target).await);
+                }
+            });
+        }
+        if there.lost {
+            return std::future::pending().await;
+        }
+        let answer = deliver(target).await;
+        let back = self.fate();
+        tokio::time::sleep(back.delay).await;
+        // The answer goes back the other way: through the partition from `to` to `from`.
+        let passes_back = from.is_none_or(|from| self.passes(Some(to), from));
+        if back.lost || !passes_back {
+            return std::future::pending().await;
+        }
+        answer
+    }
+}
+
+/// openraft's network factory of one node's incarnation.
+pub struct Factory {
+    pub net: Net,
+    pub from: NodeId,
+    pub incarnation: u64,
+    pub trace: crate::trace::Trace,
+}
+
+impl RaftNetworkFactory<TypeConfig> for Factory {
+    type Network = Peer;
+
+    async fn new_client(&mut self, target: NodeId, _node: &NodeAddr) -> Peer {
+        Peer {
+            net: self.net.clone(),
+            from: self.from,
+            incarnation: self.incarnation,
+            to: target,
+            trace: self.trace.clone(),
+        }
+    }
+}
+
+/// One node's connection to another.
+pub struct Peer {
+    net: Net,
+    from: NodeId,
+    incarnation: u64,
+    to: NodeId,
+    trace: crate::trace::Trace,
+}
+
+fn unreachable(why: &str) -> RPCError<TypeConfig> {
+    RPCError::Unreachable(Unreachable::new(&io::Error::other(why.to_string())))
+}
+
+impl Peer {
+    /// Sends `req` as the peer port would (encoded, decoded at the other end), runs `handle`
+    /// there, and brings the answer back the same way, within `ttl`.
+    async fn send<Req, Resp, F, Fut>(
+        &self,
+        req: &Req,
+        ttl: Duration,
+        handle: F,
+    ) -> Result<Resp, RPCError<TypeConfig>>
+    where
+        Req: Serialize + DeserializeOwned + Send + 'static,
+        Resp: Serialize + DeserializeOwned + Send + 'static,
+        F: Fn(Raft, Req) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, RaftError>> + Send + 'static,
+    {
+        if !self.net.is_current(self.from, self.incarnation) {
+            return Err(unreachable("this node crashed"));
+        }
+        let data = encode(req).map_err(|e| unreachable(&e.to_string()))?;
+        let handle = Arc::new(handle);
+        let call = self
+            .net
+            .call(Some(self.from), self.to, Copies::Raft, move |raft| {
+                let (data, handle) = (data.clone(), handle.clone());
+                async move {
+                    let req: Req = decode(&data).map_err(|e| e.to_string())?;
+                    let result = handle(raft, req).await;
+                    encode(&result).map_err(|e| e.to_string())
+                }
+            });
+        let answer = tokio::time::timeout(ttl, call)
+            .await
+            .map_err(|_| unreachable("timed out"))?
+            .map_err(|e| unreachable(&e))?;
+        let result: Result<Resp, RaftError> =
+            decode(&answer).map_err(|e| unreachable(&e.to_string()))?;
+        // The only remote error of these calls is Fatal: the peer's Raft stopped.
+        result.map_err(|e| unreachable(&e.to_string()))
+    }
+}
+
+impl Peer {
+    /// A vote asked and its answer, in the trace.
+    fn log_vote(
+        &self,
+        what: &str,
+        asked: &Vote,
+        answer: &Result<VoteResponse, RPCError<TypeConfig>>,
+    ) {
+        let how = match answer {
+            Ok(r) if r.vote_granted => format!("granted (n{} holds {})", self.to, r.vote),
+            Ok(r) => format!("refused (n{} holds {})", self.to, r.vote),
+            Err(e) => format!("no answer from n{}: {e}", self.to),
+        };
+        self.trace
+            .log(&format!("n{}", self.from), format!("{what} {asked}: {how}"));
+    }
+}
+
+impl RaftNetworkV2<TypeConfig> for Peer {
+    type SnapshotData = SnapshotData;
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse, RPCError<TypeConfig>> {
+        self.send(&rpc, option.hard_ttl(), |raft, req| async move {
+            raft.append_entries(req).await
+        })
+        .await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest,
+        option: RPCOption,
+    ) -> Result<VoteResponse, RPCError<TypeConfig>> {
+        let asked = rpc.vote;
+        let answer = self
+            .send(&rpc, option.hard_ttl(), |raft, req| async move {
+                raft.vote(req).await
+            })
+            .await;
+        self.log_vote("vote", &asked, &answer);
+        answer
+    }
+
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest,
+        option: RPCOption,
+    ) -> Result<VoteResponse, RPCError<TypeConfig>> {
+        let asked = rpc.vote;
+        let answer = self
+            .send(&rpc, option.hard_ttl(), |raft, req| async move {
+                raft.pre_vote(req).await
+            })
+            .await;
+        self.log_vote("pre-vote", &asked, &answer);
+        answer
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        req: TransferLeaderRequest,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse, RPCError<TypeConfig>> {
+        self.send(&req, option.hard_ttl(), |raft, req| async move {
+            raft.handle_transfer_leader(req)
+                .await
+                .map_err(RaftError::Fatal)
+        })
+        .await
+    }
+
+    /// Snapshots are not simulated yet: runs keep their whole log (`SnapshotPolicy::Never`), so
+    /// openraft never needs to send one.
+    async fn full_snapshot(
+        &mut self,
+        _vote: Vote,
+        _snapshot: Snapshot,
+        _cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse, StreamingError<TypeConfig>> {
+        let e = io::Error::other("the simulator does not send snapshots");
+        Err(StreamingError::Unreachable(Unreachable::new(&e)))
+    }
+}
