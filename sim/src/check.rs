@@ -7,6 +7,7 @@
 //! - a committed entry never changes: every node that applies index i applied the same log id
 //!   there as every other node, in every incarnation;
 //! - a node's state revision never goes back while it runs;
+//!
 //! and at the end, once the cluster is healed and caught up, every node's state is the same.
 
 use std::collections::BTreeMap;

@@ -88,6 +88,7 @@ impl Cluster {
         net: Net,
         disk_faults: DiskFaults,
         trace: Trace,
+        leader_restore: bool,
     ) -> anyhow::Result<Cluster> {
         let ids: Vec<NodeId> = (1..=nodes).collect();
         let tmp = tempfile::tempdir()?;
@@ -111,6 +112,9 @@ impl Cluster {
         };
         let mut settings = raft_settings(&raft)?;
         settings.snapshot_policy = openraft::SnapshotPolicy::Never;
+        if leader_restore {
+            settings.enable_leader_restore = Some(true);
+        }
         Ok(Cluster {
             ids,
             net,
@@ -256,7 +260,7 @@ impl Cluster {
         let timeout = self.timeout;
         let work = async move {
             match propose(&raft, proposal.clone()).await {
-                Proposed::Done(r) => Answer::Ok(r),
+                Proposed::Done(r) => Answer::Ok(*r),
                 Proposed::Unknown(e) => Answer::Unknown(e),
                 Proposed::NotLeader(None) => Answer::Fail("no leader".into()),
                 Proposed::NotLeader(Some(leader)) => {
@@ -266,7 +270,7 @@ impl Cluster {
                         async move { propose(&raft, proposal).await }
                     });
                     match tokio::time::timeout(timeout, forwarded).await {
-                        Ok(Proposed::Done(r)) => Answer::Ok(r),
+                        Ok(Proposed::Done(r)) => Answer::Ok(*r),
                         Ok(Proposed::NotLeader(_)) => Answer::Fail("leader changed".into()),
                         Ok(Proposed::Unknown(e)) => Answer::Unknown(e),
                         Err(_) => Answer::Unknown("forward timed out".into()),
@@ -366,7 +370,7 @@ impl Cluster {
 
 /// How a proposal on one node ended.
 enum Proposed {
-    Done(Response),
+    Done(Box<Response>),
     /// Not the leader; the one it knows of, if any. Nothing was proposed.
     NotLeader(Option<NodeId>),
     Unknown(String),
@@ -374,7 +378,7 @@ enum Proposed {
 
 async fn propose(raft: &Raft, proposal: Proposal) -> Proposed {
     match raft.client_write(proposal).await {
-        Ok(r) => Proposed::Done(r.data),
+        Ok(r) => Proposed::Done(Box::new(r.data)),
         Err(RaftError::APIError(steward::raft::types::ClientWriteError::ForwardToLeader(f))) => {
             Proposed::NotLeader(f.leader_id)
         }

@@ -59,6 +59,10 @@ pub struct Options {
     pub bugs: Vec<Bug>,
     /// Keep every trace line (else the newest few).
     pub trace_all: bool,
+    /// openraft's leader restore, as steward had it until this simulator's first hunt found it
+    /// unsafe (`raft::types::raft_settings`): only for the regression test showing the
+    /// simulator still catches it.
+    pub leader_restore: bool,
 }
 
 impl Options {
@@ -71,6 +75,7 @@ impl Options {
             keys: 3,
             bugs: Vec::new(),
             trace_all: false,
+            leader_restore: false,
         }
     }
 }
@@ -142,6 +147,7 @@ async fn scenario(opts: &Options) -> anyhow::Result<Report> {
         net,
         disk,
         trace.clone(),
+        opts.leader_restore,
     )?);
     for &id in &cluster.ids {
         cluster.start(id).await?;

@@ -115,6 +115,7 @@ fn main() -> ExitCode {
         keys: args.keys,
         bugs: bugs.clone(),
         trace_all: args.trace,
+        leader_restore: false,
     };
 
     if let Some(seed) = args.seed {
