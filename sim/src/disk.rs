@@ -72,6 +72,8 @@ struct Inner {
     rng: SmallRng,
     /// Until this simulated instant, every fsync waits (a stalled disk).
     stalled_until: Option<tokio::time::Instant>,
+    /// The next fsync fails (an I/O error).
+    fail_next: bool,
 }
 
 /// An fsync asked for: the records it covers, and whom to tell.
@@ -90,6 +92,7 @@ impl Disk {
                 faults,
                 rng: SmallRng::seed_from_u64(seed),
                 stalled_until: None,
+                fail_next: false,
             })),
             node,
             trace,
@@ -145,6 +148,11 @@ impl Disk {
         unsynced - keep
     }
 
+    /// The next fsync fails: the write is not durable, and the log store is told so.
+    pub fn fail_next_fsync(&self) {
+        self.lock().fail_next = true;
+    }
+
     /// Every fsync from now until `until` waits for it.
     pub fn stall(&self, until: tokio::time::Instant) {
         self.lock().stalled_until = Some(until);
@@ -158,7 +166,8 @@ impl Disk {
                 let (lo, hi) = inner.faults.fsync_us;
                 let latency = Duration::from_micros(inner.rng.random_range(lo..=hi));
                 let fail = inner.faults.fsync_fail;
-                let fails = fail > 0.0 && inner.rng.random_bool(fail);
+                let fails = std::mem::take(&mut inner.fail_next)
+                    || (fail > 0.0 && inner.rng.random_bool(fail));
                 (latency, inner.stalled_until, fails)
             };
             if let Some(until) = stalled {

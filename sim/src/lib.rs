@@ -165,7 +165,9 @@ async fn scenario(opts: &Options) -> anyhow::Result<Report> {
                         cluster
                             .trace
                             .log(&format!("n{}", v.node), format!("raft stopped: {e}"));
+                        // As a supervisor would: the process ends, and is started again.
                         cluster.crash(v.node);
+                        nemesis::restart_later(&cluster, v.node, Duration::from_millis(200));
                     }
                 }
                 invariants

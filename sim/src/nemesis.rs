@@ -15,7 +15,7 @@ use crate::cluster::Cluster;
 use crate::net::NetFaults;
 
 /// Starts node `id` again after `after`.
-fn restart_later(cluster: &Arc<Cluster>, id: NodeId, after: Duration) {
+pub fn restart_later(cluster: &Arc<Cluster>, id: NodeId, after: Duration) {
     let cluster = cluster.clone();
     tokio::spawn(async move {
         tokio::time::sleep(after).await;
@@ -135,6 +135,11 @@ pub async fn run(cluster: Arc<Cluster>, mut rng: SmallRng, until: tokio::time::I
                     ),
                 );
                 cluster.net.set_faults(faults);
+            }
+            87..=89 => {
+                let id = pick(&mut rng, &ids);
+                trace.log(who, format!("n{id}'s next fsync fails"));
+                cluster.disk(id).fail_next_fsync();
             }
             77..=86 => {
                 let id = pick(&mut rng, &ids);
