@@ -154,6 +154,21 @@ async fn scenario(opts: &Options) -> anyhow::Result<Report> {
     }
     cluster.initialize().await?;
 
+    let (crashes, mut crash_requests) = tokio::sync::mpsc::unbounded_channel();
+    cluster.net.set_crash_sink(crashes);
+    let crasher = {
+        let cluster = cluster.clone();
+        tokio::spawn(async move {
+            while let Some(id) = crash_requests.recv().await {
+                cluster
+                    .trace
+                    .log("NEM", format!("crash n{id} as it grants a vote"));
+                cluster.crash(id);
+                nemesis::restart_later(&cluster, id, Duration::from_millis(100));
+            }
+        })
+    };
+
     let invariants = Arc::new(Mutex::new(Invariants::default()));
     let observer = {
         let (cluster, invariants) = (cluster.clone(), invariants.clone());
@@ -206,6 +221,7 @@ async fn scenario(opts: &Options) -> anyhow::Result<Report> {
     nemesis::heal(&cluster).await;
     let settled = settle(&cluster).await;
     observer.abort();
+    crasher.abort();
     let mut violations = {
         let mut inv = invariants.lock().unwrap_or_else(|p| p.into_inner());
         inv.observe(&cluster.views(), &trace);

@@ -136,6 +136,10 @@ pub async fn run(cluster: Arc<Cluster>, mut rng: SmallRng, until: tokio::time::I
                 );
                 cluster.net.set_faults(faults);
             }
+            90..=94 => {
+                trace.log(who, "the next node to grant a vote crashes as it answers");
+                cluster.net.crash_next_voter();
+            }
             87..=89 => {
                 let id = pick(&mut rng, &ids);
                 trace.log(who, format!("n{id}'s next fsync fails"));

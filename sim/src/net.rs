@@ -62,6 +62,10 @@ struct Inner {
     cuts: BTreeSet<(NodeId, NodeId)>,
     faults: NetFaults,
     rng: SmallRng,
+    /// Armed by the nemesis: the next node to grant a vote crashes as it answers.
+    crash_next_voter: bool,
+    /// Where such a crash is asked for.
+    crashes: Option<tokio::sync::mpsc::UnboundedSender<NodeId>>,
 }
 
 /// Whether a message may be delivered twice.
@@ -89,6 +93,8 @@ impl Net {
                 cuts: BTreeSet::new(),
                 faults,
                 rng: SmallRng::seed_from_u64(seed),
+                crash_next_voter: false,
+                crashes: None,
             })),
         }
     }
@@ -115,6 +121,27 @@ impl Net {
     /// Replaces the partition: messages `from -> to` are lost for every pair in `cuts`.
     pub fn set_cuts(&self, cuts: BTreeSet<(NodeId, NodeId)>) {
         self.lock().cuts = cuts;
+    }
+
+    /// Crashes of voters are asked for on `sink`.
+    pub fn set_crash_sink(&self, sink: tokio::sync::mpsc::UnboundedSender<NodeId>) {
+        self.lock().crashes = Some(sink);
+    }
+
+    /// The next node to grant a vote crashes as its answer leaves: a crash at the moment its
+    /// vote must already be durable.
+    pub fn crash_next_voter(&self) {
+        self.lock().crash_next_voter = true;
+    }
+
+    /// Called as `voter` grants a vote.
+    fn granted(&self, voter: NodeId) {
+        let mut inner = self.lock();
+        if std::mem::take(&mut inner.crash_next_voter) {
+            if let Some(sink) = &inner.crashes {
+                let _ = sink.send(voter);
+            }
+        }
     }
 
     pub fn set_faults(&self, faults: NetFaults) {
@@ -295,7 +322,12 @@ impl Peer {
         answer: &Result<VoteResponse, RPCError<TypeConfig>>,
     ) {
         let how = match answer {
-            Ok(r) if r.vote_granted => format!("granted (n{} holds {})", self.to, r.vote),
+            Ok(r) if r.vote_granted => {
+                if what == "vote" {
+                    self.net.granted(self.to);
+                }
+                format!("granted (n{} holds {})", self.to, r.vote)
+            }
             Ok(r) => format!("refused (n{} holds {})", self.to, r.vote),
             Err(e) => format!("no answer from n{}: {e}", self.to),
         };
