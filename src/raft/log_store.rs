@@ -17,8 +17,9 @@
 //! from memory saves a blocking-pool hop and a JSON decode per entry. Older entries are read
 //! from the WAL on tokio's blocking pool.
 //!
-//! Here: [`LogStore`] and openraft's traits over it. Beside it: `wal.rs` (the WAL, and moving an
-//! old data dir's log out of redb), `db.rs` (the node's redb file, which the state machine
+//! Here: [`LogStore`] and openraft's traits over it. Beside it: `wal.rs` (the [`Wal`] seam and
+//! raft-log behind it, and moving an old data dir's log out of redb; the simulator, sim/, puts
+//! its own disk behind the seam with [`LogStore::with_wal`]), `db.rs` (the node's redb file, which the state machine
 //! keeps using, and shared helpers) and `tail.rs` (the in-memory tail).
 
 use std::fmt;
