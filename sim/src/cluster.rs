@@ -12,22 +12,47 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
 use steward::raft::log_store::{LogStore, RaftDb};
-use steward::raft::state_machine::{NoopObserver, StateMachine};
+use steward::raft::state_machine::StateMachine;
 use steward::raft::types::{
     raft_settings, LogId, NodeAddr, NodeId, Raft, RaftError, RaftMetrics, ReadPolicy, ServerState,
     WatchReceiver,
 };
+use steward::server::locks::sweeper::sweep_round;
+use steward::server::time::{ClusterClock, Observers};
+use steward::server::watch::WatchHub;
 use steward::state::{Command, Proposal, Response, State};
 
+use crate::clock::{SimClock, DRIFT_MAX};
 use crate::disk::{Disk, DiskFaults};
 use crate::net::{Copies, Factory, Net};
 use crate::trace::Trace;
 
+/// What a message or a client's call reaches on a running node.
+#[derive(Clone)]
+pub struct Host {
+    pub raft: Raft,
+    /// Its cluster clock (steward's, over this node's [`SimClock`]).
+    pub time: Arc<ClusterClock>,
+}
+
+/// How often a leader's lock sweeper runs, and after how long a quiet log gets a checkpoint:
+/// a node's defaults (`locks.sweep_interval_ms`, `time.checkpoint_interval_ms`) scaled down
+/// with its election timeouts.
+const SWEEP_EVERY: Duration = Duration::from_millis(50);
+const CHECKPOINT_MS: u64 = 250;
+/// The lock-delay sweeps carry: none, so a lock lost early is granted to another at once.
+const LOCK_DELAY_MS: u64 = 0;
+/// The longest a new leader waits to apply an entry of its term before a write is refused
+/// for want of a time stamp (a node waits an election timeout).
+const STAMP_WAIT: Duration = Duration::from_millis(600);
+
 /// A running node.
 struct Live {
     incarnation: u64,
-    raft: Raft,
+    host: Host,
     state: Arc<RwLock<State>>,
     /// The log ids its WAL holds (the checker compares what it applied).
     ids: Arc<Mutex<BTreeMap<u64, (LogId, u64)>>>,
@@ -58,6 +83,8 @@ pub struct Cluster {
     pub net: Net,
     pub trace: Trace,
     disks: BTreeMap<NodeId, Disk>,
+    /// Each machine's clocks, kept across its crashes.
+    clocks: BTreeMap<NodeId, Arc<SimClock>>,
     live: Mutex<BTreeMap<NodeId, Live>>,
     /// Nodes being started (a second start of one waits for nothing and does nothing).
     starting: Mutex<std::collections::BTreeSet<NodeId>>,
@@ -94,7 +121,12 @@ impl Cluster {
         let tmp = tempfile::tempdir()?;
         let mut disks = BTreeMap::new();
         let mut dirs = BTreeMap::new();
+        let mut clocks = BTreeMap::new();
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0xc10c_0000);
         for &id in &ids {
+            let origin_ms = rng.random_range(0..1_000_000_000);
+            let drift = rng.random_range(-DRIFT_MAX..=DRIFT_MAX);
+            clocks.insert(id, Arc::new(SimClock::new(origin_ms, drift)));
             let seed = seed ^ (0xd15c_0000 + id);
             disks.insert(id, Disk::new(id, seed, disk_faults.clone(), trace.clone()));
             let dir = tmp.path().join(name(id));
@@ -120,6 +152,7 @@ impl Cluster {
             net,
             trace,
             disks,
+            clocks,
             live: Mutex::new(BTreeMap::new()),
             starting: Mutex::new(Default::default()),
             settings: Arc::new(settings),
@@ -159,9 +192,20 @@ impl Cluster {
         let ids = wal.ids();
         let incarnation = wal.incarnation();
         let db = RaftDb::open_in_memory(&self.dirs[&id])?;
-        let sm = StateMachine::open(db.clone(), Arc::new(NoopObserver))?;
+        let clock: Arc<dyn steward::server::time::Clock> = self.clocks[&id].clone();
+        let time = Arc::new(ClusterClock::new(clock));
+        let observers = Arc::new(Observers {
+            hub: Arc::new(WatchHub::new(&steward::config::Limits::default())),
+            time: time.clone(),
+        });
+        let sm = StateMachine::open(db.clone(), observers.clone())?;
         let state = sm.state();
-        let log = LogStore::with_wal(db, Box::new(wal));
+        // What the node starts with anchors its count, as `server::run` does.
+        time.applied(
+            state.read().unwrap_or_else(|p| p.into_inner()).time_ms(),
+            None,
+        );
+        let log = LogStore::with_wal(db, Box::new(wal)).observed_by(observers);
         let network = Factory {
             net: self.net.clone(),
             from: id,
@@ -169,12 +213,20 @@ impl Cluster {
             trace: self.trace.clone(),
         };
         let raft = Raft::new(id, self.settings.clone(), network, log, sm).await?;
-        self.net.up(id, incarnation, raft.clone());
+        let host = Host { raft, time };
+        self.net.up(id, incarnation, host.clone());
+        tokio::spawn(sweeper(
+            self.net.clone(),
+            id,
+            incarnation,
+            host.clone(),
+            state.clone(),
+        ));
         self.live().insert(
             id,
             Live {
                 incarnation,
-                raft,
+                host,
                 state,
                 ids,
             },
@@ -206,7 +258,7 @@ impl Cluster {
             .log(&name(id), format!("crashed ({lost} unsynced records lost)"));
         // Its tasks wind down; nothing they do reaches the network or the disk any more.
         tokio::spawn(async move {
-            let _ = live.raft.shutdown().await;
+            let _ = live.host.raft.shutdown().await;
         });
     }
 
@@ -218,8 +270,13 @@ impl Cluster {
         &self.disks[&id]
     }
 
+    /// Node `id`'s machine clocks.
+    pub fn clock(&self, id: NodeId) -> &SimClock {
+        &self.clocks[&id]
+    }
+
     fn raft(&self, id: NodeId) -> Option<Raft> {
-        self.live().get(&id).map(|l| l.raft.clone())
+        self.live().get(&id).map(|l| l.host.raft.clone())
     }
 
     /// What each running node sees now.
@@ -227,7 +284,7 @@ impl Cluster {
         self.live()
             .iter()
             .map(|(&node, live)| {
-                let metrics = live.raft.metrics().borrow_watched().clone();
+                let metrics = live.host.raft.metrics().borrow_watched().clone();
                 let revision = live
                     .state
                     .read()
@@ -247,31 +304,29 @@ impl Cluster {
 
     /// A client's write through node `via`: proposed on the leader, forwarded there if need be.
     pub async fn write(&self, via: NodeId, command: Command) -> Answer<Response> {
-        let Some((incarnation, raft)) = self.reach(via) else {
+        let Some((incarnation, host)) = self.reach(via) else {
             return Answer::Fail(format!("n{via} is down"));
-        };
-        let proposal = Proposal {
-            time_ms: 0,
-            term: None,
-            wall_ms: None,
-            command,
         };
         let net = self.net.clone();
         let timeout = self.timeout;
         let work = async move {
-            match propose(&raft, proposal.clone()).await {
+            match propose(&host, command.clone()).await {
                 Proposed::Done(r) => Answer::Ok(*r),
                 Proposed::Unknown(e) => Answer::Unknown(e),
+                Proposed::NotStamped => Answer::Fail("no time to stamp with yet".into()),
                 Proposed::NotLeader(None) => Answer::Fail("no leader".into()),
                 Proposed::NotLeader(Some(leader)) => {
                     // Forward: one more hop, whose answer can be lost too.
-                    let forwarded = net.call(Some(via), leader, Copies::Never, move |raft| {
-                        let proposal = proposal.clone();
-                        async move { propose(&raft, proposal).await }
+                    let forwarded = net.call(Some(via), leader, Copies::Never, move |host| {
+                        let command = command.clone();
+                        async move { propose(&host, command).await }
                     });
                     match tokio::time::timeout(timeout, forwarded).await {
                         Ok(Proposed::Done(r)) => Answer::Ok(*r),
                         Ok(Proposed::NotLeader(_)) => Answer::Fail("leader changed".into()),
+                        Ok(Proposed::NotStamped) => {
+                            Answer::Fail("no time to stamp with yet".into())
+                        }
                         Ok(Proposed::Unknown(e)) => Answer::Unknown(e),
                         Err(_) => Answer::Unknown("forward timed out".into()),
                     }
@@ -288,9 +343,10 @@ impl Cluster {
         via: NodeId,
         read: impl Fn(&State) -> T + Send + Sync + 'static,
     ) -> Answer<T> {
-        let Some((incarnation, raft)) = self.reach(via) else {
+        let Some((incarnation, host)) = self.reach(via) else {
             return Answer::Fail(format!("n{via} is down"));
         };
+        let raft = host.raft;
         let Some(state) = self.live().get(&via).map(|l| l.state.clone()) else {
             return Answer::Fail(format!("n{via} is down"));
         };
@@ -309,10 +365,10 @@ impl Cluster {
     }
 
     /// The running incarnation of `via` and its Raft, if a client's request reaches it.
-    fn reach(&self, via: NodeId) -> Option<(u64, Raft)> {
+    fn reach(&self, via: NodeId) -> Option<(u64, Host)> {
         self.live()
             .get(&via)
-            .map(|l| (l.incarnation, l.raft.clone()))
+            .map(|l| (l.incarnation, l.host.clone()))
     }
 
     /// Runs `work` as node `via` would for a client, within the client's timeout, with the
@@ -349,7 +405,7 @@ impl Cluster {
 
     /// Stops every node's Raft (the end of a run).
     pub async fn shutdown(&self) {
-        let rafts: Vec<Raft> = self.live().values().map(|l| l.raft.clone()).collect();
+        let rafts: Vec<Raft> = self.live().values().map(|l| l.host.raft.clone()).collect();
         for raft in rafts {
             let _ = raft.shutdown().await;
         }
@@ -373,11 +429,57 @@ enum Proposed {
     Done(Box<Response>),
     /// Not the leader; the one it knows of, if any. Nothing was proposed.
     NotLeader(Option<NodeId>),
+    /// The leader has not applied an entry of its term yet, so it has no time to stamp the
+    /// proposal with. Nothing was proposed.
+    NotStamped,
     Unknown(String),
 }
 
-async fn propose(raft: &Raft, proposal: Proposal) -> Proposed {
-    match raft.client_write(proposal).await {
+/// The time and term a proposal on `host` is stamped with, as `server::Node::stamp`: at
+/// once if it leads a term whose clock runs, else after waiting a while for its term's first
+/// entry to apply.
+async fn stamp(host: &Host) -> Result<(u64, u64), Proposed> {
+    let now = || {
+        host.time
+            .leader_stamp(&host.raft.metrics().borrow_watched())
+    };
+    if let Some(stamp) = now() {
+        return Ok(stamp);
+    }
+    let _ = host
+        .raft
+        .wait(Some(STAMP_WAIT))
+        .metrics(
+            |m| {
+                m.state != ServerState::Leader
+                    || m.last_applied
+                        .is_some_and(|l| l.leader_id.term == m.current_term)
+            },
+            "leader clock ready",
+        )
+        .await;
+    if let Some(stamp) = now() {
+        return Ok(stamp);
+    }
+    let m = host.raft.metrics().borrow_watched().clone();
+    if m.state == ServerState::Leader {
+        return Err(Proposed::NotStamped);
+    }
+    Err(Proposed::NotLeader(m.current_leader.filter(|&l| l != m.id)))
+}
+
+async fn propose(host: &Host, command: Command) -> Proposed {
+    let (time_ms, term) = match stamp(host).await {
+        Ok(stamp) => stamp,
+        Err(refused) => return refused,
+    };
+    let proposal = Proposal {
+        time_ms,
+        term: Some(term),
+        wall_ms: None,
+        command,
+    };
+    match host.raft.client_write(proposal).await {
         Ok(r) => Proposed::Done(Box::new(r.data)),
         Err(RaftError::APIError(steward::raft::types::ClientWriteError::ForwardToLeader(f))) => {
             Proposed::NotLeader(f.leader_id)
@@ -401,8 +503,9 @@ async fn read_barrier<T>(
             let Some(leader) = f.leader_id else {
                 return Err(Answer::Fail("no leader".into()));
             };
-            let asked = net.call(Some(via), leader, Copies::Never, |raft| async move {
-                raft.get_read_linearizer(ReadPolicy::ReadIndex)
+            let asked = net.call(Some(via), leader, Copies::Never, |host| async move {
+                host.raft
+                    .get_read_linearizer(ReadPolicy::ReadIndex)
                     .await
                     .map(|l| l.read_log_id().index())
                     .map_err(|e| e.to_string())
@@ -422,5 +525,33 @@ async fn read_barrier<T>(
     {
         Ok(_) => Ok(()),
         Err(e) => Err(Answer::Fail(e.to_string())),
+    }
+}
+
+/// A leader's lock sweeper for one incarnation of node `id`: steward's sweeper rounds
+/// (`server::locks::sweeper::sweep_round`) every [`SWEEP_EVERY`], proposed where it runs.
+async fn sweeper(net: Net, id: NodeId, incarnation: u64, host: Host, state: Arc<RwLock<State>>) {
+    loop {
+        tokio::time::sleep(SWEEP_EVERY).await;
+        if !net.is_current(id, incarnation) {
+            return;
+        }
+        let Some(stamp) = host
+            .time
+            .leader_stamp(&host.raft.metrics().borrow_watched())
+        else {
+            continue;
+        };
+        let quiet_ms = host.time.quiet_ms();
+        let round = {
+            let state = state.read().unwrap_or_else(|p| p.into_inner());
+            if !state.sweep_may_act(stamp.0, 0) {
+                continue;
+            }
+            sweep_round(&state, stamp.0, quiet_ms, CHECKPOINT_MS, 0, LOCK_DELAY_MS)
+        };
+        if let Some(command) = round.command {
+            let _ = propose(&host, command.into()).await;
+        }
     }
 }

@@ -15,16 +15,22 @@
 //! but it runs hosts on one shared clock and does nothing for the disk; madsim replaces tokio
 //! itself, and Xline had to patch it for tonic. What had to be seamed: openraft's randomness
 //! (`StewardRuntime`), blocking work (`seam::blocking`: in place on a simulation thread), the
-//! WAL (`raft::log_store::Wal`), and redb (`RaftDb::open_in_memory`).
+//! WAL (`raft::log_store::Wal`), redb (`RaftDb::open_in_memory`), and the clocks
+//! (`server::time::Clock`).
+//!
+//! Each machine's clocks drift, stall and step (`clock`); each node counts cluster time on them
+//! with steward's own `ClusterClock`, stamps its proposals with it, and its leader sweeps locks
+//! with the server's own sweeper round. Workloads: a register (`register`) and locks (`locks`).
 //!
 //! Not simulated yet (README "Simulation"): the gRPC servers (clients reach a node through
 //! `cluster`, which serves them as `server::Node` does: forwarding and ReadIndex), snapshots
-//! (runs keep their whole log), per-node clock drift, and the lock, operation, watch and lease
-//! workloads.
+//! (runs keep their whole log), and the operation, watch and lease workloads.
 
 pub mod check;
+pub mod clock;
 pub mod cluster;
 pub mod disk;
+pub mod locks;
 pub mod nemesis;
 pub mod net;
 pub mod register;
@@ -53,8 +59,13 @@ pub struct Options {
     pub nodes: u64,
     /// Simulated time the clients and the nemesis run.
     pub duration: Duration,
+    /// Register clients.
     pub clients: u64,
     pub keys: u64,
+    /// Lock clients.
+    pub lock_clients: u64,
+    /// Whether the clock nemesis runs: drifting, stalling and stepping each node's clocks.
+    pub clock_faults: bool,
     /// Planted bugs turned on for this run (only in a build with `unsafe-bugs`).
     pub bugs: Vec<Bug>,
     /// Keep every trace line (else the newest few).
@@ -73,6 +84,8 @@ impl Options {
             duration: Duration::from_secs(5),
             clients: 5,
             keys: 3,
+            lock_clients: 3,
+            clock_faults: true,
             bugs: Vec::new(),
             trace_all: false,
             leader_restore: false,
@@ -120,18 +133,76 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     builder.rng_seed(tokio::runtime::RngSeed::from_bytes(
         &part(opts.seed, 2).to_le_bytes(),
     ));
-    let result = builder
-        .build()
-        .map_err(anyhow::Error::from)
-        .and_then(|rt| rt.block_on(scenario(opts)));
+    catch_panics();
+    PANICS.with(|p| p.borrow_mut().clear());
+    let mut kept: Option<Trace> = None;
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let rt = builder.build()?;
+        // Made on the paused clock, so its times are simulated ones.
+        let trace = rt.block_on(async { Trace::new(opts.trace_all) });
+        kept = Some(trace.clone());
+        rt.block_on(scenario(opts, trace))
+    }));
     steward::state::bugs::turn_on_for_thread(None);
     steward::seam::leave_simulation();
-    result
+    let panics = PANICS.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    let mut report = match ran {
+        Ok(result) => result?,
+        // The run itself stopped (a node's start replays its log and panicked again): what
+        // the trace holds so far is the report.
+        Err(_) => {
+            let trace = kept.unwrap_or_else(|| Trace::new(opts.trace_all));
+            Report {
+                seed: opts.seed,
+                violations: Vec::new(),
+                trace_hash: trace.hash(),
+                history: String::new(),
+                ops: 0,
+                simulated: Duration::ZERO,
+                trace: trace.lines(),
+            }
+        }
+    };
+    // A node never panics on anything a client or a peer sends (even where tokio caught it
+    // in a task of its own and the run went on).
+    for p in panics.into_iter().take(3) {
+        report.violations.push(format!("a node panicked: {p}"));
+    }
+    Ok(report)
 }
 
-async fn scenario(opts: &Options) -> anyhow::Result<Report> {
+thread_local! {
+    /// Panics on this simulation thread, as "location: message".
+    static PANICS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Records a panic on a simulation thread, where the run reports it as a violation, instead of
+/// printing it; on any other thread the hook that was there runs.
+fn catch_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let before = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !steward::seam::simulated() {
+                return before(info);
+            }
+            let message = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".to_string());
+            let at = info
+                .location()
+                .map(|l| format!("{}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            PANICS.with(|p| p.borrow_mut().push(format!("{at}: {message}")));
+        }));
+    });
+}
+
+async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
     let started = tokio::time::Instant::now();
-    let trace = Trace::new(opts.trace_all);
     trace.log(
         "SIM",
         format!(
@@ -207,15 +278,35 @@ async fn scenario(opts: &Options) -> anyhow::Result<Report> {
             histories.clone(),
         )));
     }
+    let grants = Arc::new(Mutex::new(locks::LockHistory::default()));
+    for p in 0..opts.lock_clients {
+        tasks.push(tokio::spawn(locks::client(
+            cluster.clone(),
+            1_000 + p,
+            SmallRng::seed_from_u64(part(opts.seed, 200 + p)),
+            until,
+            grants.clone(),
+        )));
+    }
     let nemesis = tokio::spawn(nemesis::run(
         cluster.clone(),
         SmallRng::seed_from_u64(part(opts.seed, 5)),
         until,
     ));
+    let clocks = opts.clock_faults.then(|| {
+        tokio::spawn(nemesis::clocks(
+            cluster.clone(),
+            SmallRng::seed_from_u64(part(opts.seed, 6)),
+            until,
+        ))
+    });
     for t in tasks {
         t.await?;
     }
     nemesis.await?;
+    if let Some(clocks) = clocks {
+        clocks.await?;
+    }
 
     // The faults end; every node must catch up and hold the same state.
     nemesis::heal(&cluster).await;
@@ -262,6 +353,11 @@ async fn scenario(opts: &Options) -> anyhow::Result<Report> {
         trace.log("CHK", format!("VIOLATION: {e}"));
         violations.push(e);
     }
+    let grants = std::mem::take(&mut *grants.lock().unwrap_or_else(|p| p.into_inner()));
+    for e in locks::check(&grants) {
+        trace.log("CHK", format!("VIOLATION: {e}"));
+        violations.push(e);
+    }
     let (verdict, _) = check_register(&histories.events, Duration::from_secs(30));
     match &verdict {
         Verdict::Valid => {}
@@ -283,8 +379,9 @@ async fn scenario(opts: &Options) -> anyhow::Result<Report> {
     trace.log(
         "SIM",
         format!(
-            "done: {} ops, {} violations",
+            "done: {} ops, {} lock grants, {} violations",
             history.len(),
+            grants.grants.len(),
             violations.len()
         ),
     );
@@ -292,7 +389,7 @@ async fn scenario(opts: &Options) -> anyhow::Result<Report> {
         seed: opts.seed,
         violations,
         trace_hash: trace.hash(),
-        ops: history.len(),
+        ops: history.len() + grants.grants.len() + grants.fenced.len(),
         history: history.join("\n"),
         simulated: started.elapsed(),
         trace: trace.lines(),

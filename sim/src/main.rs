@@ -36,9 +36,15 @@ struct Args {
     /// Simulated seconds of clients and faults per seed (then a heal and the final checks).
     #[arg(long, default_value_t = 5)]
     secs: u64,
-    /// Concurrent clients.
+    /// Concurrent register clients.
     #[arg(long, default_value_t = 5)]
     clients: u64,
+    /// Concurrent lock clients.
+    #[arg(long, default_value_t = 3)]
+    lock_clients: u64,
+    /// No clock faults (drift, stalls, wall-clock steps).
+    #[arg(long)]
+    no_clock_faults: bool,
     /// Register keys.
     #[arg(long, default_value_t = 3)]
     keys: u64,
@@ -66,8 +72,18 @@ fn replay_command(args: &Args, seed: u64) -> String {
         .map(|b| format!(" --bug {b}"))
         .unwrap_or_default();
     format!(
-        "cargo run -p sim --release{features} -- --seed {seed} --nodes {} --secs {} --clients {} --keys {}{bug} --trace",
-        args.nodes, args.secs, args.clients, args.keys
+        "cargo run -p sim --release{features} -- --seed {seed} --nodes {} --secs {} --clients {} \
+         --keys {} --lock-clients {}{}{bug} --trace",
+        args.nodes,
+        args.secs,
+        args.clients,
+        args.keys,
+        args.lock_clients,
+        if args.no_clock_faults {
+            " --no-clock-faults"
+        } else {
+            ""
+        }
     )
 }
 
@@ -113,6 +129,8 @@ fn main() -> ExitCode {
         duration: Duration::from_secs(args.secs),
         clients: args.clients,
         keys: args.keys,
+        lock_clients: args.lock_clients,
+        clock_faults: !args.no_clock_faults,
         bugs: bugs.clone(),
         trace_all: args.trace,
         leader_restore: false,

@@ -11,6 +11,7 @@ use rand::rngs::SmallRng;
 use rand::RngExt;
 use steward::raft::types::NodeId;
 
+use crate::clock::DRIFT_MAX;
 use crate::cluster::Cluster;
 use crate::net::NetFaults;
 
@@ -152,6 +153,47 @@ pub async fn run(cluster: Arc<Cluster>, mut rng: SmallRng, until: tokio::time::I
                 cluster.disk(id).stall(tokio::time::Instant::now() + stall);
             }
             _ => {}
+        }
+    }
+}
+
+/// The clock nemesis, on a schedule of its own: a node's monotonic clock changes its drift
+/// (within `clock::DRIFT_MAX`) or stalls a while, or its wall clock steps by up to an hour
+/// either way.
+pub async fn clocks(cluster: Arc<Cluster>, mut rng: SmallRng, until: tokio::time::Instant) {
+    let trace = cluster.trace.clone();
+    let ids = cluster.ids.clone();
+    loop {
+        let pause = Duration::from_millis(rng.random_range(200..1_500));
+        if tokio::time::Instant::now() + pause >= until {
+            return;
+        }
+        tokio::time::sleep(pause).await;
+        let id = pick(&mut rng, &ids);
+        let clock = cluster.clock(id);
+        match rng.random_range(0..3) {
+            0 => {
+                let drift = rng.random_range(-DRIFT_MAX..=DRIFT_MAX);
+                trace.log(
+                    "CLK",
+                    format!("n{id}'s monotonic clock drifts {:+.4}", drift),
+                );
+                clock.set_drift(drift);
+            }
+            1 => {
+                let stall = Duration::from_millis(rng.random_range(50..1_500));
+                trace.log(
+                    "CLK",
+                    format!("n{id}'s monotonic clock stalls for {stall:?}"),
+                );
+                clock.stall(tokio::time::Instant::now() + stall);
+            }
+            _ => {
+                let step =
+                    rng.random_range(1_000..3_600_000) * if rng.random_bool(0.5) { 1 } else { -1 };
+                trace.log("CLK", format!("n{id}'s wall clock steps {step:+} ms"));
+                clock.step_wall(step);
+            }
         }
     }
 }

@@ -22,8 +22,10 @@ use rand::{RngExt, SeedableRng};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use steward::raft::network::{decode, encode};
+
+use crate::cluster::Host;
 use steward::raft::types::{
-    AppendEntriesRequest, AppendEntriesResponse, NodeAddr, NodeId, Raft, RaftError, Snapshot,
+    AppendEntriesRequest, AppendEntriesResponse, NodeAddr, NodeId, RaftError, Snapshot,
     SnapshotData, SnapshotResponse, TransferLeaderRequest, TransferLeaderResponse, TypeConfig,
     Vote, VoteRequest, VoteResponse,
 };
@@ -56,8 +58,9 @@ pub struct Net {
 }
 
 struct Inner {
-    /// Each node's running incarnation and its Raft; `None` while it is down.
-    nodes: BTreeMap<NodeId, Option<(u64, Raft)>>,
+    /// Each node's running incarnation and what a message reaches there; `None` while it is
+    /// down.
+    nodes: BTreeMap<NodeId, Option<(u64, Host)>>,
     /// Messages from `.0` to `.1` are lost.
     cuts: BTreeSet<(NodeId, NodeId)>,
     faults: NetFaults,
@@ -104,8 +107,8 @@ impl Net {
     }
 
     /// `node` is up, as `incarnation`.
-    pub fn up(&self, node: NodeId, incarnation: u64, raft: Raft) {
-        self.lock().nodes.insert(node, Some((incarnation, raft)));
+    pub fn up(&self, node: NodeId, incarnation: u64, host: Host) {
+        self.lock().nodes.insert(node, Some((incarnation, host)));
     }
 
     /// `node` is down: nothing reaches it, nothing it sent before goes on.
@@ -173,14 +176,14 @@ impl Net {
         }
     }
 
-    /// `to`'s Raft if it is up and a message from `from` gets through the partition.
-    fn reach(&self, from: Option<NodeId>, to: NodeId) -> Option<Raft> {
+    /// `to`'s host if it is up and a message from `from` gets through the partition.
+    fn reach(&self, from: Option<NodeId>, to: NodeId) -> Option<Host> {
         let inner = self.lock();
         if from.is_some_and(|from| inner.cuts.contains(&(from, to))) {
             return None;
         }
         match inner.nodes.get(&to) {
-            Some(Some((_, raft))) => Some(raft.clone()),
+            Some(Some((_, host))) => Some(host.clone()),
             _ => None,
         }
     }
@@ -203,7 +206,7 @@ impl Net {
     ) -> T
     where
         T: Send + 'static,
-        F: Fn(Raft) -> Fut + Send + Sync + 'static,
+        F: Fn(Host) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = T> + Send + 'static,
     {
         let there = self.fate();
@@ -284,7 +287,7 @@ impl Peer {
     where
         Req: Serialize + DeserializeOwned + Send + 'static,
         Resp: Serialize + DeserializeOwned + Send + 'static,
-        F: Fn(Raft, Req) -> Fut + Send + Sync + 'static,
+        F: Fn(steward::raft::types::Raft, Req) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Resp, RaftError>> + Send + 'static,
     {
         if !self.net.is_current(self.from, self.incarnation) {
@@ -294,11 +297,11 @@ impl Peer {
         let handle = Arc::new(handle);
         let call = self
             .net
-            .call(Some(self.from), self.to, Copies::Raft, move |raft| {
+            .call(Some(self.from), self.to, Copies::Raft, move |host| {
                 let (data, handle) = (data.clone(), handle.clone());
                 async move {
                     let req: Req = decode(&data).map_err(|e| e.to_string())?;
-                    let result = handle(raft, req).await;
+                    let result = handle(host.raft, req).await;
                     encode(&result).map_err(|e| e.to_string())
                 }
             });

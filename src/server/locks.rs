@@ -25,7 +25,7 @@ use crate::server::wait::{Wait, Waited};
 use crate::server::watch::relay;
 use crate::state::{self, Command, LockEvent, LockEventType, LockLimits, Response};
 
-mod sweeper;
+pub mod sweeper;
 
 pub use sweeper::run_sweeper;
 

@@ -265,18 +265,9 @@ impl Node {
     /// The cluster time this node stamps proposals with, and the term it is measured in:
     /// `None` unless it leads and has applied an entry of its term (server/time.rs).
     pub fn leader_now(&self) -> Option<(u64, u64)> {
-        let (term, caught_up) = {
-            let m = self.raft.metrics();
-            let m = m.borrow_watched();
-            if m.state != ServerState::Leader {
-                return None;
-            }
-            let caught_up = m
-                .last_applied
-                .is_some_and(|l| l.leader_id.term == m.current_term);
-            (m.current_term, caught_up)
-        };
-        self.time.leader_now(term, caught_up).map(|now| (now, term))
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow_watched();
+        self.time.leader_stamp(&metrics)
     }
 
     /// The leader's cluster time and term for a proposal. A new leader has no time until it

@@ -35,6 +35,7 @@ use std::time::Instant;
 
 use crate::raft::log_store::LogObserver;
 use crate::raft::state_machine::ApplyObserver;
+use crate::raft::types::{RaftMetrics, ServerState};
 use crate::server::watch::WatchHub;
 use crate::state::Effects;
 
@@ -79,10 +80,6 @@ impl Clock for SystemClock {
     }
 
     fn monotonic_ms(&self) -> u64 {
-        // DELIBERATE BUG (src/bugs.rs, test-only builds): time that wall-clock steps move.
-        if crate::bugs::active(crate::bugs::Bug::WallClockTime) {
-            return self.wall_ms();
-        }
         u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 }
@@ -145,6 +142,15 @@ impl ClusterClock {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The monotonic clock cluster time is counted on.
+    fn monotonic_ms(&self) -> u64 {
+        // DELIBERATE BUG (src/bugs.rs, test-only builds): time that wall-clock steps move.
+        if crate::bugs::active(crate::bugs::Bug::WallClockTime) {
+            return self.clock.wall_ms();
+        }
+        self.clock.monotonic_ms()
+    }
+
     /// Apply reached `cluster_ms` (the state's time after a batch of proposals, or a snapshot
     /// install): the anchor is now, even when the time did not move. Crediting the time since an older anchor instead would count
     /// ahead of a leader whose count lags more than this node's did: a refresh it stamped
@@ -156,7 +162,7 @@ impl ClusterClock {
     /// instant when the log store told it (`appended`); `None` (a snapshot, the state a node
     /// starts with), or an arrival not known: now.
     pub fn applied(&self, cluster_ms: u64, last_index: Option<u64>) {
-        let now = self.clock.monotonic_ms();
+        let now = self.monotonic_ms();
         let mut inner = self.inner();
         let arrived = last_index.and_then(|i| {
             let (&end, &at) = inner.arrivals.range(i..).next()?;
@@ -175,7 +181,7 @@ impl ClusterClock {
 
     /// The log accepted a batch of entries ending at `last_index`, now.
     pub fn appended(&self, last_index: u64) {
-        let now = self.clock.monotonic_ms();
+        let now = self.monotonic_ms();
         let mut inner = self.inner();
         inner.arrivals.insert(last_index, now);
         while inner.arrivals.len() > ARRIVALS_MAX {
@@ -198,7 +204,7 @@ impl ClusterClock {
     /// applied an entry of it (`caught_up`); `None` otherwise, and then the proposal carries no
     /// time. The first call of a term freezes the anchor the term counts from.
     pub fn leader_now(&self, term: u64, caught_up: bool) -> Option<u64> {
-        let now = self.clock.monotonic_ms();
+        let now = self.monotonic_ms();
         let mut inner = self.inner();
         match inner.leading {
             Some((t, anchor)) if t == term => return Some(anchor.now(now)),
@@ -220,11 +226,24 @@ impl ClusterClock {
         Some(anchor.now(now))
     }
 
+    /// `leader_now` for the node whose Raft reports `metrics`: the time and term to stamp a
+    /// proposal with, `None` unless it leads and has applied an entry of its term.
+    pub fn leader_stamp(&self, metrics: &RaftMetrics) -> Option<(u64, u64)> {
+        if metrics.state != ServerState::Leader {
+            return None;
+        }
+        let term = metrics.current_term;
+        let caught_up = metrics
+            .last_applied
+            .is_some_and(|l| l.leader_id.term == term);
+        self.leader_now(term, caught_up).map(|now| (now, term))
+    }
+
     /// How long ago (monotonic ms) this node last applied a time-stamped entry or installed a
     /// snapshot; `None` before it did. On the leader: how long the log has had no checkpoint of
     /// cluster time.
     pub fn quiet_ms(&self) -> Option<u64> {
-        let now = self.clock.monotonic_ms();
+        let now = self.monotonic_ms();
         self.inner()
             .applied
             .map(|a| now.saturating_sub(a.at_monotonic_ms))
@@ -233,7 +252,7 @@ impl ClusterClock {
     /// This node's best estimate of cluster time now (any role): the applied anchor's count.
     /// Never ahead of what a leader of the current term could stamp; for display and metrics.
     pub fn estimate(&self) -> Option<u64> {
-        let now = self.clock.monotonic_ms();
+        let now = self.monotonic_ms();
         self.inner().applied.map(|a| a.now(now))
     }
 }
