@@ -21,7 +21,7 @@ use steward::raft::types::{
     WatchReceiver,
 };
 use steward::server::locks::sweeper::sweep_round;
-use steward::server::time::{ClusterClock, Observers};
+use steward::server::time::{term_clock_ready, ClusterClock, Observers};
 use steward::server::watch::WatchHub;
 use steward::state::{Command, Proposal, Response, State};
 
@@ -43,6 +43,9 @@ pub struct Host {
 /// with its election timeouts.
 const SWEEP_EVERY: Duration = Duration::from_millis(50);
 const CHECKPOINT_MS: u64 = 250;
+/// Log entries a node keeps behind its snapshot (`raft.log_behind_snapshot_max`, scaled down):
+/// few, so a follower that fell behind is sent a snapshot.
+const SNAPSHOT_LOG_KEPT: u64 = 20;
 /// The lock-delay sweeps carry: none, so a lock lost early is granted to another at once.
 const LOCK_DELAY_MS: u64 = 0;
 /// The longest a new leader waits to apply an entry of its term before a write is refused
@@ -116,6 +119,7 @@ impl Cluster {
         disk_faults: DiskFaults,
         trace: Trace,
         leader_restore: bool,
+        snapshot_every: Option<u64>,
     ) -> anyhow::Result<Cluster> {
         let ids: Vec<NodeId> = (1..=nodes).collect();
         let tmp = tempfile::tempdir()?;
@@ -142,8 +146,15 @@ impl Cluster {
             rpc_timeout_ms: 300,
             ..Default::default()
         };
+        let raft = steward::config::RaftConfig {
+            snapshot_logs_since_last: snapshot_every.unwrap_or(u64::MAX),
+            log_behind_snapshot_max: SNAPSHOT_LOG_KEPT,
+            ..raft
+        };
         let mut settings = raft_settings(&raft)?;
-        settings.snapshot_policy = openraft::SnapshotPolicy::Never;
+        if snapshot_every.is_none() {
+            settings.snapshot_policy = openraft::SnapshotPolicy::Never;
+        }
         if leader_restore {
             settings.enable_leader_restore = Some(true);
         }
@@ -446,18 +457,7 @@ async fn stamp(host: &Host) -> Result<(u64, u64), Proposed> {
     if let Some(stamp) = now() {
         return Ok(stamp);
     }
-    let _ = host
-        .raft
-        .wait(Some(STAMP_WAIT))
-        .metrics(
-            |m| {
-                m.state != ServerState::Leader
-                    || m.last_applied
-                        .is_some_and(|l| l.leader_id.term == m.current_term)
-            },
-            "leader clock ready",
-        )
-        .await;
+    term_clock_ready(&host.raft, STAMP_WAIT).await;
     if let Some(stamp) = now() {
         return Ok(stamp);
     }

@@ -22,9 +22,11 @@
 //! with steward's own `ClusterClock`, stamps its proposals with it, and its leader sweeps locks
 //! with the server's own sweeper round. Workloads: a register (`register`) and locks (`locks`).
 //!
+//! Snapshots are built every `Options::snapshot_every` entries and sent whole (`net`).
+//!
 //! Not simulated yet (README "Simulation"): the gRPC servers (clients reach a node through
-//! `cluster`, which serves them as `server::Node` does: forwarding and ReadIndex), snapshots
-//! (runs keep their whole log), and the operation, watch and lease workloads.
+//! `cluster`, which serves them as `server::Node` does: forwarding and ReadIndex), lock waits,
+//! and the operation, watch and lease workloads.
 
 pub mod check;
 pub mod clock;
@@ -74,6 +76,9 @@ pub struct Options {
     /// unsafe (`raft::types::raft_settings`): only for the regression test showing the
     /// simulator still catches it.
     pub leader_restore: bool,
+    /// A snapshot every this many log entries (`raft.snapshot_logs_since_last`); `None`: never,
+    /// and the whole log is kept.
+    pub snapshot_every: Option<u64>,
 }
 
 impl Options {
@@ -89,6 +94,7 @@ impl Options {
             bugs: Vec::new(),
             trace_all: false,
             leader_restore: false,
+            snapshot_every: Some(SNAPSHOT_EVERY),
         }
     }
 }
@@ -108,6 +114,9 @@ pub struct Report {
     /// The trace lines kept (all, or the newest).
     pub trace: Vec<String>,
 }
+
+/// Log entries between snapshots by default: a run of 5 simulated seconds writes some hundreds.
+pub const SNAPSHOT_EVERY: u64 = 100;
 
 /// How long, after the faults end, the cluster has to catch up before its nodes are compared.
 const SETTLE: Duration = Duration::from_secs(10);
@@ -219,6 +228,7 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
         disk,
         trace.clone(),
         opts.leader_restore,
+        opts.snapshot_every,
     )?);
     for &id in &cluster.ids {
         cluster.start(id).await?;

@@ -396,16 +396,54 @@ impl RaftNetworkV2<TypeConfig> for Peer {
         .await
     }
 
-    /// Snapshots are not simulated yet: runs keep their whole log (`SnapshotPolicy::Never`), so
-    /// openraft never needs to send one.
+    /// A whole snapshot in one message: the leader's open snapshot file is handed to the
+    /// follower's Raft, whose state machine copies it into its own directory before installing
+    /// it, as it does with any snapshot that did not arrive as its own temporary file. The
+    /// peer port's chunking is not simulated; the message can be delayed, lost or cut off
+    /// like any other, never copied (it rides one stream).
     async fn full_snapshot(
         &mut self,
-        _vote: Vote,
-        _snapshot: Snapshot,
-        _cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
-        _option: RPCOption,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
+        option: RPCOption,
     ) -> Result<SnapshotResponse, StreamingError<TypeConfig>> {
-        let e = io::Error::other("the simulator does not send snapshots");
-        Err(StreamingError::Unreachable(Unreachable::new(&e)))
+        let lost = |why: &str| {
+            StreamingError::Unreachable(Unreachable::new(&io::Error::other(why.to_string())))
+        };
+        if !self.net.is_current(self.from, self.incarnation) {
+            return Err(lost("this node crashed"));
+        }
+        self.trace.log(
+            &format!("n{}", self.from),
+            format!(
+                "sends n{} its snapshot up to {:?}",
+                self.to, snapshot.meta.last_log_id
+            ),
+        );
+        let taken = Arc::new(Mutex::new(Some(snapshot)));
+        let call = self
+            .net
+            .call(Some(self.from), self.to, Copies::Never, move |host| {
+                let (taken, vote) = (taken.clone(), vote);
+                async move {
+                    let snapshot = taken.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    let Some(snapshot) = snapshot else {
+                        return std::future::pending().await;
+                    };
+                    host.raft
+                        .install_full_snapshot(vote, snapshot)
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+            });
+        tokio::select! {
+            closed = cancel => Err(StreamingError::Closed(closed)),
+            answer = tokio::time::timeout(option.hard_ttl(), call) => match answer {
+                Ok(Ok(response)) => Ok(response),
+                Ok(Err(e)) => Err(lost(&e)),
+                Err(_) => Err(lost("timed out")),
+            },
+        }
     }
 }

@@ -1,40 +1,45 @@
-//! Seeds that found a bug, kept so that it stays fixed, each beside a run that shows the
+//! Bugs the simulator found, kept so that they stay fixed, each beside a run that shows the
 //! simulator still catches the bug when it is put back.
+//!
+//! Seeds are found afresh rather than listed: which seeds expose a bug moves whenever the
+//! workload or the nemesis draws differently (the first hunt's seeds 2, 9, 17, 22, 24 and 26 no
+//! longer do since the lock workload and the clock nemesis came), so a fixed list would soon
+//! test nothing.
 
 use sim::{run, Options};
 
-/// The seeds of the first hunt (1..40) that caught openraft's leader restore: a leader that
-/// restarted took up its old term again and wrote new entries under log ids that a crash had
-/// cut from its disk but not from its followers'. Some saw a committed entry change, some an
-/// acknowledged write lost, some nodes ending with different states.
-const LEADER_RESTORE: [u64; 6] = [2, 9, 17, 22, 24, 26];
+/// Seeds searched for a run that exposes the bug.
+const SEARCH: std::ops::RangeInclusive<u64> = 1..=60;
 
+/// openraft's leader restore, which the first hunt found (README "Simulation"): a leader that
+/// restarted took up its old term again and wrote new entries under log ids that a crash had
+/// cut from its disk but not from its followers'. With it back on, some seed of the first 60
+/// must fail; with steward's settings, the seeds that fail must pass.
 #[test]
-fn leader_restore_seeds_pass_with_stewards_raft_settings() {
-    for seed in LEADER_RESTORE {
+fn leader_restore_is_caught_and_the_seeds_that_catch_it_pass_with_stewards_settings() {
+    let mut caught = Vec::new();
+    for seed in SEARCH {
+        let opts = Options {
+            leader_restore: true,
+            ..Options::new(seed)
+        };
+        if !run(&opts).unwrap().violations.is_empty() {
+            caught.push(seed);
+            if caught.len() == 3 {
+                break;
+            }
+        }
+    }
+    assert!(
+        !caught.is_empty(),
+        "with openraft's leader restore back on, no seed of {SEARCH:?} fails"
+    );
+    for seed in caught {
         let report = run(&Options::new(seed)).unwrap();
         assert!(
             report.violations.is_empty(),
-            "seed {seed}: {:?}",
+            "seed {seed} catches leader restore, and fails with steward's settings too: {:?}",
             report.violations
         );
     }
-}
-
-#[test]
-fn the_simulator_still_catches_leader_restore() {
-    let caught: Vec<u64> = LEADER_RESTORE
-        .into_iter()
-        .filter(|&seed| {
-            let opts = Options {
-                leader_restore: true,
-                ..Options::new(seed)
-            };
-            !run(&opts).unwrap().violations.is_empty()
-        })
-        .collect();
-    assert!(
-        caught.len() >= LEADER_RESTORE.len() / 2,
-        "with openraft's leader restore back on, only seeds {caught:?} of {LEADER_RESTORE:?} fail"
-    );
 }

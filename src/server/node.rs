@@ -279,22 +279,11 @@ impl Node {
             return Ok(stamp);
         }
         let timeout = Duration::from_millis(self.config.raft.election_timeout_ms_max);
-        let ready = self
-            .raft
-            .wait(Some(timeout))
-            .metrics(
-                |m| {
-                    m.state != ServerState::Leader
-                        || m.last_applied
-                            .is_some_and(|l| l.leader_id.term == m.current_term)
-                },
-                "leader clock ready",
-            )
-            .await;
+        let ready = crate::server::time::term_clock_ready(&self.raft, timeout).await;
         if let Some(stamp) = self.leader_now() {
             return Ok(stamp);
         }
-        if ready.is_ok() {
+        if ready {
             // Not (or no longer) the leader: refused as openraft would, with the leader it knows.
             let m = self.raft.metrics();
             let m = m.borrow_watched();

@@ -257,6 +257,26 @@ impl ClusterClock {
     }
 }
 
+/// Waits up to `timeout` until `raft` either does not lead or has applied an entry of the term
+/// it leads, when its cluster clock can stamp (`ClusterClock::leader_stamp`); whether that
+/// happened in time.
+pub async fn term_clock_ready(
+    raft: &crate::raft::types::Raft,
+    timeout: std::time::Duration,
+) -> bool {
+    raft.wait(Some(timeout))
+        .metrics(
+            |m| {
+                m.state != ServerState::Leader
+                    || m.last_applied
+                        .is_some_and(|l| l.leader_id.term == m.current_term)
+            },
+            "leader clock ready",
+        )
+        .await
+        .is_ok()
+}
+
 /// What a node's state machine tells: the watch hub everything, the cluster clock the time.
 pub struct Observers {
     pub hub: Arc<WatchHub>,
