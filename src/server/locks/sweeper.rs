@@ -105,3 +105,90 @@ pub fn sweep_round(
         checkpoint,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{apply, ApplyContext, Command, LockLimits, LockMode, Proposal};
+
+    /// Applies `command` as entry `index` of term 1, stamped `time_ms` by that term's leader.
+    fn run(state: &mut State, index: u64, time_ms: u64, command: LockCommand) {
+        let proposal = Proposal {
+            time_ms,
+            term: Some(1),
+            wall_ms: None,
+            command: Command::Locks(command),
+        };
+        let ctx = ApplyContext::of_proposal(index, 1, &proposal);
+        let _ = apply(state, &ctx, &proposal.command, &mut Vec::new());
+    }
+
+    fn sweep_names(round: &SweepRound) -> Option<Vec<String>> {
+        match &round.command {
+            Some(LockCommand::Sweep { names, .. }) => Some(names.clone()),
+            Some(other) => panic!("not a sweep: {other:?}"),
+            None => None,
+        }
+    }
+
+    #[test]
+    fn a_round_starts_the_term_checkpoints_a_quiet_log_and_sweeps_what_is_due() {
+        let mut state = State::new();
+        // A leader whose term clock has not started proposes an empty sweep to start it.
+        let round = sweep_round(&state, 1_000, None, 500, 0, 0);
+        assert_eq!(sweep_names(&round), Some(vec![]));
+        assert!(!round.started && !round.checkpoint);
+
+        run(
+            &mut state,
+            1,
+            1_000,
+            LockCommand::Sweep {
+                names: vec![],
+                grace_ms: 0,
+                lock_delay_ms: 0,
+            },
+        );
+        // Started, nothing timed: nothing to propose, however quiet the log.
+        let round = sweep_round(&state, 1_010, Some(10_000), 500, 0, 0);
+        assert!(round.started && round.command.is_none(), "{round:?}");
+
+        run(
+            &mut state,
+            2,
+            1_020,
+            LockCommand::Acquire {
+                name: "l".into(),
+                holder: "h".into(),
+                mode: LockMode::Write,
+                ttl_ms: Some(100),
+                details: serde_json::Value::Null,
+                wait_ms: 0,
+                limits: LockLimits {
+                    holders_max: 10,
+                    waiters_max: 10,
+                    locks_max: 10,
+                    details_bytes_max: 1_024,
+                },
+            },
+        );
+        // Timed, not due: a checkpoint only once the log has been quiet that long.
+        let round = sweep_round(&state, 1_050, Some(499), 500, 0, 0);
+        assert!(round.command.is_none(), "{round:?}");
+        let round = sweep_round(&state, 1_050, Some(500), 500, 0, 0);
+        assert!(round.checkpoint, "{round:?}");
+        assert_eq!(sweep_names(&round), Some(vec![]));
+        // Due at 1 120: swept by name, not a checkpoint.
+        let round = sweep_round(&state, 1_120, Some(0), 500, 7, 9);
+        assert!(!round.checkpoint, "{round:?}");
+        assert_eq!(sweep_names(&round), Some(vec!["l".to_string()]));
+        assert!(matches!(
+            round.command,
+            Some(LockCommand::Sweep {
+                grace_ms: 7,
+                lock_delay_ms: 9,
+                ..
+            })
+        ));
+    }
+}
