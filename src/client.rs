@@ -65,8 +65,8 @@ pub use crate::proto::v1::{
 pub use auth::{AuthStatusReply, UserInfo, UserListReply, UserReply};
 pub use deployments::{DeploymentStatus, DeploymentVerb};
 pub use failover::{
-    is_retryable_read, leader_hint, never_sent, normalize_endpoint, reason, retry_delay,
-    split_endpoints,
+    is_retryable_read, leader_hint, never_sent, normalize_endpoint, not_applied, reason,
+    retry_delay, split_endpoints,
 };
 pub use locks::{lock_wait_expired, LockWatchStream};
 pub use operations::{AssignmentStream, OpListOptions, OpReport, OpWatchStream, SubmitOptions};

@@ -64,6 +64,12 @@ pub enum Bug {
     /// that crashes forgets it voted and can vote twice in one term (the simulator: two leaders
     /// of one term, or a lost acknowledged write).
     VoteNotPersisted,
+    /// A follower sends a forwarded write to the leader again after the forward's answer was
+    /// lost (a timeout, a reset), as steward did before jepsen caught it on 11-22: the leader
+    /// may have appended the first copy, so the write can take effect twice (the simulator: a
+    /// register history that is not linearizable, a compare-and-set answered as failed that
+    /// took effect).
+    ResendUnknown,
 }
 
 impl Bug {
@@ -82,6 +88,7 @@ impl Bug {
         Bug::EtcdLockNoWait,
         Bug::AckBeforeFsync,
         Bug::VoteNotPersisted,
+        Bug::ResendUnknown,
     ];
 
     /// The name `STEWARD_UNSAFE_BUG` uses.
@@ -100,6 +107,7 @@ impl Bug {
             Bug::EtcdLockNoWait => "etcd-lock-no-wait",
             Bug::AckBeforeFsync => "ack-before-fsync",
             Bug::VoteNotPersisted => "vote-not-persisted",
+            Bug::ResendUnknown => "resend-unknown",
         }
     }
 

@@ -1,11 +1,13 @@
 //! The simulated cluster: steward nodes (the real openraft, log store and state machine over a
 //! simulated disk and network) that crash and start again, and the way clients reach them.
 //!
-//! A client calls one node. The node serves it as steward's `Node` does: a write is proposed on
-//! the leader, forwarded there (one more hop through the network) when this node is not it; a
-//! linearizable read takes a read index from the leader (ReadIndex), waits until this node has
-//! applied it, and reads here. Answers come back through the network too, so they can be lost,
-//! and an answer from an incarnation that has crashed since is never delivered.
+//! A client calls one node. The node serves it as steward's `Node` does: a write goes through
+//! steward's own `server::route` (proposed on the leader, forwarded there, one more hop through
+//! the network, when this node is not it; held across an election; never sent again once a
+//! leader may have it); a linearizable read takes a read index from the leader (ReadIndex),
+//! waits until this node has applied it, and reads here. Answers come back through the network
+//! too, so they can be lost, and an answer from an incarnation that has crashed since is never
+//! delivered.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,20 +16,26 @@ use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
+use steward::client::not_applied;
 use steward::raft::log_store::{LogStore, RaftDb};
+use steward::raft::network::{decode, encode};
 use steward::raft::state_machine::StateMachine;
 use steward::raft::types::{
     raft_settings, LogId, NodeAddr, NodeId, Raft, RaftError, RaftMetrics, ReadPolicy, ServerState,
     WatchReceiver,
 };
+use steward::server::errors::{self, outcome_unknown};
+use steward::server::forward::{ForwardError, ForwardReply};
 use steward::server::locks::sweeper::sweep_round;
-use steward::server::time::{term_clock_ready, ClusterClock, Observers};
+use steward::server::node::LocalProposeError;
+use steward::server::route;
+use steward::server::time::{ClusterClock, Observers};
 use steward::server::watch::WatchHub;
-use steward::state::{Command, Proposal, Response, State};
+use steward::state::{Command, Response, State};
 
 use crate::clock::{SimClock, DRIFT_MAX};
 use crate::disk::{Disk, DiskFaults};
-use crate::net::{Copies, Factory, Net};
+use crate::net::{Copies, Factory, Net, Refused};
 use crate::trace::Trace;
 
 /// What a message or a client's call reaches on a running node.
@@ -51,6 +59,10 @@ const LOCK_DELAY_MS: u64 = 0;
 /// The longest a new leader waits to apply an entry of its term before a write is refused
 /// for want of a time stamp (a node waits an election timeout).
 const STAMP_WAIT: Duration = Duration::from_millis(600);
+/// How long a follower waits for the leader's answer to a forwarded write: a node's
+/// `raft.rpc_timeout_ms * 5`, with the simulated cluster's 300 ms RPC timeout scaled down, so
+/// that a lost answer leaves time before the client's deadline to show what the node does next.
+const FORWARD_TIMEOUT: Duration = Duration::from_millis(400);
 
 /// A running node.
 struct Live {
@@ -313,35 +325,28 @@ impl Cluster {
             .collect()
     }
 
-    /// A client's write through node `via`: proposed on the leader, forwarded there if need be.
+    /// A client's write through node `via`, routed as steward's `Node` routes it
+    /// (`server::route`): proposed here on the leader, forwarded to it (one more hop, whose
+    /// answer can be lost) from a follower, held across an election and sent to the next
+    /// leader while no leader took it, never sent again once one may have.
     pub async fn write(&self, via: NodeId, command: Command) -> Answer<Response> {
         let Some((incarnation, host)) = self.reach(via) else {
             return Answer::Fail(format!("n{via} is down"));
         };
-        let net = self.net.clone();
-        let timeout = self.timeout;
+        let node = SimRoute {
+            id: via,
+            host,
+            net: self.net.clone(),
+            trace: self.trace.clone(),
+        };
+        // The node works for the client until shortly before the client gives up, as a node
+        // does within a call's deadline (`server::deadline::budget`).
+        let until = tokio::time::Instant::now() + self.timeout - self.timeout / 10;
         let work = async move {
-            match propose(&host, command.clone()).await {
-                Proposed::Done(r) => Answer::Ok(*r),
-                Proposed::Unknown(e) => Answer::Unknown(e),
-                Proposed::NotStamped => Answer::Fail("no time to stamp with yet".into()),
-                Proposed::NotLeader(None) => Answer::Fail("no leader".into()),
-                Proposed::NotLeader(Some(leader)) => {
-                    // Forward: one more hop, whose answer can be lost too.
-                    let forwarded = net.call(Some(via), leader, Copies::Never, move |host| {
-                        let command = command.clone();
-                        async move { propose(&host, command).await }
-                    });
-                    match tokio::time::timeout(timeout, forwarded).await {
-                        Ok(Proposed::Done(r)) => Answer::Ok(*r),
-                        Ok(Proposed::NotLeader(_)) => Answer::Fail("leader changed".into()),
-                        Ok(Proposed::NotStamped) => {
-                            Answer::Fail("no time to stamp with yet".into())
-                        }
-                        Ok(Proposed::Unknown(e)) => Answer::Unknown(e),
-                        Err(_) => Answer::Unknown("forward timed out".into()),
-                    }
-                }
+            match route::route(&node, command, until).await {
+                Ok(response) => Answer::Ok(response),
+                Err(status) if not_applied(&status) => Answer::Fail(status.message().into()),
+                Err(status) => Answer::Unknown(status.message().into()),
             }
         };
         self.answer(via, incarnation, work).await
@@ -435,57 +440,114 @@ impl Cluster {
     }
 }
 
-/// How a proposal on one node ended.
-enum Proposed {
-    Done(Box<Response>),
-    /// Not the leader; the one it knows of, if any. Nothing was proposed.
-    NotLeader(Option<NodeId>),
-    /// The leader has not applied an entry of its term yet, so it has no time to stamp the
-    /// proposal with. Nothing was proposed.
-    NotStamped,
-    Unknown(String),
+/// How node `id` proposes and forwards a client's write (`server::route::Route`).
+struct SimRoute {
+    id: NodeId,
+    host: Host,
+    net: Net,
+    trace: Trace,
 }
 
-/// The time and term a proposal on `host` is stamped with, as `server::Node::stamp`: at
-/// once if it leads a term whose clock runs, else after waiting a while for its term's first
-/// entry to apply.
-async fn stamp(host: &Host) -> Result<(u64, u64), Proposed> {
-    let now = || {
-        host.time
-            .leader_stamp(&host.raft.metrics().borrow_watched())
-    };
-    if let Some(stamp) = now() {
-        return Ok(stamp);
-    }
-    term_clock_ready(&host.raft, STAMP_WAIT).await;
-    if let Some(stamp) = now() {
-        return Ok(stamp);
-    }
-    let m = host.raft.metrics().borrow_watched().clone();
-    if m.state == ServerState::Leader {
-        return Err(Proposed::NotStamped);
-    }
-    Err(Proposed::NotLeader(m.current_leader.filter(|&l| l != m.id)))
+/// Proposes `command` on `host` (node `id`), which believes it leads: steward's own
+/// `route::propose_here`, stamped with the node's cluster time. No shown wall time: it is for
+/// display only.
+async fn propose(id: NodeId, host: &Host, command: Command) -> Result<Response, LocalProposeError> {
+    route::propose_here(&host.raft, &host.time, id, STAMP_WAIT, || None, command).await
 }
 
-async fn propose(host: &Host, command: Command) -> Proposed {
-    let (time_ms, term) = match stamp(host).await {
-        Ok(stamp) => stamp,
-        Err(refused) => return refused,
-    };
-    let proposal = Proposal {
-        time_ms,
-        term: Some(term),
-        wall_ms: None,
-        command,
-    };
-    match host.raft.client_write(proposal).await {
-        Ok(r) => Proposed::Done(Box::new(r.data)),
-        Err(RaftError::APIError(steward::raft::types::ClientWriteError::ForwardToLeader(f))) => {
-            Proposed::NotLeader(f.leader_id)
+impl route::Route for SimRoute {
+    fn id(&self) -> NodeId {
+        self.id
+    }
+
+    fn raft(&self) -> &Raft {
+        &self.host.raft
+    }
+
+    fn propose_local(
+        &self,
+        command: Command,
+    ) -> impl std::future::Future<Output = Result<Response, LocalProposeError>> + Send {
+        propose(self.id, &self.host, command)
+    }
+
+    /// The forward as the peer port carries it (`server::forward`): the command encoded, the
+    /// leader's proposal answered as a `ForwardReply`, within the forward's timeout. A leader
+    /// whose process is not running refuses the connection: not sent. Any other silence leaves
+    /// the outcome unknown.
+    fn forward(
+        &self,
+        leader: &NodeAddr,
+        command: &Command,
+    ) -> impl std::future::Future<Output = Result<ForwardReply, ForwardError>> + Send {
+        let (net, from, trace) = (self.net.clone(), self.id, self.trace.clone());
+        let to = node_of(leader);
+        let leader = leader.clone();
+        let data = encode(command);
+        async move {
+            let data =
+                data.map_err(|e| ForwardError::Refused(not_sent(&e.to_string(), &leader)))?;
+            let Some(to) = to else {
+                return Err(ForwardError::Refused(not_sent("no such node", &leader)));
+            };
+            trace.log(&name(from), format!("forwards a write to n{to}"));
+            let call = net.call_or_refused(Some(from), to, Copies::Never, move |host| {
+                let data = data.clone();
+                async move {
+                    let reply = match decode::<Command>(&data) {
+                        Ok(command) => ForwardReply::answer(propose(to, &host, command).await),
+                        Err(e) => ForwardReply::Failed {
+                            code: tonic::Code::InvalidArgument as i32,
+                            message: e.to_string(),
+                            leader: None,
+                            not_applied: true,
+                            details: Vec::new(),
+                        },
+                    };
+                    encode(&reply).map_err(|e| e.to_string())
+                }
+            });
+            match tokio::time::timeout(FORWARD_TIMEOUT, call).await {
+                Ok(Ok(Ok(data))) => decode::<ForwardReply>(&data).map_err(|e| {
+                    ForwardError::Unknown(outcome_unknown(e.to_string(), Some(&leader)))
+                }),
+                Ok(Ok(Err(e))) => Err(ForwardError::Unknown(outcome_unknown(e, Some(&leader)))),
+                Ok(Err(Refused)) => Err(ForwardError::NotSent(not_sent(
+                    "the leader refused the connection",
+                    &leader,
+                ))),
+                Err(_) => {
+                    trace.log(&name(from), format!("forward to n{to} timed out"));
+                    Err(ForwardError::Unknown(outcome_unknown(
+                        "forwarding to the leader timed out; the write's outcome is unknown",
+                        Some(&leader),
+                    )))
+                }
+            }
         }
-        Err(e) => Proposed::Unknown(e.to_string()),
     }
+
+    fn resent(&self) {
+        self.trace
+            .log(&name(self.id), "sends a write again: no leader took it");
+    }
+}
+
+/// The node a simulated address names (`addr`).
+fn node_of(addr: &NodeAddr) -> Option<NodeId> {
+    addr.peer_addr
+        .strip_prefix('n')?
+        .strip_suffix(":peer")?
+        .parse()
+        .ok()
+}
+
+/// A forward that never left: not applied, so it may go to the next leader.
+fn not_sent(why: &str, leader: &NodeAddr) -> tonic::Status {
+    errors::not_applied(errors::unavailable(
+        format!("the write was not sent: {why}"),
+        Some(leader),
+    ))
 }
 
 /// ReadIndex on `raft` (node `via`): the leader's read index, then this node's apply up to it.
@@ -551,7 +613,7 @@ async fn sweeper(net: Net, id: NodeId, incarnation: u64, host: Host, state: Arc<
             sweep_round(&state, stamp.0, quiet_ms, CHECKPOINT_MS, 0, LOCK_DELAY_MS)
         };
         if let Some(command) = round.command {
-            let _ = propose(&host, command.into()).await;
+            let _ = propose(id, &host, command.into()).await;
         }
     }
 }

@@ -24,9 +24,13 @@
 //!
 //! Snapshots are built every `Options::snapshot_every` entries and sent whole (`net`).
 //!
-//! Not simulated yet (README "Simulation"): the gRPC servers (clients reach a node through
-//! `cluster`, which serves them as `server::Node` does: forwarding and ReadIndex), lock waits,
-//! and the operation, watch and lease workloads.
+//! A client's write goes the way steward's own `server::route` sends it (the same function:
+//! proposed on the leader, forwarded from a follower over the simulated network, held across an
+//! election, never sent again once a leader may have it).
+//!
+//! Not simulated yet (README "Simulation"): the gRPC servers themselves (forwarding's batching,
+//! watch streams, the leader loops other than the lock sweeper), lock waits, and the operation,
+//! watch and lease workloads.
 
 pub mod check;
 pub mod clock;

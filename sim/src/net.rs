@@ -178,13 +178,20 @@ impl Net {
 
     /// `to`'s host if it is up and a message from `from` gets through the partition.
     fn reach(&self, from: Option<NodeId>, to: NodeId) -> Option<Host> {
+        self.arrive(from, to).ok().flatten()
+    }
+
+    /// Where a message from `from` to `to` ends: `to`'s host (`Ok(Some)`), lost in the
+    /// partition (`Ok(None)`), or refused because `to`'s process is not running (`Err`: its
+    /// machine answers a connection with a reset at once).
+    fn arrive(&self, from: Option<NodeId>, to: NodeId) -> Result<Option<Host>, Refused> {
         let inner = self.lock();
         if from.is_some_and(|from| inner.cuts.contains(&(from, to))) {
-            return None;
+            return Ok(None);
         }
         match inner.nodes.get(&to) {
-            Some(Some((_, host))) => Some(host.clone()),
-            _ => None,
+            Some(Some((_, host))) => Ok(Some(host.clone())),
+            _ => Err(Refused),
         }
     }
 
@@ -209,10 +216,35 @@ impl Net {
         F: Fn(Host) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = T> + Send + 'static,
     {
+        match self.call_or_refused(from, to, copies, deliver).await {
+            Ok(answer) => answer,
+            Err(Refused) => std::future::pending().await,
+        }
+    }
+
+    /// [`Net::call`], but a call to a node whose process is not running comes back `Refused`
+    /// (after the way there and back) instead of never: what a client connecting afresh sees.
+    pub async fn call_or_refused<T, F, Fut>(
+        &self,
+        from: Option<NodeId>,
+        to: NodeId,
+        copies: Copies,
+        deliver: F,
+    ) -> Result<T, Refused>
+    where
+        T: Send + 'static,
+        F: Fn(Host) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = T> + Send + 'static,
+    {
         let there = self.fate();
         tokio::time::sleep(there.delay).await;
-        let Some(target) = self.reach(from, to) else {
-            return std::future::pending().await;
+        let target = match self.arrive(from, to) {
+            Ok(Some(target)) => target,
+            Ok(None) => return std::future::pending().await,
+            Err(Refused) => {
+                tokio::time::sleep(self.fate().delay).await;
+                return Err(Refused);
+            }
         };
         let deliver = Arc::new(deliver);
         let copy_after = there.copy_after.filter(|_| copies == Copies::Raft);
@@ -236,9 +268,13 @@ impl Net {
         if back.lost || !passes_back {
             return std::future::pending().await;
         }
-        answer
+        Ok(answer)
     }
 }
+
+/// A call to a node whose process is not running: the connection was refused, nothing arrived.
+#[derive(Debug)]
+pub struct Refused;
 
 /// openraft's network factory of one node's incarnation.
 pub struct Factory {

@@ -20,7 +20,8 @@
 //! (`StatusService`, EMCO's deployment status), `cluster` (status, membership), with `deadline` (the caller's
 //! `grpc-timeout`, for code that waits on its behalf), `auth` and `client_limits` as tower layers
 //! in front of all of them. Behind them: `node` (propose, read
-//! barrier, waits), `forward` (followers' writes batched to the leader), `watch` (the watch hub),
+//! barrier, waits), `route` (a write's way to the leader: held across elections, never sent twice),
+//! `forward` (followers' writes batched to the leader), `watch` (the watch hub),
 //! `peer` (the peer service: Raft RPCs, forwarded batches, read indexes, status), `space`,
 //! `metrics`. `etcd` serves etcd's v3 API (etcdserverpb) on the same port and state.
 
@@ -41,6 +42,7 @@ pub mod peer;
 pub mod pools;
 pub mod reservations;
 pub mod resources;
+pub mod route;
 pub mod space;
 pub mod time;
 pub mod wait;

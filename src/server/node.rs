@@ -15,20 +15,17 @@ use crate::proto::v1::Consistency;
 use crate::raft::log_store::RaftDb;
 use crate::raft::network::PeerChannels;
 use crate::raft::types::{
-    ClientWriteError, ForwardToLeader, LinearizableReadError, NodeAddr, NodeId, Raft, RaftError,
-    ReadPolicy, ServerState, WatchReceiver,
+    LinearizableReadError, NodeAddr, NodeId, Raft, RaftError, ReadPolicy, ServerState,
+    WatchReceiver,
 };
 use crate::server::errors;
-use crate::server::forward::{ForwardError, Forwarder};
+use crate::server::forward::{ForwardError, ForwardReply, Forwarder};
+use crate::server::route;
 use crate::server::time::wall::ShownClock;
 use crate::server::time::ClusterClock;
 use crate::server::watch::WatchHub;
-use crate::state::{Command, Family, Proposal, Response, State};
+use crate::state::{Command, Family, Response, State};
 
-/// The first pause before a write that no leader took is sent again (doubling, up to
-/// `RESEND_PAUSE_MAX`), unless the leader changes sooner.
-const RESEND_PAUSE_MIN: Duration = Duration::from_millis(25);
-const RESEND_PAUSE_MAX: Duration = Duration::from_millis(500);
 /// How much of the caller's deadline `propose` leaves for its answer's way back, at most: a
 /// write still not taken by a leader is answered "not applied" this long before the caller
 /// would give up, so the caller learns it may send it again rather than seeing its own timeout.
@@ -206,60 +203,7 @@ impl Node {
         &self,
         deadline: tokio::time::Instant,
     ) -> Result<(NodeId, NodeAddr), Status> {
-        let mut rx = self.raft.metrics();
-        loop {
-            {
-                let m = rx.borrow_and_update();
-                let membership = m.membership_config.membership();
-                if membership.nodes().next().is_some() && membership.get_node(&self.id).is_none() {
-                    return Err(errors::unavailable(
-                        format!(
-                            "node {} is not a member of the cluster; ask another node",
-                            self.id
-                        ),
-                        None,
-                    ));
-                }
-                if let Some(id) = m.current_leader {
-                    if let Some(addr) = m.membership_config.membership().get_node(&id) {
-                        return Ok((id, addr.clone()));
-                    }
-                }
-            }
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
-                Ok(Ok(())) => continue,
-                Ok(Err(_)) => return Err(errors::shutting_down()),
-                Err(_) => return Err(errors::no_leader()),
-            }
-        }
-    }
-
-    /// Waits until the leader is no longer `leader` of `term` (an election ended, or this
-    /// node learned of the new leader) or `pause` passed, whichever comes first, but never past
-    /// `deadline`. False when the deadline has come.
-    async fn await_other_leader(
-        &self,
-        leader: NodeId,
-        term: u64,
-        pause: Duration,
-        deadline: tokio::time::Instant,
-    ) -> bool {
-        let until = deadline.min(tokio::time::Instant::now() + pause);
-        let mut rx = self.raft.metrics();
-        loop {
-            {
-                let m = rx.borrow_and_update();
-                if m.current_term > term || m.current_leader.is_some_and(|id| id != leader) {
-                    break;
-                }
-            }
-            match tokio::time::timeout_at(until, rx.changed()).await {
-                Ok(Ok(())) => continue,
-                Ok(Err(_)) => return false,
-                Err(_) => break,
-            }
-        }
-        tokio::time::Instant::now() < deadline
+        route::leader_until(&self.raft, self.id, deadline).await
     }
 
     /// The cluster time this node stamps proposals with, and the term it is measured in:
@@ -268,39 +212,6 @@ impl Node {
         let metrics = self.raft.metrics();
         let metrics = metrics.borrow_watched();
         self.time.leader_stamp(&metrics)
-    }
-
-    /// The leader's cluster time and term for a proposal. A new leader has no time until it
-    /// has applied an entry of its term (its blank entry, moments after the election): wait
-    /// for that, up to an election timeout. An entry proposed without a time of its term
-    /// would be refused by apply (`Rejection::NotStamped`).
-    async fn stamp(&self) -> Result<(u64, u64), LocalProposeError> {
-        if let Some(stamp) = self.leader_now() {
-            return Ok(stamp);
-        }
-        let timeout = Duration::from_millis(self.config.raft.election_timeout_ms_max);
-        let ready = crate::server::time::term_clock_ready(&self.raft, timeout).await;
-        if let Some(stamp) = self.leader_now() {
-            return Ok(stamp);
-        }
-        if ready {
-            // Not (or no longer) the leader: refused as openraft would, with the leader it knows.
-            let m = self.raft.metrics();
-            let m = m.borrow_watched();
-            let leader = m.current_leader.filter(|id| *id != self.id).and_then(|id| {
-                let node = m.membership_config.membership().get_node(&id).cloned()?;
-                Some(ForwardToLeader::new(id, node))
-            });
-            let f = leader.unwrap_or_else(ForwardToLeader::empty);
-            return Err(LocalProposeError::NotLeader(errors::forward_to_leader(&f)));
-        }
-        Err(LocalProposeError::NotLeader(errors::not_applied(
-            errors::unavailable(
-                "this node leads but has not applied an entry of its term yet, so it has no \
-                 time to stamp the proposal with",
-                None,
-            ),
-        )))
     }
 
     /// Cluster time now as well as this node can tell: the leader's count while it leads,
@@ -342,47 +253,10 @@ impl Node {
             None => command,
         };
         let _permit = self.admit(&command)?;
-        // A write no leader has taken (no leader yet, the one asked was no longer it, or it
-        // could not even be sent: a leader just killed refuses the connection, a stopped
-        // container's name stops resolving) is held here and sent to the next leader, for as
-        // long as the caller waits (`deadline`), so a client sees an election as latency, not
-        // as an error. Every failure that ends this loop without returning proves the command
-        // was refused before any leader appended it: marked so clients may send it again.
+        // Held across elections, never sent again once a leader may have it (route.rs).
         let until = tokio::time::Instant::now()
             + crate::server::deadline::budget(self.leader_wait(), ANSWER_MARGIN_MAX);
-        let mut pause = RESEND_PAUSE_MIN;
-        loop {
-            let term = self.raft.metrics().borrow_watched().current_term;
-            let (leader_id, leader_addr) = self
-                .leader_until(until)
-                .await
-                .map_err(errors::not_applied)?;
-            let not_taken = if leader_id == self.id {
-                match self.propose_local(command.clone()).await {
-                    Err(LocalProposeError::NotLeader(status)) => status,
-                    Err(LocalProposeError::Other(status)) => return Err(status),
-                    Ok(r) => return Ok(r),
-                }
-            } else {
-                match self.forwarder.forward(&leader_addr, &command).await {
-                    Ok(reply) => match reply.outcome() {
-                        Ok(result) => return result,
-                        Err(status) => status,
-                    },
-                    Err(ForwardError::NotSent(status)) => status,
-                    Err(e @ (ForwardError::Refused(_) | ForwardError::Unknown(_))) => {
-                        return Err(e.into_status())
-                    }
-                }
-            };
-            if !self.await_other_leader(leader_id, term, pause, until).await {
-                self.metrics.proposals_unsent.inc();
-                return Err(errors::not_applied(not_taken));
-            }
-            self.metrics.proposals_resent.inc();
-            tracing::debug!(leader = leader_id, error = %not_taken.message(), "a write no leader took is sent again");
-            pause = (pause * 2).min(RESEND_PAUSE_MAX);
-        }
+        route::route(self, command, until).await
     }
 
     /// The admission every proposal passes: on the node a client reached, and again on the
@@ -424,20 +298,9 @@ impl Node {
     /// Proposes on this node, which believes it is the leader. The time stamp comes from here:
     /// the leader's cluster time and the term it is measured in (`stamp`).
     pub async fn propose_local(&self, command: Command) -> Result<Response, LocalProposeError> {
-        let (time_ms, term) = self.stamp().await?;
-        let proposal = Proposal {
-            time_ms,
-            term: Some(term),
-            wall_ms: Some(self.shown.now()),
-            command,
-        };
-        match self.raft.client_write(proposal).await {
-            Ok(resp) => Ok(resp.data),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                Err(LocalProposeError::NotLeader(errors::forward_to_leader(&f)))
-            }
-            Err(e) => Err(LocalProposeError::Other(errors::client_write(&e))),
-        }
+        let wait = Duration::from_millis(self.config.raft.election_timeout_ms_max);
+        let wall_ms = || Some(self.shown.now());
+        route::propose_here(&self.raft, &self.time, self.id, wait, wall_ms, command).await
     }
 
     /// Makes the next local read linearizable (ReadIndex), unless a serializable read was asked.
@@ -477,7 +340,7 @@ impl Node {
     async fn linearize(&self) -> Result<(), Status> {
         let until = tokio::time::Instant::now()
             + crate::server::deadline::budget(self.leader_wait(), ANSWER_MARGIN_MAX);
-        let mut pause = RESEND_PAUSE_MIN;
+        let mut pause = route::RESEND_PAUSE_MIN;
         loop {
             match self.raft.get_read_linearizer(ReadPolicy::ReadIndex).await {
                 Ok(linearizer) => {
@@ -496,7 +359,7 @@ impl Node {
                 {
                     tracing::debug!(error = %e, "leadership not confirmed; asking again");
                     tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(RESEND_PAUSE_MAX);
+                    pause = (pause * 2).min(route::RESEND_PAUSE_MAX);
                 }
                 Err(e) => return Err(errors::read_linearizer(&e)),
             }
@@ -566,6 +429,40 @@ impl Drop for CancelOnDrop {
                 }
             });
         }
+    }
+}
+
+/// A node routes its writes over gRPC: forwarded in batches (`forward::Forwarder`), counted.
+impl route::Route for Node {
+    fn id(&self) -> NodeId {
+        self.id
+    }
+
+    fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    fn propose_local(
+        &self,
+        command: Command,
+    ) -> impl std::future::Future<Output = Result<Response, LocalProposeError>> + Send {
+        Node::propose_local(self, command)
+    }
+
+    fn forward(
+        &self,
+        leader: &NodeAddr,
+        command: &Command,
+    ) -> impl std::future::Future<Output = Result<ForwardReply, ForwardError>> + Send {
+        self.forwarder.forward(leader, command)
+    }
+
+    fn resent(&self) {
+        self.metrics.proposals_resent.inc();
+    }
+
+    fn unsent(&self) {
+        self.metrics.proposals_unsent.inc();
     }
 }
 
