@@ -55,6 +55,13 @@ pub trait Route {
 }
 
 /// Routes `command` until a leader answers it or `until` comes (see the module's rule).
+///
+/// A write no leader has taken (no leader yet, the one asked was no longer it, or it could not
+/// even be sent: a leader just killed refuses the connection, a stopped container's name stops
+/// resolving) is held here and sent to the next leader, so a client sees an election as
+/// latency, not as an error. Every failure that ends the loop at `until` proves the command was
+/// refused before any leader appended it: it is marked not applied, so clients may send it
+/// again.
 pub async fn route<R: Route + Sync>(
     via: &R,
     command: Command,
