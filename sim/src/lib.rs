@@ -53,7 +53,7 @@ use steward::bugs::Bug;
 use crate::check::{fingerprint, Invariants};
 use crate::cluster::Cluster;
 use crate::disk::DiskFaults;
-use crate::net::{Net, NetFaults};
+use crate::net::{Net, NetFaults, VoterCrash};
 use crate::register::Histories;
 use crate::trace::Trace;
 
@@ -244,14 +244,27 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
     let crasher = {
         let cluster = cluster.clone();
         tokio::spawn(async move {
-            while let Some(id) = crash_requests.recv().await {
-                cluster
-                    .trace
-                    .log("NEM", format!("crash n{id} as it grants a vote"));
-                cluster.crash(id);
+            while let Some(VoterCrash { voter, candidate }) = crash_requests.recv().await {
+                if cluster.net.healed() {
+                    // Asked for before the final heal, and too late to matter: nothing is cut
+                    // or crashed after it.
+                    continue;
+                }
+                cluster.trace.log(
+                    "NEM",
+                    format!(
+                        "crash n{voter} as it grants n{candidate} a vote; n{candidate} is cut off"
+                    ),
+                );
+                cluster.crash(voter);
                 // Back within a millisecond, as under a supervisor, so it hears the term it
-                // voted in again: a vote it lost can then do harm (README: vote-not-persisted).
-                nemesis::restart_later(&cluster, id, Duration::from_millis(1));
+                // voted in again; and the leader it made is cut off, so the others elect
+                // another while it still leads. A vote the voter lost can then make two
+                // leaders of one term whose quorums overlap only in the voter, and the one
+                // with the greater id overwrites what the other committed (README:
+                // vote-not-persisted). With the vote on disk, the voter refuses the second.
+                nemesis::restart_later(&cluster, voter, Duration::from_millis(1));
+                nemesis::isolate(&cluster, candidate);
             }
         })
     };

@@ -45,6 +45,13 @@ fn split(ids: &[NodeId], a: &BTreeSet<NodeId>) -> BTreeSet<(NodeId, NodeId)> {
     cuts
 }
 
+/// Cuts `id` off from every other node, both ways, in place of the partition of the moment.
+pub fn isolate(cluster: &Cluster, id: NodeId) {
+    cluster
+        .net
+        .set_cuts(split(&cluster.ids, &BTreeSet::from([id])));
+}
+
 pub async fn run(cluster: Arc<Cluster>, mut rng: SmallRng, until: tokio::time::Instant) {
     let trace = cluster.trace.clone();
     let ids = cluster.ids.clone();
@@ -201,8 +208,7 @@ pub async fn clocks(cluster: Arc<Cluster>, mut rng: SmallRng, until: tokio::time
 /// Ends every fault: the network is whole and calm, every node runs.
 pub async fn heal(cluster: &Cluster) {
     cluster.trace.log("NEM", "heal everything");
-    cluster.net.set_cuts(BTreeSet::new());
-    cluster.net.set_faults(NetFaults::default());
+    cluster.net.heal();
     for &id in &cluster.ids {
         if let Err(e) = cluster.start(id).await {
             cluster

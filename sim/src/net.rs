@@ -67,8 +67,17 @@ struct Inner {
     rng: SmallRng,
     /// Armed by the nemesis: the next node to grant a vote crashes as it answers.
     crash_next_voter: bool,
-    /// Where such a crash is asked for.
-    crashes: Option<tokio::sync::mpsc::UnboundedSender<NodeId>>,
+    /// Set by the final heal: no fault is armed or started after it.
+    healed: bool,
+    /// Where such a crash is asked for: the voter, and the candidate it voted for.
+    crashes: Option<tokio::sync::mpsc::UnboundedSender<VoterCrash>>,
+}
+
+/// A crash asked for as `voter` grants `candidate` its vote.
+#[derive(Clone, Copy, Debug)]
+pub struct VoterCrash {
+    pub voter: NodeId,
+    pub candidate: NodeId,
 }
 
 /// Whether a message may be delivered twice.
@@ -97,6 +106,7 @@ impl Net {
                 faults,
                 rng: SmallRng::seed_from_u64(seed),
                 crash_next_voter: false,
+                healed: false,
                 crashes: None,
             })),
         }
@@ -127,7 +137,7 @@ impl Net {
     }
 
     /// Crashes of voters are asked for on `sink`.
-    pub fn set_crash_sink(&self, sink: tokio::sync::mpsc::UnboundedSender<NodeId>) {
+    pub fn set_crash_sink(&self, sink: tokio::sync::mpsc::UnboundedSender<VoterCrash>) {
         self.lock().crashes = Some(sink);
     }
 
@@ -137,12 +147,27 @@ impl Net {
         self.lock().crash_next_voter = true;
     }
 
-    /// Called as `voter` grants a vote.
-    fn granted(&self, voter: NodeId) {
+    /// The final heal: the network is whole and calm from now on, and a crash of a voter that
+    /// was armed and has not happened never will.
+    pub fn heal(&self) {
+        let mut inner = self.lock();
+        inner.healed = true;
+        inner.crash_next_voter = false;
+        inner.cuts.clear();
+        inner.faults = NetFaults::default();
+    }
+
+    /// Whether the final heal has happened.
+    pub fn healed(&self) -> bool {
+        self.lock().healed
+    }
+
+    /// Called as `voter` grants `candidate` a vote.
+    fn granted(&self, voter: NodeId, candidate: NodeId) {
         let mut inner = self.lock();
         if std::mem::take(&mut inner.crash_next_voter) {
             if let Some(sink) = &inner.crashes {
-                let _ = sink.send(voter);
+                let _ = sink.send(VoterCrash { voter, candidate });
             }
         }
     }
@@ -363,7 +388,7 @@ impl Peer {
         let how = match answer {
             Ok(r) if r.vote_granted => {
                 if what == "vote" {
-                    self.net.granted(self.to);
+                    self.net.granted(self.to, self.from);
                 }
                 format!("granted (n{} holds {})", self.to, r.vote)
             }
