@@ -3,8 +3,8 @@
 //! test fails in CI and elsewhere prints a `SKIPPED:` line and passes (`skip_or_fail`).
 //!
 //! Run: `cargo test -p jepsen --test harness`. The steward binary is `$STEWARD_BIN` if set, else
-//! `target/debug/steward`, which the test builds first with `cargo build --bin steward` (a no-op
-//! when it is up to date).
+//! the one `cargo build --bin steward` builds (a no-op when it is up to date) in this test's own
+//! target directory (so `CARGO_TARGET_DIR` is followed).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -42,15 +42,36 @@ fn steward_bin() -> PathBuf {
     if let Some(bin) = std::env::var_os("STEWARD_BIN") {
         return PathBuf::from(bin);
     }
+    // This test binary is target/<profile>/deps/harness-<hash>: the steward binary is built into
+    // the same target directory, wherever CARGO_TARGET_DIR puts it.
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("target/<profile>/deps/<test>")
+        .to_path_buf();
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev".to_string(),
+        Some(other) => other.to_string(),
+    };
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "--quiet", "--bin", "steward"])
+        .args([
+            "build",
+            "--quiet",
+            "--bin",
+            "steward",
+            "--profile",
+            &profile,
+        ])
         .current_dir(&root)
         .status()
         .expect("run cargo build --bin steward");
     assert!(status.success(), "cargo build --bin steward failed");
-    root.join("target/debug/steward")
+    let bin = dir.join("steward");
+    assert!(bin.is_file(), "no steward binary at {}", bin.display());
+    bin
 }
 
 fn spec(name: &str) -> ClusterSpec {
