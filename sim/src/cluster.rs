@@ -335,6 +335,7 @@ impl Cluster {
         };
         let node = SimRoute {
             id: via,
+            ids: self.ids.clone(),
             host,
             net: self.net.clone(),
             trace: self.trace.clone(),
@@ -443,6 +444,8 @@ impl Cluster {
 /// How node `id` proposes and forwards a client's write (`server::route::Route`).
 struct SimRoute {
     id: NodeId,
+    /// Every member, to find the node a leader's address names.
+    ids: Vec<NodeId>,
     host: Host,
     net: Net,
     trace: Trace,
@@ -481,7 +484,7 @@ impl route::Route for SimRoute {
         command: &Command,
     ) -> impl std::future::Future<Output = Result<ForwardReply, ForwardError>> + Send {
         let (net, from, trace) = (self.net.clone(), self.id, self.trace.clone());
-        let to = node_of(leader);
+        let to = node_of(&self.ids, leader);
         let leader = leader.clone();
         let data = encode(command);
         async move {
@@ -533,13 +536,10 @@ impl route::Route for SimRoute {
     }
 }
 
-/// The node a simulated address names (`addr`).
-fn node_of(addr: &NodeAddr) -> Option<NodeId> {
-    addr.peer_addr
-        .strip_prefix('n')?
-        .strip_suffix(":peer")?
-        .parse()
-        .ok()
+/// The member of `ids` whose address (`addr`) is `leader`, as a real node dials the address its
+/// membership holds.
+fn node_of(ids: &[NodeId], leader: &NodeAddr) -> Option<NodeId> {
+    ids.iter().copied().find(|&id| addr(id) == *leader)
 }
 
 /// A forward that never left: not applied, so it may go to the next leader.
