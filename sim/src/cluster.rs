@@ -31,6 +31,8 @@ use steward::server::node::LocalProposeError;
 use steward::server::route;
 use steward::server::time::{ClusterClock, Observers};
 use steward::server::watch::WatchHub;
+use steward::state::kv::lease::LEASE_SWEEP_MAX;
+use steward::state::kv::KvCommand;
 use steward::state::{Command, Response, State};
 
 use crate::clock::{SimClock, DRIFT_MAX};
@@ -590,8 +592,9 @@ async fn read_barrier<T>(
     }
 }
 
-/// A leader's lock sweeper for one incarnation of node `id`: steward's sweeper rounds
-/// (`server::locks::sweeper::sweep_round`) every [`SWEEP_EVERY`], proposed where it runs.
+/// A leader's lock and lease sweepers for one incarnation of node `id`: steward's sweeper
+/// rounds (`server::locks::sweeper::sweep_round`, then the etcd leases due) every
+/// [`SWEEP_EVERY`], proposed where it runs.
 async fn sweeper(net: Net, id: NodeId, incarnation: u64, host: Host, state: Arc<RwLock<State>>) {
     loop {
         tokio::time::sleep(SWEEP_EVERY).await;
@@ -605,15 +608,27 @@ async fn sweeper(net: Net, id: NodeId, incarnation: u64, host: Host, state: Arc<
             continue;
         };
         let quiet_ms = host.time.quiet_ms();
-        let round = {
+        let (round, leases_due) = {
             let state = state.read().unwrap_or_else(|p| p.into_inner());
             if !state.sweep_may_act(stamp.0, 0) {
                 continue;
             }
-            sweep_round(&state, stamp.0, quiet_ms, CHECKPOINT_MS, 0, LOCK_DELAY_MS)
+            (
+                sweep_round(&state, stamp.0, quiet_ms, CHECKPOINT_MS, 0, LOCK_DELAY_MS),
+                state.kv().leases().due(stamp.0, LEASE_SWEEP_MAX),
+            )
         };
         if let Some(command) = round.command {
             let _ = propose(id, &host, command.into()).await;
+        }
+        // The etcd lease sweeper's round (`server::etcd::lease::run_sweeper`): the leases this
+        // leader's clock says have ended, which apply checks again at the entry's time.
+        if !leases_due.is_empty() {
+            let expire = KvCommand::LeaseExpire {
+                ids: leases_due,
+                grace_ms: 0,
+            };
+            let _ = propose(id, &host, expire.into()).await;
         }
     }
 }

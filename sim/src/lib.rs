@@ -20,7 +20,8 @@
 //!
 //! Each machine's clocks drift, stall and step (`clock`); each node counts cluster time on them
 //! with steward's own `ClusterClock`, stamps its proposals with it, and its leader sweeps locks
-//! with the server's own sweeper round. Workloads: a register (`register`) and locks (`locks`).
+//! with the server's own sweeper round, and ends etcd leases as the node's lease sweeper does.
+//! Workloads: a register (`register`), locks (`locks`) and etcd leases (`leases`).
 //!
 //! Snapshots are built every `Options::snapshot_every` entries and sent whole (`net`).
 //!
@@ -36,6 +37,7 @@ pub mod check;
 pub mod clock;
 pub mod cluster;
 pub mod disk;
+pub mod leases;
 pub mod locks;
 pub mod nemesis;
 pub mod net;
@@ -70,6 +72,8 @@ pub struct Options {
     pub keys: u64,
     /// Lock clients.
     pub lock_clients: u64,
+    /// etcd lease clients.
+    pub lease_clients: u64,
     /// Whether the clock nemesis runs: drifting, stalling and stepping each node's clocks.
     pub clock_faults: bool,
     /// Planted bugs turned on for this run (only in a build with `unsafe-bugs`).
@@ -94,6 +98,7 @@ impl Options {
             clients: 5,
             keys: 3,
             lock_clients: 3,
+            lease_clients: 2,
             clock_faults: true,
             bugs: Vec::new(),
             trace_all: false,
@@ -317,6 +322,16 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
             grants.clone(),
         )));
     }
+    let leases = Arc::new(Mutex::new(Vec::new()));
+    for p in 0..opts.lease_clients {
+        tasks.push(tokio::spawn(leases::client(
+            cluster.clone(),
+            2_000 + p,
+            SmallRng::seed_from_u64(part(opts.seed, 300 + p)),
+            until,
+            leases.clone(),
+        )));
+    }
     let nemesis = tokio::spawn(nemesis::run(
         cluster.clone(),
         SmallRng::seed_from_u64(part(opts.seed, 5)),
@@ -387,6 +402,11 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
         trace.log("CHK", format!("VIOLATION: {e}"));
         violations.push(e);
     }
+    let leases = std::mem::take(&mut *leases.lock().unwrap_or_else(|p| p.into_inner()));
+    for e in leases::check(&leases) {
+        trace.log("CHK", format!("VIOLATION: {e}"));
+        violations.push(e);
+    }
     let (verdict, _) = check_register(&histories.events, Duration::from_secs(30));
     match &verdict {
         Verdict::Valid => {}
@@ -408,9 +428,10 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
     trace.log(
         "SIM",
         format!(
-            "done: {} ops, {} lock grants, {} violations",
+            "done: {} ops, {} lock grants, {} leases, {} violations",
             history.len(),
             grants.grants.len(),
+            leases.len(),
             violations.len()
         ),
     );
@@ -418,7 +439,7 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
         seed: opts.seed,
         violations,
         trace_hash: trace.hash(),
-        ops: history.len() + grants.grants.len() + grants.fenced.len(),
+        ops: history.len() + grants.grants.len() + grants.fenced.len() + leases.len(),
         history: history.join("\n"),
         simulated: started.elapsed(),
         trace: trace.lines(),

@@ -42,6 +42,9 @@ struct Args {
     /// Concurrent lock clients.
     #[arg(long, default_value_t = 3)]
     lock_clients: u64,
+    /// Concurrent etcd lease clients.
+    #[arg(long, default_value_t = 2)]
+    lease_clients: u64,
     /// A snapshot every this many log entries; 0: never (the whole log is kept).
     #[arg(long, default_value_t = sim::SNAPSHOT_EVERY)]
     snapshot_every: u64,
@@ -76,12 +79,13 @@ fn replay_command(args: &Args, seed: u64) -> String {
         .unwrap_or_default();
     format!(
         "cargo run -p sim --release{features} -- --seed {seed} --nodes {} --secs {} --clients {} \
-         --keys {} --lock-clients {} --snapshot-every {}{}{bug} --trace",
+         --keys {} --lock-clients {} --lease-clients {} --snapshot-every {}{}{bug} --trace",
         args.nodes,
         args.secs,
         args.clients,
         args.keys,
         args.lock_clients,
+        args.lease_clients,
         args.snapshot_every,
         if args.no_clock_faults {
             " --no-clock-faults"
@@ -134,6 +138,7 @@ fn main() -> ExitCode {
         clients: args.clients,
         keys: args.keys,
         lock_clients: args.lock_clients,
+        lease_clients: args.lease_clients,
         clock_faults: !args.no_clock_faults,
         snapshot_every: (args.snapshot_every > 0).then_some(args.snapshot_every),
         bugs: bugs.clone(),
