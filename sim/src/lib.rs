@@ -285,6 +285,18 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
                         cluster
                             .trace
                             .log(&format!("n{}", v.node), format!("raft stopped: {e}"));
+                        // The log store refused an append that would leave a hole: openraft
+                        // handed one over, which its contract forbids (README, the log store).
+                        let e = e.to_string();
+                        if e.contains("would leave a hole") {
+                            let violation = format!("n{}: {e}", v.node);
+                            cluster.trace.log("CHK", format!("VIOLATION: {violation}"));
+                            invariants
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .violations
+                                .push(violation);
+                        }
                         // As a supervisor would: the process ends, and is started again.
                         cluster.crash(v.node);
                         nemesis::restart_later(&cluster, v.node, Duration::from_millis(200));

@@ -222,6 +222,28 @@ fn read_wal(
     Ok(out)
 }
 
+/// Whether appending `entries` to a log whose last entry (or last purged one) is `last` leaves
+/// no hole: none may come after the index that follows the one before it. openraft's contract
+/// makes the store answerable for that ("there must not be a hole in logs") and its own checks
+/// of what it hands over are debug-only; a hole could not be told from a purge by any reader
+/// later, so such an append is refused before anything is written, as an I/O error (openraft
+/// then stops this node's Raft: a stopped node is found and restarted, a hole is not).
+fn follows(last: Option<LogId>, entries: &[Arc<Entry>]) -> io::Result<()> {
+    let mut next = last.map(|l| l.index + 1);
+    for entry in entries {
+        let index = entry.log_id.index;
+        if let Some(next) = next.filter(|&n| index > n) {
+            let msg = format!(
+                "raft log append would leave a hole: entry {index} where {next} comes next; \
+                 nothing written"
+            );
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, msg));
+        }
+        next = Some(index + 1);
+    }
+    Ok(())
+}
+
 impl RaftLogReader<TypeConfig> for LogStore {
     async fn try_get_log_entries<RB>(&mut self, range: RB) -> io::Result<Vec<Entry>>
     where
@@ -300,6 +322,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: Send,
     {
         let entries: Vec<Arc<Entry>> = entries.into_iter().map(Arc::new).collect();
+        {
+            let wal = lock(&self.shared.wal);
+            follows(wal.last().max(wal.purged()), &entries)?;
+        }
         let mut records = Vec::with_capacity(entries.len());
         let mut written = Vec::with_capacity(entries.len());
         let seq = self.shared.next_seq.fetch_add(1, Ordering::Relaxed);

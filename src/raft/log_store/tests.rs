@@ -517,3 +517,37 @@ async fn a_torn_write_at_the_end_is_cut_and_the_rest_kept() -> io::Result<()> {
     assert_eq!(ids(&read), want);
     Ok(())
 }
+
+/// An append that would leave a hole (after the last entry, or after a purge past the log's
+/// end) is refused and writes nothing; one that follows, or a batch from a fresh log, is taken.
+#[tokio::test]
+async fn an_append_that_would_leave_a_hole_is_refused_and_writes_nothing() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
+    let blanks = |r: std::ops::RangeInclusive<u64>| -> Vec<Entry> {
+        r.map(|i| Entry::new_blank(log_id(2, i))).collect()
+    };
+    append(&mut store, blanks(1..=3)).await?;
+    let err = append(&mut store, blanks(5..=6))
+        .await
+        .expect_err("a hole at 4 must be refused");
+    assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
+    assert!(
+        err.to_string().contains("entry 5 where 4 comes next"),
+        "{err}"
+    );
+    // A gap inside a batch too.
+    let mut gapped = blanks(4..=4);
+    gapped.extend(blanks(6..=6));
+    assert!(append(&mut store, gapped).await.is_err());
+    assert_eq!(store.get_log_state().await?.last_log_id, Some(log_id(2, 3)));
+    assert_eq!(cached(&store), vec![1, 2, 3]);
+    // What follows is taken, after the last entry and after a purge past the log's end.
+    append(&mut store, blanks(4..=5)).await?;
+    store.purge(log_id(2, 9)).await?;
+    assert!(append(&mut store, blanks(11..=11)).await.is_err());
+    append(&mut store, blanks(10..=11)).await?;
+    let state = store.get_log_state().await?;
+    assert_eq!(state.last_log_id, Some(log_id(2, 11)));
+    Ok(())
+}
