@@ -61,9 +61,14 @@ impl std::fmt::Display for Lease {
     }
 }
 
+/// The key attached to lease `id`, as the trace shows it.
+fn key_name(id: i64) -> String {
+    format!("lease/{id:x}")
+}
+
 /// The key attached to lease `id`.
 fn key_of(id: i64) -> Bytes {
-    Bytes::from(format!("lease/{id:x}"))
+    Bytes::from(key_name(id))
 }
 
 /// Whether `key` exists in `state`.
@@ -222,10 +227,6 @@ pub async fn client(
         pause(&mut rng).await;
     }
     out.lock().unwrap_or_else(|p| p.into_inner()).extend(mine);
-}
-
-fn key_name(id: i64) -> String {
-    format!("lease/{id:x}")
 }
 
 async fn pause(rng: &mut SmallRng) {
