@@ -21,9 +21,10 @@ pub enum Bug {
     /// next revision, without storing it: an acknowledged write is lost (set workload: lost
     /// acknowledged adds).
     LostCreates,
-    /// The watch hub does not send live watchers the events at revisions that are multiples of
-    /// 10 (replays from its history still have them): a stream then covers a revision whose
-    /// event it never sent (watch workload: a gap).
+    /// The watch hubs (steward's and etcd's) do not send live watchers the events at revisions
+    /// that are multiples of 10 (replays from history or the store still have them): a stream
+    /// then covers a revision whose event it never sent (watch workload: a gap; the simulator's
+    /// etcd watch clients: a gap).
     WatchGap,
     /// An assignment stream also sends its worker the runs of other workers' operations whose
     /// id is a multiple of 4: one (operation, epoch) reaches two workers (operations workload:

@@ -25,6 +25,7 @@ use steward::raft::types::{
     WatchReceiver,
 };
 use steward::server::errors::{self, outcome_unknown};
+use steward::server::etcd::watch::WatchHost;
 use steward::server::forward::{ForwardError, ForwardReply};
 use steward::server::locks::sweeper::sweep_round;
 use steward::server::node::LocalProposeError;
@@ -66,10 +67,17 @@ const STAMP_WAIT: Duration = Duration::from_millis(600);
 /// that a lost answer leaves time before the client's deadline to show what the node does next.
 const FORWARD_TIMEOUT: Duration = Duration::from_millis(400);
 
+/// Items a node's watch stream queues before its watches are detached to catch up from the
+/// store (`limits.watch_buffer`; also the most a catch-up replays at once): few, so a watch
+/// client that reads slowly falls behind and catches up.
+const WATCH_BUFFER: usize = 8;
+
 /// A running node.
 struct Live {
     incarnation: u64,
     host: Host,
+    /// Its watch hub, fed by its state machine.
+    hub: Arc<WatchHub>,
     state: Arc<RwLock<State>>,
     /// The log ids its WAL holds (the checker compares what it applied).
     ids: Arc<Mutex<BTreeMap<u64, (LogId, u64)>>>,
@@ -219,16 +227,22 @@ impl Cluster {
         let db = RaftDb::open_in_memory(&self.dirs[&id])?;
         let clock: Arc<dyn steward::server::time::Clock> = self.clocks[&id].clone();
         let time = Arc::new(ClusterClock::new(clock));
+        let limits = steward::config::Limits {
+            watch_buffer: WATCH_BUFFER,
+            ..Default::default()
+        };
+        let hub = Arc::new(WatchHub::new(&limits));
         let observers = Arc::new(Observers {
-            hub: Arc::new(WatchHub::new(&steward::config::Limits::default())),
+            hub: hub.clone(),
             time: time.clone(),
         });
         let sm = StateMachine::open(db.clone(), observers.clone())?;
         let state = sm.state();
-        // What the node starts with anchors its count, as `server::run` does.
-        time.applied(
-            state.read().unwrap_or_else(|p| p.into_inner()).time_ms(),
-            None,
+        // What the node starts with anchors its watches and its count, as `server::run` does.
+        steward::server::starts_from(
+            &state.read().unwrap_or_else(|p| p.into_inner()),
+            &hub,
+            &time,
         );
         let log = LogStore::with_wal(db, Box::new(wal)).observed_by(observers);
         let network = Factory {
@@ -252,6 +266,7 @@ impl Cluster {
             Live {
                 incarnation,
                 host,
+                hub,
                 state,
                 ids,
             },
@@ -381,6 +396,20 @@ impl Cluster {
             Answer::Ok(read(&state))
         };
         self.answer(via, incarnation, work).await
+    }
+
+    /// What a watch stream opened on `via` runs on (the real etcd Watch session runs over
+    /// it), with the incarnation it belongs to: none if `via` is down.
+    pub fn watch_host(&self, via: NodeId) -> Option<(u64, WatchHost)> {
+        self.live().get(&via).map(|l| {
+            let host = WatchHost {
+                id: via,
+                raft: l.host.raft.clone(),
+                hub: l.hub.clone(),
+                state: l.state.clone(),
+            };
+            (l.incarnation, host)
+        })
     }
 
     /// The running incarnation of `via` and its Raft, if a client's request reaches it.

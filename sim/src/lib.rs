@@ -21,7 +21,8 @@
 //! Each machine's clocks drift, stall and step (`clock`); each node counts cluster time on them
 //! with steward's own `ClusterClock`, stamps its proposals with it, and its leader sweeps locks
 //! with the server's own sweeper round, and ends etcd leases as the node's lease sweeper does.
-//! Workloads: a register (`register`), locks (`locks`) and etcd leases (`leases`).
+//! Workloads: a register (`register`), locks (`locks`), etcd leases (`leases`) and etcd
+//! watches (`watches`, over steward's own Watch session on each node's hub).
 //!
 //! Snapshots are built every `Options::snapshot_every` entries and sent whole (`net`).
 //!
@@ -30,8 +31,8 @@
 //! election, never sent again once a leader may have it).
 //!
 //! Not simulated yet (README "Simulation"): the gRPC servers themselves (forwarding's batching,
-//! watch streams, the leader loops other than the lock sweeper), lock waits, and the operation,
-//! watch and lease workloads.
+//! the leader loops other than the lock and lease sweepers), lock waits, and the operation
+//! workload.
 
 pub mod check;
 pub mod clock;
@@ -43,6 +44,7 @@ pub mod nemesis;
 pub mod net;
 pub mod register;
 pub mod trace;
+pub mod watches;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -74,6 +76,8 @@ pub struct Options {
     pub lock_clients: u64,
     /// etcd lease clients.
     pub lease_clients: u64,
+    /// etcd watch clients.
+    pub watch_clients: u64,
     /// Whether the clock nemesis runs: drifting, stalling and stepping each node's clocks.
     pub clock_faults: bool,
     /// Planted bugs turned on for this run (only in a build with `unsafe-bugs`).
@@ -99,6 +103,7 @@ impl Options {
             keys: 3,
             lock_clients: 3,
             lease_clients: 2,
+            watch_clients: 2,
             clock_faults: true,
             bugs: Vec::new(),
             trace_all: false,
@@ -344,6 +349,17 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
             leases.clone(),
         )));
     }
+    let watched = Arc::new(Mutex::new(Vec::new()));
+    for p in 0..opts.watch_clients {
+        tasks.push(tokio::spawn(watches::client(
+            cluster.clone(),
+            3_000 + p,
+            SmallRng::seed_from_u64(part(opts.seed, 400 + p)),
+            opts.keys,
+            until,
+            watched.clone(),
+        )));
+    }
     let nemesis = tokio::spawn(nemesis::run(
         cluster.clone(),
         SmallRng::seed_from_u64(part(opts.seed, 5)),
@@ -374,10 +390,10 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
         inv.observe(&cluster.views(), &trace);
         std::mem::take(&mut inv.violations)
     };
-    match settled {
+    match &settled {
         Err(e) => {
             trace.log("CHK", format!("VIOLATION: {e}"));
-            violations.push(e);
+            violations.push(e.clone());
         }
         Ok(()) => {
             let prints: Vec<(u64, String)> = cluster
@@ -402,6 +418,27 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
             }
         }
     }
+    // Every watch client catches up to the revision the healed cluster settled at; then each is
+    // checked against the keyspace of the node furthest ahead (the leader's sweeps go on).
+    let mut watched = std::mem::take(&mut *watched.lock().unwrap_or_else(|p| p.into_inner()));
+    if settled.is_ok() {
+        let top = cluster
+            .views()
+            .iter()
+            .map(|v| v.revision)
+            .max()
+            .unwrap_or(0);
+        let rng = SmallRng::seed_from_u64(part(opts.seed, 7));
+        watches::catch_up(&cluster, &mut watched, rng, top).await;
+        let furthest = cluster.views().into_iter().max_by_key(|v| v.revision);
+        if let Some(view) = furthest {
+            let state = view.state.read().unwrap_or_else(|p| p.into_inner()).clone();
+            for e in watches::check(&watched, &state) {
+                trace.log("CHK", format!("VIOLATION: {e}"));
+                violations.push(e);
+            }
+        }
+    }
     cluster.shutdown().await;
 
     let histories = std::mem::take(&mut *histories.lock().unwrap_or_else(|p| p.into_inner()));
@@ -419,6 +456,7 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
         trace.log("CHK", format!("VIOLATION: {e}"));
         violations.push(e);
     }
+    let watch_events: usize = watched.iter().map(|w| w.events.len()).sum();
     let (verdict, _) = check_register(&histories.events, Duration::from_secs(30));
     match &verdict {
         Verdict::Valid => {}
@@ -440,10 +478,11 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
     trace.log(
         "SIM",
         format!(
-            "done: {} ops, {} lock grants, {} leases, {} violations",
+            "done: {} ops, {} lock grants, {} leases, {} watch events, {} violations",
             history.len(),
             grants.grants.len(),
             leases.len(),
+            watch_events,
             violations.len()
         ),
     );

@@ -45,6 +45,9 @@ struct Args {
     /// Concurrent etcd lease clients.
     #[arg(long, default_value_t = 2)]
     lease_clients: u64,
+    /// Concurrent etcd watch clients.
+    #[arg(long, default_value_t = 2)]
+    watch_clients: u64,
     /// A snapshot every this many log entries; 0: never (the whole log is kept).
     #[arg(long, default_value_t = sim::SNAPSHOT_EVERY)]
     snapshot_every: u64,
@@ -79,13 +82,15 @@ fn replay_command(args: &Args, seed: u64) -> String {
         .unwrap_or_default();
     format!(
         "cargo run -p sim --release{features} -- --seed {seed} --nodes {} --secs {} --clients {} \
-         --keys {} --lock-clients {} --lease-clients {} --snapshot-every {}{}{bug} --trace",
+         --keys {} --lock-clients {} --lease-clients {} --watch-clients {} \
+         --snapshot-every {}{}{bug} --trace",
         args.nodes,
         args.secs,
         args.clients,
         args.keys,
         args.lock_clients,
         args.lease_clients,
+        args.watch_clients,
         args.snapshot_every,
         if args.no_clock_faults {
             " --no-clock-faults"
@@ -139,6 +144,7 @@ fn main() -> ExitCode {
         keys: args.keys,
         lock_clients: args.lock_clients,
         lease_clients: args.lease_clients,
+        watch_clients: args.watch_clients,
         clock_faults: !args.no_clock_faults,
         snapshot_every: (args.snapshot_every > 0).then_some(args.snapshot_every),
         bugs: bugs.clone(),

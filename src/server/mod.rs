@@ -74,6 +74,8 @@ use crate::raft::log_store::{LogStore, RaftDb};
 use crate::raft::network::{PeerChannels, PeerNetworkFactory};
 use crate::raft::state_machine::StateMachine;
 use crate::raft::types::{NodeAddr, Raft};
+use crate::server::watch::WatchHub;
+use crate::state::State;
 
 pub use node::Node;
 pub use time::{Clock, ClusterClock, SystemClock};
@@ -153,12 +155,11 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
     let sm = StateMachine::open(db.clone(), observer.clone())
         .context("cannot open the state machine")?;
     let state = sm.state();
-    {
-        let state = state.read().unwrap_or_else(|p| p.into_inner());
-        hub.reset_to(state.revision());
-        hub.set_auth_revision(state.auth().revision);
-        time.applied(state.time_ms(), None);
-    }
+    starts_from(
+        &state.read().unwrap_or_else(|p| p.into_inner()),
+        &hub,
+        &time,
+    );
     let log_store = LogStore::open(db.clone())
         .context("cannot open the raft log")?
         .observed_by(observer.clone());
@@ -454,4 +455,13 @@ pub async fn shutdown_signal() {
             let _ = ctrl_c.await;
         }
     }
+}
+
+/// What a node's watch hub and cluster clock start from: the state it opened with (its
+/// snapshot and the log applied after it). A watch from "now" starts after that revision, and
+/// the count of cluster time goes on from the last applied stamp.
+pub fn starts_from(state: &State, hub: &WatchHub, time: &ClusterClock) {
+    hub.reset_to(state.revision());
+    hub.set_auth_revision(state.auth().revision);
+    time.applied(state.time_ms(), None);
 }

@@ -176,6 +176,12 @@ impl Node {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The applied state itself, for what keeps a handle beside the node (a watch session's
+    /// host); read it as `state()` does, never across an await.
+    pub fn shared_state(&self) -> &Arc<RwLock<State>> {
+        &self.state
+    }
+
     /// What a leader-only sweeper should sweep now: `due(state, now)` at the cluster time this
     /// leader stamps with, or `None` when this node does not lead (or has no time yet), or when
     /// apply would refuse any sweep as falling in the grace of `grace_ms` after a change of

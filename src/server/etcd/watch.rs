@@ -14,22 +14,25 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use tonic::{Request, Response as GrpcResponse, Status, Streaming};
 
-use super::hub::{Item, Refused, Registered, StreamReceiver};
+use super::hub::{Item, KvHub, Refused, Registered, StreamReceiver};
 use super::kv::kv_pb;
-use super::{header, require_leader};
+use super::require_leader;
 use crate::proto::etcd::watch_create_request::FilterType;
 use crate::proto::etcd::watch_request::RequestUnion;
 use crate::proto::etcd::watch_server::Watch;
-use crate::proto::etcd::{WatchCreateRequest, WatchRequest, WatchResponse};
+use crate::proto::etcd::{ResponseHeader, WatchCreateRequest, WatchRequest, WatchResponse};
 use crate::proto::mvccpb;
+use crate::raft::types::{NodeId, Raft, WatchReceiver};
 use crate::server::node::Node;
+use crate::server::watch::WatchHub;
 use crate::state::kv::{Bytes, KvEvent, KvEventKind, Span};
+use crate::state::State;
 
 /// etcd's answer to a watch id the stream already uses.
 const DUPLICATE_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream";
@@ -54,29 +57,82 @@ impl Watch for WatchService {
         request: Request<Streaming<WatchRequest>>,
     ) -> Result<GrpcResponse<Self::WatchStream>, Status> {
         require_leader(&self.node, &request)?;
-        let requests = request.into_inner();
-        let (stream, rx) = self.node.hub.kv.open_stream();
         let every = Duration::from_millis(self.node.config.etcd.progress_notify_interval_ms);
-        let session = Session {
-            node: self.node.clone(),
-            stream,
-            rx,
-            requests,
-            tick: tokio::time::interval_at(tokio::time::Instant::now() + every, every),
-            pending: VecDeque::new(),
-            resume: VecDeque::new(),
-            ended: false,
-            watches: BTreeMap::new(),
-            by_key: BTreeMap::new(),
-            next_id: 0,
-            progress_owed: false,
-        };
-        let responses = futures::stream::unfold(session, |mut session| async move {
-            let next = session.next().await?;
-            Some((next, session))
-        });
+        let responses = session(WatchHost::of(&self.node), request.into_inner(), every);
         Ok(GrpcResponse::new(Box::pin(responses)))
     }
+}
+
+/// What a watch session needs of the node it runs on: who the node is and its term (for the
+/// response header), its hub, and its applied state (to replay from). The simulator builds one
+/// for each simulated node, so its watch clients run these sessions.
+#[derive(Clone)]
+pub struct WatchHost {
+    pub id: NodeId,
+    pub raft: Raft,
+    pub hub: Arc<WatchHub>,
+    pub state: Arc<RwLock<State>>,
+}
+
+impl WatchHost {
+    pub fn of(node: &Node) -> WatchHost {
+        WatchHost {
+            id: node.id,
+            raft: node.raft.clone(),
+            hub: node.hub.clone(),
+            state: node.shared_state().clone(),
+        }
+    }
+
+    fn kv(&self) -> &KvHub {
+        &self.hub.kv
+    }
+
+    fn state(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// etcd's response header (`etcd::header`), from this host's parts.
+    fn header(&self, revision: u64) -> Option<ResponseHeader> {
+        Some(ResponseHeader {
+            cluster_id: 0,
+            member_id: self.id,
+            revision: i64::try_from(revision).unwrap_or(i64::MAX),
+            raft_term: self.raft.metrics().borrow_watched().current_term,
+        })
+    }
+}
+
+/// One Watch stream on `host`: the responses to `requests`, with progress_notify's notices
+/// every `progress_every`. It ends when `requests` ends or fails, or when the node stops.
+pub fn session<R>(
+    host: WatchHost,
+    requests: R,
+    progress_every: Duration,
+) -> impl Stream<Item = Result<WatchResponse, Status>> + Send
+where
+    R: Stream<Item = Result<WatchRequest, Status>> + Send + Unpin + 'static,
+{
+    let (stream, rx) = host.kv().open_stream();
+    let every = progress_every;
+    let session = Session {
+        node: host,
+        stream,
+        rx,
+        requests,
+        tick: tokio::time::interval_at(tokio::time::Instant::now() + every, every),
+        pending: VecDeque::new(),
+        resume: VecDeque::new(),
+        ended: false,
+        watches: BTreeMap::new(),
+        by_key: BTreeMap::new(),
+        next_id: 0,
+        progress_owed: false,
+    };
+    futures::stream::unfold(session, |mut session| async move {
+        let next = session.next().await?;
+        Some((next, session))
+    })
 }
 
 /// One watch of a stream.
@@ -95,11 +151,11 @@ struct WatchState {
 /// The client went away (or the node is stopping): the session ends.
 struct Gone;
 
-struct Session {
-    node: Arc<Node>,
+struct Session<R> {
+    node: WatchHost,
     stream: u64,
     rx: StreamReceiver,
-    requests: Streaming<WatchRequest>,
+    requests: R,
     /// progress_notify's clock.
     tick: tokio::time::Interval,
     /// Responses made and not yet taken by the transport, in order.
@@ -116,7 +172,7 @@ struct Session {
     progress_owed: bool,
 }
 
-impl Session {
+impl<R: Stream<Item = Result<WatchRequest, Status>> + Unpin> Session<R> {
     /// The next response: one made already, or the next made from what comes next (a request,
     /// the hub's queue, the progress clock, a chunk of a catch-up); `None` once the session
     /// has ended and everything made was taken.
@@ -132,9 +188,9 @@ impl Session {
                 self.attach(id, from)
             } else {
                 tokio::select! {
-                    request = self.requests.message() => match request {
-                        Ok(Some(request)) => self.handle(request),
-                        Ok(None) | Err(_) => Err(Gone),
+                    request = self.requests.next() => match request {
+                        Some(Ok(request)) => self.handle(request),
+                        None | Some(Err(_)) => Err(Gone),
                     },
                     item = self.rx.recv() => match item {
                         Some(item) => self.deliver(item),
@@ -161,7 +217,7 @@ impl Session {
 
     fn response(&self, watch_id: i64, revision: u64) -> WatchResponse {
         WatchResponse {
-            header: header(&self.node, revision),
+            header: self.node.header(revision),
             watch_id,
             ..WatchResponse::default()
         }
@@ -173,10 +229,10 @@ impl Session {
             Some(RequestUnion::CancelRequest(cancel)) => {
                 if let Some(watch) = self.watches.remove(&cancel.watch_id) {
                     if let Some(key) = watch.key {
-                        self.node.hub.kv.unregister(key);
+                        self.node.kv().unregister(key);
                         self.by_key.remove(&key);
                     }
-                    let revision = self.node.hub.kv.revision();
+                    let revision = self.node.kv().revision();
                     self.send(WatchResponse {
                         canceled: true,
                         ..self.response(cancel.watch_id, revision)
@@ -195,7 +251,7 @@ impl Session {
     /// etcd's create: an empty key watches from "\0"; a range end of "\0" means every key from
     /// the key on.
     fn create(&mut self, create: WatchCreateRequest) -> Result<(), Gone> {
-        let revision = self.node.hub.kv.revision();
+        let revision = self.node.kv().revision();
         let id = if create.watch_id != 0 {
             if self.watches.contains_key(&create.watch_id) {
                 self.send(WatchResponse {
@@ -250,8 +306,7 @@ impl Session {
         };
         let node = self.node.clone();
         let registered = node
-            .hub
-            .kv
+            .kv()
             .register(self.stream, span.clone(), from, |f, t, max| {
                 node.state().kv().changes(&span, f, t, max)
             });
@@ -273,7 +328,7 @@ impl Session {
             Ok(Registered::Compacted) => {
                 self.watches.remove(&id);
                 let compacted = self.node.state().kv().compacted();
-                let revision = self.node.hub.kv.revision();
+                let revision = self.node.kv().revision();
                 self.send(WatchResponse {
                     canceled: true,
                     compact_revision: i64::try_from(compacted).unwrap_or(i64::MAX),
@@ -291,7 +346,7 @@ impl Session {
                     }
                     Refused::Store(e) => e.to_string(),
                 };
-                let revision = self.node.hub.kv.revision();
+                let revision = self.node.kv().revision();
                 self.send(WatchResponse {
                     canceled: true,
                     cancel_reason: reason,
@@ -311,7 +366,7 @@ impl Session {
     fn request_progress(&mut self) {
         if self.all_live() {
             self.progress_owed = false;
-            self.node.hub.kv.progress(self.stream, None);
+            self.node.kv().progress(self.stream, None);
         } else {
             self.progress_owed = true;
         }
@@ -323,7 +378,7 @@ impl Session {
         for watch in self.watches.values_mut() {
             if watch.progress_notify && watch.quiet {
                 if let Some(key) = watch.key {
-                    self.node.hub.kv.progress(self.stream, Some(key));
+                    self.node.kv().progress(self.stream, Some(key));
                 }
             }
             watch.quiet = true;
@@ -404,14 +459,15 @@ impl Session {
     }
 }
 
-impl Drop for Session {
+impl<R> Drop for Session<R> {
     /// The transport dropped the response stream (the client went away) or it ended.
     fn drop(&mut self) {
-        self.node.hub.kv.close_stream(self.stream);
+        self.node.kv().close_stream(self.stream);
     }
 }
 
-fn event_pb(event: &KvEvent, prev_kv: bool) -> mvccpb::Event {
+/// A keyspace event as a watch response carries it (its previous version only if asked).
+pub fn event_pb(event: &KvEvent, prev_kv: bool) -> mvccpb::Event {
     mvccpb::Event {
         r#type: match event.kind {
             KvEventKind::Put => mvccpb::event::EventType::Put as i32,
