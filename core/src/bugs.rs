@@ -71,6 +71,12 @@ pub enum Bug {
     /// register history that is not linearizable, a compare-and-set answered as failed that
     /// took effect).
     ResendUnknown,
+    /// Apply takes a worker's end report (succeeded or failed) for an earlier assignment of an
+    /// operation that has been taken back and assigned again, as if the epoch check were
+    /// forgotten: a worker presumed dead ends an operation its successor runs (the simulator's
+    /// operations workload: a report accepted after its fence was refused, a success without
+    /// an effect in its epoch).
+    StaleReport,
 }
 
 impl Bug {
@@ -90,6 +96,7 @@ impl Bug {
         Bug::AckBeforeFsync,
         Bug::VoteNotPersisted,
         Bug::ResendUnknown,
+        Bug::StaleReport,
     ];
 
     /// The name `STEWARD_UNSAFE_BUG` uses.
@@ -109,6 +116,7 @@ impl Bug {
             Bug::AckBeforeFsync => "ack-before-fsync",
             Bug::VoteNotPersisted => "vote-not-persisted",
             Bug::ResendUnknown => "resend-unknown",
+            Bug::StaleReport => "stale-report",
         }
     }
 

@@ -17,6 +17,7 @@ use std::time::Duration;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use steward::client::not_applied;
+use steward::config::{LocksConfig, OperationsConfig};
 use steward::raft::log_store::{LogStore, RaftDb};
 use steward::raft::network::{decode, encode};
 use steward::raft::state_machine::StateMachine;
@@ -29,12 +30,14 @@ use steward::server::etcd::watch::WatchHost;
 use steward::server::forward::{ForwardError, ForwardReply};
 use steward::server::locks::sweeper::sweep_round;
 use steward::server::node::LocalProposeError;
+use steward::server::operations::op_limits;
+use steward::server::operations::scheduler::lock_limits_of;
 use steward::server::route;
 use steward::server::time::{ClusterClock, Observers};
 use steward::server::watch::WatchHub;
 use steward::state::kv::lease::LEASE_SWEEP_MAX;
 use steward::state::kv::KvCommand;
-use steward::state::{Command, Response, State};
+use steward::state::{Command, OperationCommand, Response, State};
 
 use crate::clock::{SimClock, DRIFT_MAX};
 use crate::disk::{Disk, DiskFaults};
@@ -57,6 +60,8 @@ const CHECKPOINT_MS: u64 = 250;
 /// Log entries a node keeps behind its snapshot (`raft.log_behind_snapshot_max`, scaled down):
 /// few, so a follower that fell behind is sent a snapshot.
 const SNAPSHOT_LOG_KEPT: u64 = 20;
+/// The most assignments one scheduler round proposes (`operations.schedule_batch_max`).
+const SCHEDULE_MAX: usize = 16;
 /// The lock-delay sweeps carry: none, so a lock lost early is granted to another at once.
 const LOCK_DELAY_MS: u64 = 0;
 /// The longest a new leader waits to apply an entry of its term before a write is refused
@@ -398,6 +403,11 @@ impl Cluster {
         self.answer(via, incarnation, work).await
     }
 
+    /// Node `id`'s applied state, if it runs: what a stream served from that node reads.
+    pub fn state_of(&self, id: NodeId) -> Option<Arc<RwLock<State>>> {
+        self.live().get(&id).map(|l| l.state.clone())
+    }
+
     /// What a watch stream opened on `via` runs on (the real etcd Watch session runs over
     /// it), with the incarnation it belongs to: none if `via` is down.
     pub fn watch_host(&self, via: NodeId) -> Option<(u64, WatchHost)> {
@@ -621,7 +631,8 @@ async fn read_barrier<T>(
     }
 }
 
-/// A leader's lock and lease sweepers for one incarnation of node `id`: steward's sweeper
+/// A leader's loops for one incarnation of node `id`: the operation scheduler's and sweeper's
+/// rounds, then the lock and lease sweepers: steward's sweeper
 /// rounds (`server::locks::sweeper::sweep_round`, then the etcd leases due) every
 /// [`SWEEP_EVERY`], proposed where it runs.
 async fn sweeper(net: Net, id: NodeId, incarnation: u64, host: Host, state: Arc<RwLock<State>>) {
@@ -637,15 +648,51 @@ async fn sweeper(net: Net, id: NodeId, incarnation: u64, host: Host, state: Arc<
             continue;
         };
         let quiet_ms = host.time.quiet_ms();
-        let (round, leases_due) = {
+        let lock_limits = lock_limits_of(&LocksConfig::default());
+        let (round, leases_due, dispatch, ops_due) = {
             let state = state.read().unwrap_or_else(|p| p.into_inner());
+            // The scheduler's round (`server::operations::scheduler`), on this tick rather
+            // than on every operation event: what may be assigned now.
+            let dispatch = state.ops_dispatchable(stamp.0, lock_limits.holders_max, SCHEDULE_MAX);
             if !state.sweep_may_act(stamp.0, 0) {
-                continue;
+                (None, Vec::new(), dispatch, None)
+            } else {
+                (
+                    Some(sweep_round(
+                        &state,
+                        stamp.0,
+                        quiet_ms,
+                        CHECKPOINT_MS,
+                        0,
+                        LOCK_DELAY_MS,
+                    )),
+                    state.kv().leases().due(stamp.0, LEASE_SWEEP_MAX),
+                    dispatch,
+                    Some(state.ops_due(stamp.0)),
+                )
             }
-            (
-                sweep_round(&state, stamp.0, quiet_ms, CHECKPOINT_MS, 0, LOCK_DELAY_MS),
-                state.kv().leases().due(stamp.0, LEASE_SWEEP_MAX),
-            )
+        };
+        for d in dispatch {
+            let assign = OperationCommand::Assign {
+                id: d.id,
+                worker: d.worker,
+                lock_limits,
+            };
+            let _ = propose(id, &host, assign.into()).await;
+        }
+        // The operation sweeper's round (`server::operations::sweeper`): dead workers' work
+        // taken back, passed deadlines acted on; apply checks again.
+        if let Some(due) = ops_due.filter(|d| !d.is_empty()) {
+            let sweep = OperationCommand::Sweep {
+                workers: due.workers,
+                operations: due.operations,
+                grace_ms: 0,
+                limits: op_limits(&OperationsConfig::default()),
+            };
+            let _ = propose(id, &host, sweep.into()).await;
+        }
+        let Some(round) = round else {
+            continue;
         };
         if let Some(command) = round.command {
             let _ = propose(id, &host, command.into()).await;

@@ -21,8 +21,9 @@
 //! Each machine's clocks drift, stall and step (`clock`); each node counts cluster time on them
 //! with steward's own `ClusterClock`, stamps its proposals with it, and its leader sweeps locks
 //! with the server's own sweeper round, and ends etcd leases as the node's lease sweeper does.
-//! Workloads: a register (`register`), locks (`locks`), etcd leases (`leases`) and etcd
-//! watches (`watches`, over steward's own Watch session on each node's hub).
+//! Workloads: a register (`register`), locks (`locks`), etcd leases (`leases`), etcd
+//! watches (`watches`, over steward's own Watch session on each node's hub) and lifecycle
+//! operations run by crashing workers (`operations`, judged by jepsen's operations checker).
 //!
 //! Snapshots are built every `Options::snapshot_every` entries and sent whole (`net`).
 //!
@@ -31,8 +32,7 @@
 //! election, never sent again once a leader may have it).
 //!
 //! Not simulated yet (README "Simulation"): the gRPC servers themselves (forwarding's batching,
-//! the leader loops other than the lock and lease sweepers), lock waits, and the operation
-//! workload.
+//! the leader loops beyond the scheduler's and sweepers' rounds), and lock waits.
 
 pub mod check;
 pub mod clock;
@@ -42,6 +42,7 @@ pub mod leases;
 pub mod locks;
 pub mod nemesis;
 pub mod net;
+pub mod operations;
 pub mod register;
 pub mod trace;
 pub mod watches;
@@ -78,6 +79,10 @@ pub struct Options {
     pub lease_clients: u64,
     /// etcd watch clients.
     pub watch_clients: u64,
+    /// Clients submitting lifecycle operations.
+    pub op_clients: u64,
+    /// Worker slots running them (each a succession of crashing workers).
+    pub workers: u64,
     /// Whether the clock nemesis runs: drifting, stalling and stepping each node's clocks.
     pub clock_faults: bool,
     /// Planted bugs turned on for this run (only in a build with `unsafe-bugs`).
@@ -104,6 +109,8 @@ impl Options {
             lock_clients: 3,
             lease_clients: 2,
             watch_clients: 2,
+            op_clients: 2,
+            workers: 2,
             clock_faults: true,
             bugs: Vec::new(),
             trace_all: false,
@@ -360,6 +367,26 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
             watched.clone(),
         )));
     }
+    let ops = Arc::new(operations::Ops::default());
+    for p in 0..opts.op_clients {
+        tasks.push(tokio::spawn(operations::submitter(
+            cluster.clone(),
+            4_000 + p,
+            p,
+            SmallRng::seed_from_u64(part(opts.seed, 500 + p)),
+            until,
+            ops.clone(),
+        )));
+    }
+    for slot in 0..opts.workers {
+        let worker = tokio::spawn(operations::worker_slot(
+            cluster.clone(),
+            slot,
+            part(opts.seed, 600 + slot),
+            ops.clone(),
+        ));
+        ops.keep_task(&worker);
+    }
     let nemesis = tokio::spawn(nemesis::run(
         cluster.clone(),
         SmallRng::seed_from_u64(part(opts.seed, 5)),
@@ -380,8 +407,14 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
         clocks.await?;
     }
 
-    // The faults end; every node must catch up and hold the same state.
+    // The faults end; the workers stop crashing and end every operation; then every node must
+    // catch up and hold the same state.
+    ops.stop_crashing();
     nemesis::heal(&cluster).await;
+    if opts.workers > 0 {
+        operations::finish(&cluster).await;
+    }
+    let op_records = ops.halt();
     let settled = settle(&cluster).await;
     observer.abort();
     crasher.abort();
@@ -436,6 +469,14 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
             for e in watches::check(&watched, &state) {
                 trace.log("CHK", format!("VIOLATION: {e}"));
                 violations.push(e);
+            }
+            if opts.op_clients > 0 {
+                let (found, summary) = operations::check(&op_records, &state);
+                trace.log("CHK", summary);
+                for e in found {
+                    trace.log("CHK", format!("VIOLATION: {e}"));
+                    violations.push(e);
+                }
             }
         }
     }

@@ -48,6 +48,12 @@ struct Args {
     /// Concurrent etcd watch clients.
     #[arg(long, default_value_t = 2)]
     watch_clients: u64,
+    /// Concurrent clients submitting lifecycle operations.
+    #[arg(long, default_value_t = 2)]
+    op_clients: u64,
+    /// Worker slots running the operations (each a succession of crashing workers).
+    #[arg(long, default_value_t = 2)]
+    workers: u64,
     /// A snapshot every this many log entries; 0: never (the whole log is kept).
     #[arg(long, default_value_t = sim::SNAPSHOT_EVERY)]
     snapshot_every: u64,
@@ -83,7 +89,7 @@ fn replay_command(args: &Args, seed: u64) -> String {
     format!(
         "cargo run -p sim --release{features} -- --seed {seed} --nodes {} --secs {} --clients {} \
          --keys {} --lock-clients {} --lease-clients {} --watch-clients {} \
-         --snapshot-every {}{}{bug} --trace",
+         --op-clients {} --workers {} --snapshot-every {}{}{bug} --trace",
         args.nodes,
         args.secs,
         args.clients,
@@ -91,6 +97,8 @@ fn replay_command(args: &Args, seed: u64) -> String {
         args.lock_clients,
         args.lease_clients,
         args.watch_clients,
+        args.op_clients,
+        args.workers,
         args.snapshot_every,
         if args.no_clock_faults {
             " --no-clock-faults"
@@ -145,6 +153,8 @@ fn main() -> ExitCode {
         lock_clients: args.lock_clients,
         lease_clients: args.lease_clients,
         watch_clients: args.watch_clients,
+        op_clients: args.op_clients,
+        workers: args.workers,
         clock_faults: !args.no_clock_faults,
         snapshot_every: (args.snapshot_every > 0).then_some(args.snapshot_every),
         bugs: bugs.clone(),

@@ -43,3 +43,27 @@ fn leader_restore_is_caught_and_the_seeds_that_catch_it_pass_with_stewards_setti
         );
     }
 }
+
+/// A worker presumed lost whose operation a sweep then ended Failed (its last attempt) had its
+/// own late Failed report answered as a repeat of the report that ended the operation, though
+/// its fence had been refused: seed 529 of the first 1,000 with the operations workload
+/// (jepsen's checker: `report_after_fence_refused`). Apply now answers such a report stale
+/// (`core/src/operations/sweep_tests.rs` holds the rule). The seed still has to meet the case,
+/// or this test would prove nothing: when the workload's draws move, find another by replaying
+/// seeds (`--seed N --trace`) for the line "without this report".
+#[test]
+fn a_lost_workers_late_end_report_after_a_sweep_ended_its_operation_is_stale() {
+    let opts = Options {
+        trace_all: true,
+        ..Options::new(529)
+    };
+    let report = run(&opts).unwrap();
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    assert!(
+        report
+            .trace
+            .iter()
+            .any(|l| l.contains("without this report")),
+        "seed 529 no longer has a late end report after a sweep's end; pick another seed"
+    );
+}

@@ -339,10 +339,30 @@ fn apply_report(
     let mut next = op.clone();
     match (op.state, req.report) {
         (ended, report) if ended.is_final() => {
-            if ended == report.state() || *report == WorkerReport::Started {
+            if ended_by(op, report) || *report == WorkerReport::Started {
                 return Ok(Response::Operations(OperationReply::Operation {
                     operation: op.clone(),
                 }));
+            }
+            if ended == report.state() {
+                // Ended so under this assignment, but not by this report: a sweep ended it
+                // when its worker was presumed lost. Answering it as a repeat would tell the
+                // worker its result counted (the simulator's seed 529).
+                return Err(Rejection::StaleAssignment {
+                    id: op.id,
+                    worker: req.worker.to_string(),
+                    attempt: req.attempt,
+                    epoch: req.epoch,
+                    reason: format!(
+                        "the operation ended {ended} without this report ({})",
+                        op.result
+                            .as_ref()
+                            .map_or("no result".to_string(), |r| match r {
+                                OpResult::Response(v) => v.to_string(),
+                                OpResult::Error(e) => e.clone(),
+                            })
+                    ),
+                });
             }
             let action = format!("report {}", report.state());
             return Err(wrong_state(op, &action, ASSIGNED));
@@ -488,6 +508,24 @@ fn lock_details(op: &Operation) -> Value {
 
 const ASSIGNED: &str = "Dispatched, InProgress or Aborting";
 
+/// Whether `report` is the one that ended `op` (so a repeat of it is answered, changing
+/// nothing): an end in its state with its result. An Aborted report counts whenever the
+/// operation ended aborted, since the worker was asked to stop.
+fn ended_by(op: &Operation, report: &WorkerReport) -> bool {
+    match report {
+        WorkerReport::Started => false,
+        WorkerReport::Succeeded { response } => {
+            op.state == OpState::Succeeded
+                && op.result.as_ref() == Some(&OpResult::Response(response.clone()))
+        }
+        WorkerReport::Failed { error } => {
+            op.state == OpState::Failed
+                && op.result.as_ref() == Some(&OpResult::Error(error.clone()))
+        }
+        WorkerReport::Aborted => op.state == OpState::Aborted,
+    }
+}
+
 /// `StaleAssignment` unless the report names the operation's current (or, once it ended, last)
 /// assignment.
 fn check_assignment(op: &Operation, req: &Report<'_>) -> Result<(), Rejection> {
@@ -495,6 +533,17 @@ fn check_assignment(op: &Operation, req: &Report<'_>) -> Result<(), Rejection> {
         && op.attempt == req.attempt
         && op.epoch == req.epoch;
     if current && op.state != OpState::Queued {
+        return Ok(());
+    }
+    // DELIBERATE BUG (bugs.rs, test-only builds): an earlier assignment's end report is taken.
+    if crate::bugs::active(crate::bugs::Bug::StaleReport)
+        && op.state.is_assigned()
+        && req.epoch < op.epoch
+        && matches!(
+            req.report,
+            WorkerReport::Succeeded { .. } | WorkerReport::Failed { .. }
+        )
+    {
         return Ok(());
     }
     let (attempt, epoch) = (op.attempt, op.epoch);

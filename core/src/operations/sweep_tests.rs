@@ -121,6 +121,51 @@ fn the_last_attempt_fails_and_an_aborting_one_ends_aborted() {
 }
 
 #[test]
+fn a_lost_workers_late_end_report_is_stale_not_a_repeat_of_the_sweeps_end() {
+    let mut log = Log::new();
+    log.run(1_000, create("d1"));
+    let mut p = policy("d1", "update");
+    p.max_attempts = 1;
+    let id = log.submit(1_000, submit_with("d1", "update", p));
+    log.run(1_000, register("w1", &DIRECTOR_VERBS, 1, 1_000));
+    let mine = log.op_ok(1_100, assign(id, "w1"));
+    log.run(3_000, sweep(&["w1"], &[], 0));
+    assert_eq!(log.op(id).state, Failed);
+    // w1 comes back and reports its own failure: the operation ended Failed under its
+    // assignment, but by the sweep, so the report is stale, not a repeat.
+    let failed = WorkerReport::Failed {
+        error: "disk full".into(),
+    };
+    let r = log.rejection(3_100, report(&mine, failed));
+    let Rejection::StaleAssignment { reason, .. } = &r else {
+        panic!("{r:?}");
+    };
+    assert!(
+        reason.starts_with("the operation ended Failed without this report"),
+        "{reason}"
+    );
+    let r = log.rejection(3_100, report(&mine, succeeded()));
+    assert!(matches!(r, Rejection::OperationState { .. }), "{r:?}");
+    log.check();
+}
+
+#[test]
+fn a_repeat_of_the_report_that_ended_an_operation_is_answered_unchanged() {
+    let mut log = Log::new();
+    log.run(1_000, create("d1"));
+    log.run(1_000, register("w1", &DIRECTOR_VERBS, 1, 60_000));
+    let id = log.submit(1_000, submit("d1", "update"));
+    let mine = log.op_ok(1_100, assign(id, "w1"));
+    let failed = WorkerReport::Failed {
+        error: "disk full".into(),
+    };
+    let done = log.op_ok(1_200, report(&mine, failed.clone()));
+    assert_eq!(done.state, Failed);
+    assert_eq!(log.op_ok(1_300, report(&mine, failed)), done);
+    log.check();
+}
+
+#[test]
 fn sweeps_wait_out_the_grace_after_a_leader_change_and_recheck() {
     let mut log = Log::new();
     log.run(1_000, create("d1"));

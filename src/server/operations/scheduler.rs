@@ -27,7 +27,12 @@ use crate::server::node::Node;
 use crate::state::{LockLimits, OperationId, Response};
 
 fn lock_limits(node: &Node) -> LockLimits {
-    let l = &node.config.locks;
+    lock_limits_of(&node.config.locks)
+}
+
+/// The lock limits an assignment's grant is held to (`[locks]`); the simulator's scheduler
+/// round uses them too.
+pub fn lock_limits_of(l: &crate::config::LocksConfig) -> LockLimits {
     LockLimits {
         holders_max: l.holders_max,
         waiters_max: l.waiters_max,
