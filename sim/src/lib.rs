@@ -385,7 +385,7 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
             part(opts.seed, 600 + slot),
             ops.clone(),
         ));
-        ops.keep_task(&worker);
+        ops.keep(&worker);
     }
     let nemesis = tokio::spawn(nemesis::run(
         cluster.clone(),

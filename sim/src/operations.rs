@@ -91,11 +91,7 @@ impl Ops {
     }
 
     /// A task to stop at the halt.
-    pub fn keep_task(&self, task: &tokio::task::JoinHandle<()>) {
-        self.keep(task);
-    }
-
-    fn keep(&self, task: &tokio::task::JoinHandle<()>) {
+    pub fn keep(&self, task: &tokio::task::JoinHandle<()>) {
         self.tasks
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -32,7 +32,7 @@ use prost::Message;
 use tonic::{Code, Status};
 
 use crate::proto::etcd::ResponseHeader;
-use crate::raft::types::WatchReceiver;
+use crate::raft::types::{NodeId, Raft, WatchReceiver};
 use crate::server::node::Node;
 use crate::state::kv::{KvCommand, KvError, KvReply, Txn, TxnResult};
 use crate::state::{Rejection, Response};
@@ -40,11 +40,16 @@ use crate::state::{Rejection, Response};
 /// The header of every etcd answer: this member, the store revision the answer is at, and the
 /// Raft term. etcd's cluster id has no steward counterpart yet: 0.
 pub fn header(node: &Node, revision: u64) -> Option<ResponseHeader> {
+    header_of(node.id, &node.raft, revision)
+}
+
+/// `header` for member `id` with Raft `raft`, where there is no `Node` (a watch session's host).
+pub fn header_of(id: NodeId, raft: &Raft, revision: u64) -> Option<ResponseHeader> {
     Some(ResponseHeader {
         cluster_id: 0,
-        member_id: node.id,
+        member_id: id,
         revision: i64::try_from(revision).unwrap_or(i64::MAX),
-        raft_term: node.raft.metrics().borrow_watched().current_term,
+        raft_term: raft.metrics().borrow_watched().current_term,
     })
 }
 

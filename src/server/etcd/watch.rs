@@ -28,7 +28,7 @@ use crate::proto::etcd::watch_request::RequestUnion;
 use crate::proto::etcd::watch_server::Watch;
 use crate::proto::etcd::{ResponseHeader, WatchCreateRequest, WatchRequest, WatchResponse};
 use crate::proto::mvccpb;
-use crate::raft::types::{NodeId, Raft, WatchReceiver};
+use crate::raft::types::{NodeId, Raft};
 use crate::server::node::Node;
 use crate::server::watch::WatchHub;
 use crate::state::kv::{Bytes, KvEvent, KvEventKind, Span};
@@ -92,14 +92,9 @@ impl WatchHost {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// etcd's response header (`etcd::header`), from this host's parts.
+    /// etcd's response header, from this host's parts.
     fn header(&self, revision: u64) -> Option<ResponseHeader> {
-        Some(ResponseHeader {
-            cluster_id: 0,
-            member_id: self.id,
-            revision: i64::try_from(revision).unwrap_or(i64::MAX),
-            raft_term: self.raft.metrics().borrow_watched().current_term,
-        })
+        super::header_of(self.id, &self.raft, revision)
     }
 }
 
