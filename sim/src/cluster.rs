@@ -118,8 +118,11 @@ pub struct Cluster {
     live: Mutex<BTreeMap<NodeId, Live>>,
     /// Nodes being started (a second start of one waits for nothing and does nothing).
     starting: Mutex<std::collections::BTreeSet<NodeId>>,
+    /// Nodes whose machine was replaced: they start next from an empty disk and directory.
+    replaced: Mutex<std::collections::BTreeSet<NodeId>>,
     settings: Arc<openraft::Config>,
-    /// Where each node's (unused) snapshot directory is.
+    /// Where each node's snapshot file is (on the real file system: it is written whole and
+    /// renamed into place, and survives a crash).
     dirs: BTreeMap<NodeId, PathBuf>,
     _tmp: tempfile::TempDir,
     /// How long a node waits for a leader, or a client for an answer.
@@ -193,6 +196,7 @@ impl Cluster {
             clocks,
             live: Mutex::new(BTreeMap::new()),
             starting: Mutex::new(Default::default()),
+            replaced: Mutex::new(Default::default()),
             settings: Arc::new(settings),
             dirs,
             _tmp: tmp,
@@ -226,6 +230,19 @@ impl Cluster {
     }
 
     async fn start_now(&self, id: NodeId) -> anyhow::Result<()> {
+        if self
+            .replaced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id)
+        {
+            // Emptied as it starts, not as it crashed: the crashed incarnation's tasks may
+            // still have finished a snapshot file meanwhile.
+            self.disks[&id].wipe();
+            let dir = &self.dirs[&id];
+            std::fs::remove_dir_all(dir)?;
+            std::fs::create_dir_all(dir)?;
+        }
         let wal = self.disks[&id].open();
         let ids = wal.ids();
         let incarnation = wal.incarnation();
@@ -305,6 +322,37 @@ impl Cluster {
         tokio::spawn(async move {
             let _ = live.host.raft.shutdown().await;
         });
+    }
+
+    /// Node `id`'s machine is replaced by an empty one under the same id: it stops, and starts
+    /// next with nothing on its disk. Only for a node out of the membership: a voter that forgot
+    /// its vote and its log could help elect two leaders of one term. (steward's own member
+    /// commands retire a removed id for good; the simulator reuses it to keep its set of nodes.)
+    pub fn replace_machine(&self, id: NodeId) {
+        self.crash(id);
+        self.replaced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id);
+        self.trace
+            .log(&name(id), "its machine is replaced by an empty one");
+    }
+
+    /// The node that leads in the greatest term among those that think they lead, and its Raft.
+    pub fn leader(&self) -> Option<(NodeId, Raft)> {
+        self.live()
+            .iter()
+            .filter_map(|(&id, l)| {
+                let m = l.host.raft.metrics().borrow_watched().clone();
+                (m.state == ServerState::Leader).then(|| (m.current_term, id, l.host.raft.clone()))
+            })
+            .max_by_key(|(term, id, _)| (*term, *id))
+            .map(|(_, id, raft)| (id, raft))
+    }
+
+    /// The address a node is added to the membership with.
+    pub fn addr(&self, id: NodeId) -> NodeAddr {
+        addr(id)
     }
 
     pub fn is_up(&self, id: NodeId) -> bool {

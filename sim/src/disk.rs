@@ -148,6 +148,17 @@ impl Disk {
         unsynced - keep
     }
 
+    /// The machine is replaced by an empty one: every record is gone. Its incarnations go on
+    /// counting, so nothing an older one still runs writes here.
+    pub fn wipe(&self) {
+        let mut inner = self.lock();
+        inner.incarnation += 1;
+        inner.records.clear();
+        inner.synced = 0;
+        inner.stalled_until = None;
+        inner.fail_next = false;
+    }
+
     /// The next fsync fails: the write is not durable, and the log store is told so.
     pub fn fail_next_fsync(&self) {
         self.lock().fail_next = true;

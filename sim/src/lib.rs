@@ -85,6 +85,9 @@ pub struct Options {
     pub workers: u64,
     /// Whether the clock nemesis runs: drifting, stalling and stepping each node's clocks.
     pub clock_faults: bool,
+    /// Whether the membership nemesis runs: voters removed, machines replaced, learners added
+    /// back and promoted.
+    pub membership_changes: bool,
     /// Planted bugs turned on for this run (only in a build with `unsafe-bugs`).
     pub bugs: Vec<Bug>,
     /// Keep every trace line (else the newest few).
@@ -112,6 +115,7 @@ impl Options {
             op_clients: 2,
             workers: 2,
             clock_faults: true,
+            membership_changes: true,
             bugs: Vec::new(),
             trace_all: false,
             leader_restore: false,
@@ -399,12 +403,22 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
             until,
         ))
     });
+    let members = opts.membership_changes.then(|| {
+        tokio::spawn(nemesis::members(
+            cluster.clone(),
+            SmallRng::seed_from_u64(part(opts.seed, 8)),
+            until,
+        ))
+    });
     for t in tasks {
         t.await?;
     }
     nemesis.await?;
     if let Some(clocks) = clocks {
         clocks.await?;
+    }
+    if let Some(members) = members {
+        members.await?;
     }
 
     // The faults end; the workers stop crashing and end every operation; then every node must

@@ -60,6 +60,9 @@ struct Args {
     /// No clock faults (drift, stalls, wall-clock steps).
     #[arg(long)]
     no_clock_faults: bool,
+    /// No membership changes (voters removed, machines replaced, learners added and promoted).
+    #[arg(long)]
+    no_membership_changes: bool,
     /// Register keys.
     #[arg(long, default_value_t = 3)]
     keys: u64,
@@ -89,7 +92,7 @@ fn replay_command(args: &Args, seed: u64) -> String {
     format!(
         "cargo run -p sim --release{features} -- --seed {seed} --nodes {} --secs {} --clients {} \
          --keys {} --lock-clients {} --lease-clients {} --watch-clients {} \
-         --op-clients {} --workers {} --snapshot-every {}{}{bug} --trace",
+         --op-clients {} --workers {} --snapshot-every {}{}{}{bug} --trace",
         args.nodes,
         args.secs,
         args.clients,
@@ -102,6 +105,11 @@ fn replay_command(args: &Args, seed: u64) -> String {
         args.snapshot_every,
         if args.no_clock_faults {
             " --no-clock-faults"
+        } else {
+            ""
+        },
+        if args.no_membership_changes {
+            " --no-membership-changes"
         } else {
             ""
         }
@@ -156,6 +164,7 @@ fn main() -> ExitCode {
         op_clients: args.op_clients,
         workers: args.workers,
         clock_faults: !args.no_clock_faults,
+        membership_changes: !args.no_membership_changes,
         snapshot_every: (args.snapshot_every > 0).then_some(args.snapshot_every),
         bugs: bugs.clone(),
         trace_all: args.trace,

@@ -1,7 +1,8 @@
 //! The nemesis: faults on a schedule drawn from the seed. Crashes of one node or of all of
 //! them at once (a power loss: what was not fsynced is gone), partitions of every shape (one
 //! node cut off, a minority from a majority, one-way cuts), a lossy network that drops and
-//! duplicates, and stalled disks. A crashed node starts again after a while.
+//! duplicates, and stalled disks. A crashed node starts again after a while. On schedules of
+//! their own: clock faults, and membership changes.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::RngExt;
-use steward::raft::types::NodeId;
+use steward::raft::types::{ChangeMembers, NodeId, Raft, WatchReceiver};
 
 use crate::clock::DRIFT_MAX;
 use crate::cluster::Cluster;
@@ -205,7 +206,167 @@ pub async fn clocks(cluster: Arc<Cluster>, mut rng: SmallRng, until: tokio::time
     }
 }
 
-/// Ends every fault: the network is whole and calm, every node runs.
+/// How long the membership nemesis waits for the leader to answer a change.
+const CHANGE_WAIT: Duration = Duration::from_secs(2);
+
+/// The leader's membership as the nemesis sees it.
+struct Seen {
+    leader: NodeId,
+    raft: Raft,
+    /// The voters of its last (or only) configuration.
+    voters: BTreeSet<NodeId>,
+    /// Voters and learners.
+    members: BTreeSet<NodeId>,
+    /// A joint configuration: a change whose leader went before it was done. openraft leaves
+    /// it so (a new leader does not finish it); a change from it starts from its new half.
+    joint: bool,
+}
+
+/// What the leader holds; none while no node leads.
+fn membership(cluster: &Cluster) -> Option<Seen> {
+    let (leader, raft) = cluster.leader()?;
+    let seen = {
+        let m = raft.metrics();
+        let m = m.borrow_watched();
+        let membership = m.membership_config.membership();
+        let configs = membership.get_joint_config();
+        Seen {
+            leader,
+            raft: raft.clone(),
+            voters: configs.last().cloned().unwrap_or_default(),
+            members: membership.nodes().map(|(id, _)| *id).collect(),
+            joint: configs.len() > 1,
+        }
+    };
+    Some(seen)
+}
+
+/// The next change towards every node a voter, or away from it, from what the leader holds:
+/// a joint configuration is finished first.
+fn next_change(cluster: &Cluster, seen: &Seen, remove: NodeId) -> Change {
+    if seen.joint {
+        return Change::Finish(seen.voters.clone());
+    }
+    match cluster.ids.iter().find(|id| !seen.voters.contains(id)) {
+        None => Change::Remove(remove),
+        Some(&id) if !seen.members.contains(&id) => Change::AddLearner(id),
+        Some(&id) => Change::Promote(id),
+    }
+}
+
+/// One membership change on the leader, as steward's member commands make it
+/// (`server::cluster::members`): a learner added without waiting for it, a learner promoted, a
+/// voter removed. Answers whether the change was committed.
+async fn change(cluster: &Cluster, leader: NodeId, raft: &Raft, what: Change) -> bool {
+    let who = "NEM";
+    cluster.trace.log(who, format!("{what} (on n{leader})"));
+    let done = match what.clone() {
+        Change::AddLearner(id) => {
+            tokio::time::timeout(CHANGE_WAIT, raft.add_learner(id, cluster.addr(id), false))
+                .await
+                .map(|r| r.map(|_| ()).map_err(|e| e.to_string()))
+        }
+        Change::Promote(id) => tokio::time::timeout(
+            CHANGE_WAIT,
+            raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false),
+        )
+        .await
+        .map(|r| r.map(|_| ()).map_err(|e| e.to_string())),
+        Change::Finish(voters) => tokio::time::timeout(
+            CHANGE_WAIT,
+            raft.change_membership(ChangeMembers::ReplaceAllVoters(voters), false),
+        )
+        .await
+        .map(|r| r.map(|_| ()).map_err(|e| e.to_string())),
+        Change::Remove(id) => tokio::time::timeout(
+            CHANGE_WAIT,
+            raft.change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false),
+        )
+        .await
+        .map(|r| r.map(|_| ()).map_err(|e| e.to_string())),
+    };
+    let (ok, outcome) = match done {
+        Ok(Ok(())) => (true, "committed".to_string()),
+        Ok(Err(e)) => (false, format!("refused: {e}")),
+        Err(_) => (false, format!("no answer within {CHANGE_WAIT:?}")),
+    };
+    cluster.trace.log(who, format!("{what}: {outcome}"));
+    ok
+}
+
+#[derive(Clone)]
+enum Change {
+    AddLearner(NodeId),
+    Promote(NodeId),
+    Remove(NodeId),
+    /// A joint configuration made uniform: these voters.
+    Finish(BTreeSet<NodeId>),
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Change::AddLearner(id) => write!(f, "add n{id} as a learner"),
+            Change::Promote(id) => write!(f, "promote n{id} to voter"),
+            Change::Remove(id) => write!(f, "remove n{id} from the membership"),
+            Change::Finish(voters) => write!(f, "finish the joint membership: voters {voters:?}"),
+        }
+    }
+}
+
+/// The membership nemesis, on a schedule of its own: a voter is removed (the leader too, now
+/// and then) and sometimes its machine is replaced by an empty one; later it is added back as a
+/// learner, which the leader sends the log or, when the log it needs is purged, a snapshot; later
+/// still it is promoted. One node at most is out of the voters at a time, so a majority of the
+/// full set is always a majority of the voters too.
+pub async fn members(cluster: Arc<Cluster>, mut rng: SmallRng, until: tokio::time::Instant) {
+    let ids = cluster.ids.clone();
+    loop {
+        let pause = Duration::from_millis(rng.random_range(200..1_200));
+        if tokio::time::Instant::now() + pause >= until {
+            return;
+        }
+        tokio::time::sleep(pause).await;
+        // Drawn whatever the leader's view, so that the draws do not depend on it.
+        let victim = pick(&mut rng, &ids);
+        let replace = rng.random_bool(0.5);
+        let restart_after = Duration::from_millis(rng.random_range(50..1_500));
+        let Some(seen) = membership(&cluster) else {
+            continue;
+        };
+        let what = next_change(&cluster, &seen, victim);
+        let committed = change(&cluster, seen.leader, &seen.raft, what.clone()).await;
+        if let (true, Change::Remove(id), true) = (committed, what, replace) {
+            // The removal is committed: the node is out of every majority from now on.
+            cluster.replace_machine(id);
+            restart_later(&cluster, id, restart_after);
+        }
+    }
+}
+
+/// Every node a voter again, after the faults: what is left out is added and promoted.
+pub async fn restore_members(cluster: &Cluster) {
+    let deadline = tokio::time::Instant::now() + CHANGE_WAIT * 4;
+    while tokio::time::Instant::now() < deadline {
+        let Some(seen) = membership(cluster) else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        if !seen.joint && cluster.ids.iter().all(|id| seen.voters.contains(id)) {
+            return;
+        }
+        let what = next_change(cluster, &seen, 0);
+        if !change(cluster, seen.leader, &seen.raft, what).await {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    cluster.trace.log(
+        "NEM",
+        "the membership is not whole again: settling will tell",
+    );
+}
+
+/// Ends every fault: the network is whole and calm, every node runs and is a voter.
 pub async fn heal(cluster: &Cluster) {
     cluster.trace.log("NEM", "heal everything");
     cluster.net.heal();
@@ -216,4 +377,5 @@ pub async fn heal(cluster: &Cluster) {
                 .log(&format!("n{id}"), format!("did not start: {e}"));
         }
     }
+    restore_members(cluster).await;
 }

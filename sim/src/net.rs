@@ -7,6 +7,12 @@
 //! lets it: a cut is one-way, `from -> to`, so a partition of any shape is a set of cuts. An
 //! answer takes the way back under the same rules, so a request can take effect and its
 //! answer be lost.
+//!
+//! Replication runs as it does between real nodes: on an append stream per session (steward's
+//! own two halves, `raft::network::append_requests` and `append_answers`, at the leader, and
+//! `server::peer::serve_append_stream` at the follower), over a simulated TCP connection
+//! ([`Net::carry`]): requests go out without waiting for answers, in order, never copied; a cut
+//! stalls the connection until it is reset.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -14,14 +20,23 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use openraft::errors::{RPCError, ReplicationClosed, StreamingError, Unreachable};
-use openraft::network::RPCOption;
+use futures::{Stream, StreamExt};
+use openraft::base::BoxFuture;
+use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{stream_append_sequential, RPCOption};
 use openraft::{RaftNetworkFactory, RaftNetworkV2};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use steward::raft::network::{decode, encode};
+use steward::proto::raft_v1::RaftMessage;
+use steward::raft::network::{
+    append_answers, append_requests, check_append, decode, encode, AppendStream, SentRequests,
+};
+use steward::server::peer::serve_append_stream;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::Status;
 
 use crate::cluster::Host;
 use steward::raft::types::{
@@ -88,6 +103,15 @@ pub enum Copies {
     /// A call over one gRPC stream: never.
     Never,
 }
+
+/// How long a connection that stopped getting through (a cut, or an end whose process is gone)
+/// lasts before it is reset: HTTP/2's keepalive interval and timeout between real nodes
+/// (`raft::network::KEEPALIVE_*`), scaled down with the simulated cluster's timeouts.
+const STREAM_RESET_AFTER: Duration = Duration::from_millis(1_500);
+/// A segment lost on a connection arrives this much later (TCP sends it again).
+const RETRANSMIT: Duration = Duration::from_millis(20);
+/// The most bytes a peer message may have (`limits.peer_message_bytes_max`'s default).
+const PEER_MESSAGE_BYTES_MAX: usize = 16 * 1024 * 1024;
 
 /// What happens to one message.
 struct Fate {
@@ -199,6 +223,76 @@ impl Net {
             lost,
             copy_after,
         }
+    }
+
+    /// The running incarnation of `node`, if it runs.
+    fn incarnation_of(&self, node: NodeId) -> Option<u64> {
+        self.lock()
+            .nodes
+            .get(&node)
+            .and_then(|n| n.as_ref().map(|(incarnation, _)| *incarnation))
+    }
+
+    /// Carries `items` into `tx` as one TCP connection from `from` (incarnation `from_inc`) to
+    /// `to` (incarnation `to_inc`) would: in order, each after a delay drawn from the seed (a
+    /// lost segment is sent again and arrives later), never copied. Once an item meets a cut or
+    /// an end whose process is gone, nothing more gets through, and the connection is reset
+    /// after [`STREAM_RESET_AFTER`] (or as soon as the receiving side hangs up). The sending
+    /// side stops taking items when `stop`'s receiver is gone (the caller dropped the call).
+    #[allow(clippy::too_many_arguments)]
+    fn carry<S>(
+        &self,
+        from: NodeId,
+        from_inc: u64,
+        to: NodeId,
+        to_inc: u64,
+        mut items: S,
+        tx: mpsc::UnboundedSender<Result<RaftMessage, Status>>,
+        stop: Option<mpsc::UnboundedSender<Result<RaftMessage, Status>>>,
+    ) where
+        S: Stream<Item = Result<RaftMessage, Status>> + Send + Unpin + 'static,
+    {
+        let (wire, mut arriving) = mpsc::unbounded_channel();
+        let net = self.clone();
+        tokio::spawn(async move {
+            let mut last = tokio::time::Instant::now();
+            loop {
+                let item = match &stop {
+                    Some(stop) => tokio::select! {
+                        item = items.next() => item,
+                        () = stop.closed() => None,
+                    },
+                    None => items.next().await,
+                };
+                let Some(item) = item else { break };
+                let fate = net.fate();
+                let mut at = tokio::time::Instant::now() + fate.delay;
+                if fate.lost {
+                    at += RETRANSMIT;
+                }
+                last = last.max(at);
+                if wire.send((last, item)).is_err() {
+                    break;
+                }
+            }
+        });
+        let net = self.clone();
+        tokio::spawn(async move {
+            while let Some((at, item)) = arriving.recv().await {
+                tokio::time::sleep_until(at).await;
+                let through = net.passes(Some(from), to)
+                    && net.is_current(from, from_inc)
+                    && net.is_current(to, to_inc);
+                if !through {
+                    let _ = tokio::time::timeout(STREAM_RESET_AFTER, tx.closed()).await;
+                    let _ = tx.send(Err(Status::unavailable("the connection was reset")));
+                    return;
+                }
+                if tx.send(item).is_err() {
+                    return;
+                }
+            }
+        });
     }
 
     /// `to`'s host if it is up and a message from `from` gets through the partition.
@@ -378,6 +472,85 @@ impl Peer {
 }
 
 impl Peer {
+    /// An append openraft handed over that steward's transport refused to send.
+    fn refused(&self, why: &str) {
+        self.trace.log(
+            &format!("n{}", self.from),
+            format!("refuses to send n{} an append: {why}", self.to),
+        );
+    }
+
+    /// Opens an append stream to the peer (a round trip, within `ttl`) and runs the session
+    /// over a simulated connection each way.
+    async fn open_stream<S>(
+        &mut self,
+        input: S,
+        ttl: Duration,
+    ) -> Result<AppendStream<'static>, RPCError<TypeConfig>>
+    where
+        S: Stream<Item = AppendEntriesRequest> + Send + Unpin + 'static,
+    {
+        if !self.net.is_current(self.from, self.incarnation) {
+            return Err(unreachable("this node crashed"));
+        }
+        let net = self.net.clone();
+        let to = self.to;
+        let opening = self
+            .net
+            .call_or_refused(Some(self.from), to, Copies::Never, move |host| {
+                let incarnation = net.incarnation_of(to);
+                async move { incarnation.map(|i| (i, host)) }
+            });
+        let (to_inc, host) = match tokio::time::timeout(ttl, opening).await {
+            Ok(Ok(Some(opened))) => opened,
+            Ok(Ok(None)) | Ok(Err(Refused)) => return Err(unreachable("connection refused")),
+            Err(_) => {
+                let e = io::Error::new(io::ErrorKind::TimedOut, "opening an append stream");
+                return Err(RPCError::Network(NetworkError::new(&e)));
+            }
+        };
+        let sent = Arc::new(SentRequests::default());
+        let trace = (self.trace.clone(), self.from, to);
+        let requests = append_requests(input, sent.clone(), PEER_MESSAGE_BYTES_MAX, to);
+        let requests = Box::pin(requests.map(Ok));
+        let (answers_tx, answers_rx) = mpsc::unbounded_channel();
+        let (requests_tx, requests_rx) = mpsc::unbounded_channel();
+        self.net.carry(
+            self.from,
+            self.incarnation,
+            to,
+            to_inc,
+            requests,
+            requests_tx,
+            Some(answers_tx.clone()),
+        );
+        let served = serve_append_stream(&host.raft, UnboundedReceiverStream::new(requests_rx));
+        self.net.carry(
+            to,
+            to_inc,
+            self.from,
+            self.incarnation,
+            served,
+            answers_tx,
+            None,
+        );
+        let answers = append_answers(UnboundedReceiverStream::new(answers_rx), sent, ttl, to);
+        // A refusal ends the session in a network error, the answer half's last item; shown in
+        // the trace, as the real transport logs it.
+        Ok(Box::pin(answers.inspect(move |answer| {
+            if let Err(e) = answer {
+                let e = e.to_string();
+                if e.contains("no longer holds") {
+                    let (trace, from, to) = &trace;
+                    trace.log(
+                        &format!("n{from}"),
+                        format!("refuses to send n{to} an append: {e}"),
+                    );
+                }
+            }
+        })))
+    }
+
     /// A vote asked and its answer, in the trace.
     fn log_vote(
         &self,
@@ -408,10 +581,32 @@ impl RaftNetworkV2<TypeConfig> for Peer {
         rpc: AppendEntriesRequest,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse, RPCError<TypeConfig>> {
+        if let Err(refused) = check_append(&rpc) {
+            self.refused(&refused);
+            return Err(RPCError::Network(NetworkError::new(&io::Error::other(
+                refused,
+            ))));
+        }
         self.send(&rpc, option.hard_ttl(), |raft, req| async move {
             raft.append_entries(req).await
         })
         .await
+    }
+
+    /// As steward's peer network does: a session's requests on one append stream, answered in
+    /// order; a single request (a heartbeat) as a unary call.
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<'s, Result<AppendStream<'s>, RPCError<TypeConfig>>>
+    where
+        S: Stream<Item = AppendEntriesRequest> + Send + Unpin + 'static,
+    {
+        if input.size_hint() == (1, Some(1)) {
+            return stream_append_sequential(self, input, option);
+        }
+        Box::pin(async move { self.open_stream(input, option.hard_ttl()).await })
     }
 
     async fn vote(

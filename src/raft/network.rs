@@ -21,7 +21,7 @@ use std::future::Future;
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use openraft::base::{BoxFuture, BoxStream};
@@ -32,8 +32,9 @@ use openraft::{RaftNetworkFactory, RaftNetworkV2, StorageError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::{oneshot, Notify};
+use tokio::time::Instant;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
-use tonic::{Status, Streaming};
+use tonic::Status;
 
 use crate::proto::raft_v1::raft_peer_client::RaftPeerClient;
 use crate::proto::raft_v1::{RaftMessage, SnapshotChunk};
@@ -174,25 +175,11 @@ impl PeerNetwork {
     {
         let mut client = self.client()?;
         let sent = Arc::new(SentRequests::default());
-        let requests = futures::stream::unfold(
-            (input, sent.clone(), self.channels.clone(), self.target),
-            |(mut input, sent, channels, target)| async move {
-                let request = input.next().await?;
-                let refused = match encode(&request) {
-                    Ok(data) => match channels.check_size("a raft message", data.len()) {
-                        Ok(()) => {
-                            sent.push();
-                            return Some((RaftMessage { data }, (input, sent, channels, target)));
-                        }
-                        Err(refused) => refused,
-                    },
-                    Err(e) => format!("cannot encode a raft message: {e}"),
-                };
-                // As for a unary call: the node keeps running, openraft tries again.
-                tracing::error!(target, %refused, "peer message refused");
-                sent.refuse(refused);
-                None
-            },
+        let requests = append_requests(
+            input,
+            sent.clone(),
+            self.channels.message_bytes_max,
+            self.target,
         );
         let opened = tokio::time::timeout(ttl, client.append_stream(requests)).await;
         let answers = match opened {
@@ -211,34 +198,7 @@ impl PeerNetwork {
                 return Err(RPCError::Network(NetworkError::new(&e)));
             }
         };
-        let target = self.target;
-        Ok(Box::pin(futures::stream::unfold(
-            Some((answers, sent)),
-            move |state| async move {
-                let (mut answers, sent) = state?;
-                let answer = match next_answer(&mut answers, &sent, ttl).await {
-                    Ok(Some(answer)) => answer,
-                    Ok(None) => {
-                        let refused = sent.refused()?;
-                        let e = io::Error::other(refused);
-                        return Some((Err(RPCError::Network(NetworkError::new(&e))), None));
-                    }
-                    Err(e) => return Some((Err(e), None)),
-                };
-                let decoded: Result<Result<StreamAppendResult, RaftError>, _> =
-                    decode(&answer.data);
-                match decoded {
-                    Ok(Ok(Ok(matching))) => Some((Ok(Ok(matching)), Some((answers, sent)))),
-                    // A conflict or a higher vote ends the stream; openraft acts on it.
-                    Ok(Ok(Err(stop))) => Some((Ok(Err(stop)), None)),
-                    Ok(Err(fatal)) => {
-                        tracing::debug!(target, error = %fatal, "peer raft error");
-                        Some((Err(unreachable(&fatal)), None))
-                    }
-                    Err(e) => Some((Err(RPCError::Network(NetworkError::new(&e))), None)),
-                }
-            },
-        )))
+        Ok(append_answers(answers, sent, ttl, self.target))
     }
 
     /// One unary call: encode, send with a deadline, decode `Result<Resp, RaftError>`.
@@ -289,13 +249,113 @@ fn status_to_rpc_error(status: &tonic::Status) -> RPCError<TypeConfig> {
 }
 
 /// openraft's answer stream of one append session.
-type AppendStream<'s> = BoxStream<'s, Result<StreamAppendResult, RPCError<TypeConfig>>>;
+/// What openraft reads its append stream's answers from.
+pub type AppendStream<'s> = BoxStream<'s, Result<StreamAppendResult, RPCError<TypeConfig>>>;
+
+/// Whether `request`'s entries follow its `prev_log_id` and each other, as Raft's consistency
+/// check needs: a follower that matched `prev_log_id` appends them after it. openraft can hand
+/// the transport a request that breaks this: a replication stream that resumes its range after
+/// the leader purged the start of it (the purge waits only for the range the leader's engine
+/// believes in flight) reads the entries that are left, which begin later. Sent, it would give
+/// the follower a log with a hole (its log store refuses the append and its Raft stops). Not
+/// sent, the stream ends in a network error, and openraft starts the follower's replication
+/// afresh from what it holds: with a snapshot, when the entries it needs are purged.
+pub fn check_append(request: &AppendEntriesRequest) -> Result<(), String> {
+    let first = request.prev_log_id.map_or(0, |p| p.index + 1);
+    for (next, entry) in (first..).zip(&request.entries) {
+        if entry.log_id.index != next {
+            return Err(format!(
+                "an append after {} holds entry {} where {next} must come: the leader's log \
+                 no longer holds what the stream had left to send",
+                request
+                    .prev_log_id
+                    .map_or("the start".to_string(), |p| p.to_string()),
+                entry.log_id
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The request half of an append stream: openraft's requests, checked ([`check_append`]),
+/// encoded and sized (`limits.peer_message_bytes_max`), each one's sending noted in `sent`.
+/// A request that may not go ends the stream, with why in `sent`: the answer half then ends in
+/// a network error, as a unary call's refusal would, and openraft tries again; the node keeps
+/// running.
+pub fn append_requests<S>(
+    input: S,
+    sent: Arc<SentRequests>,
+    message_bytes_max: usize,
+    target: NodeId,
+) -> impl Stream<Item = RaftMessage> + Send + 'static
+where
+    S: Stream<Item = AppendEntriesRequest> + Send + Unpin + 'static,
+{
+    futures::stream::unfold((input, sent), move |(mut input, sent)| async move {
+        let request = input.next().await?;
+        let refused = match check_append(&request).and_then(|()| {
+            encode(&request).map_err(|e| format!("cannot encode a raft message: {e}"))
+        }) {
+            Ok(data) => match check_peer_message("a raft message", data.len(), message_bytes_max) {
+                Ok(()) => {
+                    sent.push();
+                    return Some((RaftMessage { data }, (input, sent)));
+                }
+                Err(refused) => refused,
+            },
+            Err(refused) => refused,
+        };
+        tracing::error!(target, %refused, "peer message refused");
+        sent.refuse(refused);
+        None
+    })
+}
+
+/// The answer half of an append stream: the peer's answers, in order, decoded for openraft.
+/// Each request must be answered within `ttl` of being sent, or the stream ends in a timeout;
+/// a conflict, a higher vote or the peer's fatal error ends it too.
+pub fn append_answers<A>(
+    answers: A,
+    sent: Arc<SentRequests>,
+    ttl: Duration,
+    target: NodeId,
+) -> AppendStream<'static>
+where
+    A: Stream<Item = Result<RaftMessage, Status>> + Send + Unpin + 'static,
+{
+    Box::pin(futures::stream::unfold(
+        Some((answers, sent)),
+        move |state| async move {
+            let (mut answers, sent) = state?;
+            let answer = match next_answer(&mut answers, &sent, ttl).await {
+                Ok(Some(answer)) => answer,
+                Ok(None) => {
+                    let refused = sent.refused()?;
+                    let e = io::Error::other(refused);
+                    return Some((Err(RPCError::Network(NetworkError::new(&e))), None));
+                }
+                Err(e) => return Some((Err(e), None)),
+            };
+            let decoded: Result<Result<StreamAppendResult, RaftError>, _> = decode(&answer.data);
+            match decoded {
+                Ok(Ok(Ok(matching))) => Some((Ok(Ok(matching)), Some((answers, sent)))),
+                // A conflict or a higher vote ends the stream; openraft acts on it.
+                Ok(Ok(Err(stop))) => Some((Ok(Err(stop)), None)),
+                Ok(Err(fatal)) => {
+                    tracing::debug!(target, error = %fatal, "peer raft error");
+                    Some((Err(unreachable(&fatal)), None))
+                }
+                Err(e) => Some((Err(RPCError::Network(NetworkError::new(&e))), None)),
+            }
+        },
+    ))
+}
 
 /// What an append stream has sent and not had answered: when each request was handed to the
 /// transport, oldest first (answers come in order), and why the stream stopped sending, if a
 /// request could not go.
 #[derive(Default)]
-struct SentRequests {
+pub struct SentRequests {
     inner: Mutex<Sent>,
     /// Wakes the answer side when a request goes out while none was waiting for an answer.
     first: Notify,
@@ -341,25 +401,26 @@ impl SentRequests {
 /// The next answer on an append stream, `Ok(None)` when the peer ended it. Waits without a
 /// deadline while nothing is unanswered, and at most until the oldest unanswered request's
 /// deadline otherwise.
-async fn next_answer(
-    answers: &mut Streaming<RaftMessage>,
+async fn next_answer<A>(
+    answers: &mut A,
     sent: &SentRequests,
     ttl: Duration,
-) -> Result<Option<RaftMessage>, RPCError<TypeConfig>> {
+) -> Result<Option<RaftMessage>, RPCError<TypeConfig>>
+where
+    A: Stream<Item = Result<RaftMessage, Status>> + Unpin,
+{
     loop {
         let next = match sent.deadline(ttl) {
-            Some(deadline) => {
-                match tokio::time::timeout_at(deadline.into(), answers.next()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        let e = io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            format!("no answer on the append stream within {ttl:?}"),
-                        );
-                        return Err(RPCError::Network(NetworkError::new(&e)));
-                    }
+            Some(deadline) => match tokio::time::timeout_at(deadline, answers.next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    let e = io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("no answer on the append stream within {ttl:?}"),
+                    );
+                    return Err(RPCError::Network(NetworkError::new(&e)));
                 }
-            }
+            },
             None => tokio::select! {
                 next = answers.next() => next,
                 // A request went out: wait again, with its deadline.
@@ -385,6 +446,12 @@ impl RaftNetworkV2<TypeConfig> for PeerNetwork {
         rpc: AppendEntriesRequest,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse, RPCError<TypeConfig>> {
+        if let Err(refused) = check_append(&rpc) {
+            tracing::error!(target = self.target, %refused, "peer message refused");
+            return Err(RPCError::Network(NetworkError::new(&io::Error::other(
+                refused,
+            ))));
+        }
         self.call(&rpc, option.hard_ttl(), |mut c, r| async move {
             c.append_entries(r).await
         })

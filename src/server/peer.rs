@@ -164,52 +164,13 @@ impl RaftPeer for PeerService {
 
     type AppendStreamStream = Pin<Box<dyn Stream<Item = Result<RaftMessage, Status>> + Send>>;
 
-    /// A leader's append requests, handed to Raft as they arrive (Raft pipelines them), each
-    /// answered in order. An undecodable request ends the stream: what came before it is
-    /// answered, then the stream ends with its InvalidArgument.
+    /// A leader's append requests, handed to Raft as they arrive: [`serve_append_stream`].
     async fn append_stream(
         &self,
         request: Request<Streaming<RaftMessage>>,
     ) -> Result<GrpcResponse<Self::AppendStreamStream>, Status> {
-        let undecodable = Arc::new(Mutex::new(None::<Status>));
-        let requests = futures::stream::unfold(
-            (request.into_inner(), undecodable.clone()),
-            |(mut incoming, undecodable)| async move {
-                let message = match incoming.next().await? {
-                    Ok(message) => message,
-                    // The leader went away or cancelled: nothing more to answer.
-                    Err(status) => {
-                        tracing::debug!(%status, "append stream ended by the leader");
-                        return None;
-                    }
-                };
-                match decode::<AppendEntriesRequest>(&message.data) {
-                    Ok(request) => Some((request, (incoming, undecodable))),
-                    Err(e) => {
-                        *undecodable.lock().unwrap_or_else(|p| p.into_inner()) =
-                            Some(bad_payload(e));
-                        None
-                    }
-                }
-            },
-        );
-        let results = Box::pin(self.node.raft.stream_append(requests));
-        let answers = futures::stream::unfold(Some((results, undecodable)), |state| async move {
-            let (mut results, undecodable) = state?;
-            let Some(result) = results.next().await else {
-                let status = undecodable.lock().unwrap_or_else(|p| p.into_inner()).take();
-                return status.map(|s| (Err(s), None));
-            };
-            let result: Result<StreamAppendResult, RaftError> = result.map_err(RaftError::Fatal);
-            match encode(&result) {
-                Ok(data) => Some((Ok(RaftMessage { data }), Some((results, undecodable)))),
-                Err(e) => Some((
-                    Err(errors::internal("cannot encode the peer reply", e)),
-                    None,
-                )),
-            }
-        });
-        Ok(GrpcResponse::new(Box::pin(answers)))
+        let answers = serve_append_stream(&self.node.raft, request.into_inner());
+        Ok(GrpcResponse::new(answers))
     }
 
     async fn vote(
@@ -307,4 +268,55 @@ impl RaftPeer for PeerService {
     ) -> Result<GrpcResponse<RaftMessage>, Status> {
         reply(&crate::server::space::compact(&self.node).await?)
     }
+}
+
+/// The follower's end of an append stream: the leader's requests, handed to Raft as they
+/// arrive (Raft pipelines them), each answered in order. An undecodable request ends the
+/// stream: what came before it is answered, then the stream ends with its InvalidArgument.
+/// The gRPC service serves it; the simulator runs it over its own network.
+pub fn serve_append_stream<I>(
+    raft: &Raft,
+    incoming: I,
+) -> futures::stream::BoxStream<'static, Result<RaftMessage, Status>>
+where
+    I: Stream<Item = Result<RaftMessage, Status>> + Send + Unpin + 'static,
+{
+    let undecodable = Arc::new(Mutex::new(None::<Status>));
+    let requests = futures::stream::unfold(
+        (incoming, undecodable.clone()),
+        |(mut incoming, undecodable)| async move {
+            let message = match incoming.next().await? {
+                Ok(message) => message,
+                // The leader went away or cancelled: nothing more to answer.
+                Err(status) => {
+                    tracing::debug!(%status, "append stream ended by the leader");
+                    return None;
+                }
+            };
+            match decode::<AppendEntriesRequest>(&message.data) {
+                Ok(request) => Some((request, (incoming, undecodable))),
+                Err(e) => {
+                    *undecodable.lock().unwrap_or_else(|p| p.into_inner()) = Some(bad_payload(e));
+                    None
+                }
+            }
+        },
+    );
+    let results = Box::pin(raft.stream_append(requests));
+    let answers = futures::stream::unfold(Some((results, undecodable)), |state| async move {
+        let (mut results, undecodable) = state?;
+        let Some(result) = results.next().await else {
+            let status = undecodable.lock().unwrap_or_else(|p| p.into_inner()).take();
+            return status.map(|s| (Err(s), None));
+        };
+        let result: Result<StreamAppendResult, RaftError> = result.map_err(RaftError::Fatal);
+        match encode(&result) {
+            Ok(data) => Some((Ok(RaftMessage { data }), Some((results, undecodable)))),
+            Err(e) => Some((
+                Err(errors::internal("cannot encode the peer reply", e)),
+                None,
+            )),
+        }
+    });
+    Box::pin(answers)
 }

@@ -267,3 +267,76 @@ async fn a_single_request_goes_as_a_unary_call() {
     );
     assert_eq!(unary.load(Ordering::SeqCst), 1);
 }
+
+/// A request after `prev` carrying blank entries at `indexes`.
+fn carrying(prev: Option<u64>, indexes: &[u64]) -> AppendEntriesRequest {
+    AppendEntriesRequest {
+        vote: Vote::new_committed(1, 1),
+        prev_log_id: prev.map(log_id),
+        leader_commit: None,
+        entries: indexes
+            .iter()
+            .map(|i| Entry {
+                log_id: log_id(*i),
+                payload: openraft::EntryPayload::Blank,
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn an_append_must_follow_its_prev_log_id_without_a_hole() {
+    for (prev, indexes, ok) in [
+        (None, &[][..], true),
+        (None, &[0, 1][..], true),
+        (Some(3), &[][..], true),
+        (Some(3), &[4, 5, 6][..], true),
+        // What a stream resumed after the leader's purge reads: entries from later on.
+        (Some(3), &[456, 457][..], false),
+        (None, &[1][..], false),
+        (Some(3), &[4, 6][..], false),
+        (Some(3), &[3][..], false),
+    ] {
+        let checked = check_append(&carrying(prev, indexes));
+        assert_eq!(
+            checked.is_ok(),
+            ok,
+            "prev {prev:?} entries {indexes:?}: {checked:?}"
+        );
+        if let Err(why) = checked {
+            assert!(why.contains("no longer holds"), "{why}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_append_with_a_hole_is_not_sent_and_ends_the_stream_in_a_network_error() {
+    let (mut network, unary) = stand_in(Peer::Answers).await;
+    let option = RPCOption::new(Duration::from_secs(2));
+    let input = stream::iter(vec![carrying(Some(3), &[4, 5]), carrying(Some(3), &[456])]);
+    let answers: Vec<_> = network
+        .stream_append(input, option.clone())
+        .await
+        .expect("the stream opens")
+        .collect()
+        .await;
+    match answers.as_slice() {
+        [Ok(Ok(Some(first))), Err(RPCError::Network(e))] => {
+            assert_eq!(*first, log_id(3));
+            assert!(e.to_string().contains("no longer holds"), "{e}");
+        }
+        other => panic!("expected one answer, then the refusal: {other:?}"),
+    }
+
+    // openraft's unary path (a single request) refuses it too, before it reaches the peer.
+    let refused = network
+        .append_entries(carrying(Some(3), &[456]), option)
+        .await
+        .expect_err("refused");
+    assert!(matches!(refused, RPCError::Network(_)), "{refused:?}");
+    assert_eq!(
+        unary.load(Ordering::SeqCst),
+        0,
+        "nothing reached the peer unary"
+    );
+}
