@@ -26,6 +26,8 @@
 //! operations run by crashing workers (`operations`, judged by jepsen's operations checker).
 //!
 //! Snapshots are built every `Options::snapshot_every` entries and sent whole (`net`).
+//! Replication runs on append streams made of steward's own halves over simulated connections
+//! (`net`), and the membership changes under a nemesis of its own (`nemesis::members`).
 //!
 //! A client's write goes the way steward's own `server::route` sends it (the same function:
 //! proposed on the leader, forwarded from a follower over the simulated network, held across an
