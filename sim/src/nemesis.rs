@@ -222,7 +222,10 @@ struct Seen {
     joint: bool,
 }
 
-/// What the leader holds; none while no node leads.
+/// What the leader holds; none while no node leads, or while the node that leads is not a
+/// voter of its own membership: a leader that removed itself leads on until another is elected,
+/// but openraft does not take a change from it (a debug build asserts "Only leader is allowed to
+/// call update_effective_membership()"; steward's member commands do not yet refuse it there).
 fn membership(cluster: &Cluster) -> Option<Seen> {
     let (leader, raft) = cluster.leader()?;
     let seen = {
@@ -238,7 +241,7 @@ fn membership(cluster: &Cluster) -> Option<Seen> {
             joint: configs.len() > 1,
         }
     };
-    Some(seen)
+    seen.voters.contains(&leader).then_some(seen)
 }
 
 /// The next change towards every node a voter, or away from it, from what the leader holds:
