@@ -269,24 +269,15 @@ async fn change(cluster: &Cluster, leader: NodeId, raft: &Raft, what: Change) ->
                 .await
                 .map(|r| r.map(|_| ()).map_err(|e| e.to_string()))
         }
-        Change::Promote(id) => tokio::time::timeout(
-            CHANGE_WAIT,
-            raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false),
-        )
-        .await
-        .map(|r| r.map(|_| ()).map_err(|e| e.to_string())),
-        Change::Finish(voters) => tokio::time::timeout(
-            CHANGE_WAIT,
-            raft.change_membership(ChangeMembers::ReplaceAllVoters(voters), false),
-        )
-        .await
-        .map(|r| r.map(|_| ()).map_err(|e| e.to_string())),
-        Change::Remove(id) => tokio::time::timeout(
-            CHANGE_WAIT,
-            raft.change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false),
-        )
-        .await
-        .map(|r| r.map(|_| ()).map_err(|e| e.to_string())),
+        Change::Promote(id) => {
+            change_members(raft, ChangeMembers::AddVoterIds(BTreeSet::from([id]))).await
+        }
+        Change::Finish(voters) => {
+            change_members(raft, ChangeMembers::ReplaceAllVoters(voters)).await
+        }
+        Change::Remove(id) => {
+            change_members(raft, ChangeMembers::RemoveVoters(BTreeSet::from([id]))).await
+        }
     };
     let (ok, outcome) = match done {
         Ok(Ok(())) => (true, "committed".to_string()),
@@ -295,6 +286,16 @@ async fn change(cluster: &Cluster, leader: NodeId, raft: &Raft, what: Change) ->
     };
     cluster.trace.log(who, format!("{what}: {outcome}"));
     ok
+}
+
+/// `raft.change_membership(members)`, waited for at most [`CHANGE_WAIT`].
+async fn change_members(
+    raft: &Raft,
+    members: ChangeMembers,
+) -> Result<Result<(), String>, tokio::time::error::Elapsed> {
+    tokio::time::timeout(CHANGE_WAIT, raft.change_membership(members, false))
+        .await
+        .map(|r| r.map(|_| ()).map_err(|e| e.to_string()))
 }
 
 #[derive(Clone)]
