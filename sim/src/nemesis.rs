@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::RngExt;
-use steward::raft::types::{ChangeMembers, NodeId, Raft, WatchReceiver};
+use steward::raft::types::{may_change_membership, ChangeMembers, NodeId, Raft, WatchReceiver};
 
 use crate::clock::DRIFT_MAX;
 use crate::cluster::Cluster;
@@ -220,28 +220,27 @@ struct Seen {
     /// A joint configuration: a change whose leader went before it was done. openraft leaves
     /// it so (a new leader does not finish it); a change from it starts from its new half.
     joint: bool,
+    /// Whether the leader may make a change, by the rule steward's member commands keep
+    /// (`raft::types::may_change_membership`): not when it removed itself, though it leads on
+    /// until another is elected.
+    may_change: bool,
 }
 
-/// What the leader holds; none while no node leads, or while the node that leads is not a
-/// voter of its own membership: a leader that removed itself leads on until another is elected,
-/// but openraft does not take a change from it (a debug build asserts "Only leader is allowed to
-/// call update_effective_membership()"; steward's member commands do not yet refuse it there).
+/// What the leader holds; none while no node leads.
 fn membership(cluster: &Cluster) -> Option<Seen> {
     let (leader, raft) = cluster.leader()?;
-    let seen = {
-        let m = raft.metrics();
-        let m = m.borrow_watched();
-        let membership = m.membership_config.membership();
-        let configs = membership.get_joint_config();
-        Seen {
-            leader,
-            raft: raft.clone(),
-            voters: configs.last().cloned().unwrap_or_default(),
-            members: membership.nodes().map(|(id, _)| *id).collect(),
-            joint: configs.len() > 1,
-        }
-    };
-    seen.voters.contains(&leader).then_some(seen)
+    let m = raft.metrics();
+    let m = m.borrow_watched();
+    let membership = m.membership_config.membership();
+    let configs = membership.get_joint_config();
+    Some(Seen {
+        leader,
+        raft: raft.clone(),
+        voters: configs.last().cloned().unwrap_or_default(),
+        members: membership.nodes().map(|(id, _)| *id).collect(),
+        joint: configs.len() > 1,
+        may_change: may_change_membership(&m, leader),
+    })
 }
 
 /// The next change towards every node a voter, or away from it, from what the leader holds:
@@ -323,7 +322,15 @@ impl std::fmt::Display for Change {
 /// learner, which the leader sends the log or, when the log it needs is purged, a snapshot; later
 /// still it is promoted. One node at most is out of the voters at a time, so a majority of the
 /// full set is always a majority of the voters too.
-pub async fn members(cluster: Arc<Cluster>, mut rng: SmallRng, until: tokio::time::Instant) {
+///
+/// `guarded`: no change through a leader that may not make one (`Seen::may_change`); off only
+/// in the regression test that shows what the rule prevents.
+pub async fn members(
+    cluster: Arc<Cluster>,
+    mut rng: SmallRng,
+    until: tokio::time::Instant,
+    guarded: bool,
+) {
     let ids = cluster.ids.clone();
     loop {
         let pause = Duration::from_millis(rng.random_range(200..1_200));
@@ -339,6 +346,16 @@ pub async fn members(cluster: Arc<Cluster>, mut rng: SmallRng, until: tokio::tim
             continue;
         };
         let what = next_change(&cluster, &seen, victim);
+        if guarded && !seen.may_change {
+            cluster.trace.log(
+                "NEM",
+                format!(
+                    "{what} (on n{}): refused: the leader is not a voter of its membership",
+                    seen.leader
+                ),
+            );
+            continue;
+        }
         let committed = change(&cluster, seen.leader, &seen.raft, what.clone()).await;
         if let (true, Change::Remove(id), true) = (committed, what, replace) {
             // The removal is committed: the node is out of every majority from now on.
@@ -352,7 +369,7 @@ pub async fn members(cluster: Arc<Cluster>, mut rng: SmallRng, until: tokio::tim
 pub async fn restore_members(cluster: &Cluster) {
     let deadline = tokio::time::Instant::now() + CHANGE_WAIT * 4;
     while tokio::time::Instant::now() < deadline {
-        let Some(seen) = membership(cluster) else {
+        let Some(seen) = membership(cluster).filter(|seen| seen.may_change) else {
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         };

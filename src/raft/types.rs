@@ -163,6 +163,21 @@ pub fn raft_settings(
     .validate()
 }
 
+/// Whether node `id`, whose Raft metrics these are, may make a membership change: it leads and
+/// is a voter of its own effective membership (of either half of a joint one). A leader that
+/// removed itself leads on until the removal is committed, and when it cannot be committed,
+/// until another node is elected; openraft must not be handed a change by it then (a debug build
+/// asserts "Only leader is allowed to call update_effective_membership()", a release build takes
+/// it). Found by the simulator (sim/, seed 93 of its debug run).
+pub fn may_change_membership(m: &RaftMetrics, id: NodeId) -> bool {
+    m.state == ServerState::Leader
+        && m.current_leader == Some(id)
+        && m.membership_config
+            .membership()
+            .voter_ids()
+            .any(|v| v == id)
+}
+
 /// The snapshot payload: the serialized state in a file, never in memory (see
 /// `crate::raft::snapshot`).
 pub type SnapshotData = crate::raft::snapshot::SnapshotFile;
@@ -196,3 +211,73 @@ pub type VoteResponse = openraft::raft::VoteResponse<TypeConfig>;
 pub type SnapshotResponse = openraft::raft::SnapshotResponse<TypeConfig>;
 pub type TransferLeaderRequest = openraft::raft::TransferLeaderRequest<TypeConfig>;
 pub type TransferLeaderResponse = openraft::raft::TransferLeaderResponse<TypeConfig>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    /// Node 1's metrics: `state`, the leader it knows, and its effective membership (one
+    /// voter set, or two for a joint configuration; nodes 1 to 3 are members).
+    fn metrics(state: ServerState, leader: Option<NodeId>, configs: &[&[NodeId]]) -> RaftMetrics {
+        let mut m = RaftMetrics::new_initial(1);
+        m.state = state;
+        m.current_leader = leader;
+        let configs: Vec<BTreeSet<NodeId>> = configs
+            .iter()
+            .map(|c| c.iter().copied().collect())
+            .collect();
+        m.membership_config = Arc::new(StoredMembership::new(
+            None,
+            Membership::new_with_defaults(configs, [1, 2, 3]),
+        ));
+        m
+    }
+
+    /// Node 1's state, the leader it knows, its voter sets, whether it may change the
+    /// membership, and what the case is.
+    type Case = (
+        ServerState,
+        Option<NodeId>,
+        &'static [&'static [NodeId]],
+        bool,
+        &'static str,
+    );
+
+    #[test]
+    fn only_a_leader_that_is_a_voter_may_change_membership() {
+        use ServerState::*;
+        let cases: &[Case] = &[
+            (Leader, Some(1), &[&[1, 2, 3]], true, "a leading voter"),
+            (
+                Leader,
+                Some(1),
+                &[&[1, 2, 3], &[2, 3]],
+                true,
+                "removing itself: joint",
+            ),
+            (Leader, Some(1), &[&[2, 3]], false, "removed itself"),
+            (
+                Leader,
+                Some(1),
+                &[&[2, 3], &[2, 3]],
+                false,
+                "out of both halves",
+            ),
+            (Follower, Some(2), &[&[1, 2, 3]], false, "a follower"),
+            (Candidate, None, &[&[1, 2, 3]], false, "a candidate"),
+            (
+                Learner,
+                Some(1),
+                &[&[2, 3]],
+                false,
+                "stepped down, leader not yet known",
+            ),
+        ];
+        for (state, leader, configs, want, what) in cases {
+            let m = metrics(*state, *leader, configs);
+            assert_eq!(may_change_membership(&m, 1), *want, "{what}");
+        }
+    }
+}

@@ -9,7 +9,7 @@ use tonic::{Request, Response as GrpcResponse, Status};
 
 use super::ClusterService;
 use crate::proto::v1::*;
-use crate::raft::types::{ChangeMembers, NodeAddr, NodeId, WatchReceiver};
+use crate::raft::types::{may_change_membership, ChangeMembers, NodeAddr, NodeId, WatchReceiver};
 use crate::server::auth;
 use crate::server::errors;
 use crate::state::Rejection;
@@ -82,6 +82,24 @@ impl ClusterService {
         Duration::from_millis(self.node.config.raft.election_timeout_ms_max * 10)
     }
 
+    /// Refuses a membership change on a leader that is not a voter of its own membership: it
+    /// removed itself, and leads only until that removal is committed or another node is
+    /// elected. Called under the membership lock, so no change of this node's moves it meanwhile.
+    fn leading_voter(&self) -> Result<(), Status> {
+        let m = self.node.raft.metrics();
+        if may_change_membership(&m.borrow_watched(), self.node.id) {
+            return Ok(());
+        }
+        Err(errors::unavailable(
+            format!(
+                "node {} is not a leading voter (it removed itself and leads only until another \
+                 node is elected); retry",
+                self.node.id
+            ),
+            None,
+        ))
+    }
+
     pub(super) fn busy() -> Status {
         errors::change_in_progress(
             "another membership change is in progress; retry when it has finished",
@@ -113,6 +131,7 @@ impl ClusterService {
             .membership_lock
             .try_lock()
             .map_err(|_| Self::busy())?;
+        self.leading_voter()?;
         if self.node.state().is_retired(req.id) {
             return Err(errors::rejection(&Rejection::NodeRetired {
                 node_id: req.id,
@@ -177,6 +196,7 @@ impl ClusterService {
             .membership_lock
             .try_lock()
             .map_err(|_| Self::busy())?;
+        self.leading_voter()?;
         match self.members().get(&id) {
             None => {
                 return Err(errors::not_found(
@@ -214,6 +234,7 @@ impl ClusterService {
             .membership_lock
             .try_lock()
             .map_err(|_| Self::busy())?;
+        self.leading_voter()?;
         let members = self.members();
         let voter = match members.get(&id) {
             None => {
