@@ -98,10 +98,6 @@ pub struct Options {
     /// unsafe (`raft::types::raft_settings`): only for the regression test showing the
     /// simulator still catches it.
     pub leader_restore: bool,
-    /// The membership nemesis makes its changes through a leader that removed itself too,
-    /// against the rule steward's member commands keep (`raft::types::may_change_membership`):
-    /// only for the regression test showing the simulator still catches what the rule prevents.
-    pub unguarded_membership: bool,
     /// A snapshot every this many log entries (`raft.snapshot_logs_since_last`); `None`: never,
     /// and the whole log is kept.
     pub snapshot_every: Option<u64>,
@@ -125,7 +121,6 @@ impl Options {
             bugs: Vec::new(),
             trace_all: false,
             leader_restore: false,
-            unguarded_membership: false,
             snapshot_every: Some(SNAPSHOT_EVERY),
         }
     }
@@ -415,7 +410,6 @@ async fn scenario(opts: &Options, trace: Trace) -> anyhow::Result<Report> {
             cluster.clone(),
             SmallRng::seed_from_u64(part(opts.seed, 8)),
             until,
-            !opts.unguarded_membership,
         ))
     });
     for t in tasks {

@@ -169,7 +169,6 @@ fn main() -> ExitCode {
         bugs: bugs.clone(),
         trace_all: args.trace,
         leader_restore: false,
-        unguarded_membership: false,
     };
 
     if let Some(seed) = args.seed {

@@ -322,15 +322,7 @@ impl std::fmt::Display for Change {
 /// learner, which the leader sends the log or, when the log it needs is purged, a snapshot; later
 /// still it is promoted. One node at most is out of the voters at a time, so a majority of the
 /// full set is always a majority of the voters too.
-///
-/// `guarded`: no change through a leader that may not make one (`Seen::may_change`); off only
-/// in the regression test that shows what the rule prevents.
-pub async fn members(
-    cluster: Arc<Cluster>,
-    mut rng: SmallRng,
-    until: tokio::time::Instant,
-    guarded: bool,
-) {
+pub async fn members(cluster: Arc<Cluster>, mut rng: SmallRng, until: tokio::time::Instant) {
     let ids = cluster.ids.clone();
     loop {
         let pause = Duration::from_millis(rng.random_range(200..1_200));
@@ -346,7 +338,7 @@ pub async fn members(
             continue;
         };
         let what = next_change(&cluster, &seen, victim);
-        if guarded && !seen.may_change {
+        if !seen.may_change {
             cluster.trace.log(
                 "NEM",
                 format!(
