@@ -166,9 +166,10 @@ pub fn raft_settings(
 /// Whether node `id`, whose Raft metrics these are, may make a membership change: it leads and
 /// is a voter of its own effective membership (of either half of a joint one). A leader that
 /// removed itself leads on until the removal is committed, and when it cannot be committed,
-/// until another node is elected; openraft must not be handed a change by it then (a debug build
-/// asserts "Only leader is allowed to call update_effective_membership()", a release build takes
-/// it). Found by the simulator (sim/, seed 93 of its debug run).
+/// until another node is elected; openraft must not be handed a change by it then (its debug
+/// assertion "Only leader is allowed to call update_effective_membership()", compiled out of
+/// steward's builds, says so; without it openraft takes the change). Found by the simulator
+/// (sim/, seed 93 of its debug run, before those assertions were turned off: Cargo.toml).
 pub fn may_change_membership(m: &RaftMetrics, id: NodeId) -> bool {
     m.state == ServerState::Leader
         && m.current_leader == Some(id)
@@ -272,7 +273,7 @@ mod tests {
                 Some(1),
                 &[&[2, 3]],
                 false,
-                "stepped down, leader not yet known",
+                "stepped down, still named leader",
             ),
         ];
         for (state, leader, configs, want, what) in cases {
