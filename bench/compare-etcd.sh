@@ -27,7 +27,14 @@
 #   bench/compare-etcd.sh [--api steward|etcd] [--duration 5s] [--warmup 2s] [--reps 3]
 #                         [--clients "1 16 64 256"] [--value-size 256] [--workloads "..."]
 #                         [--profile release] [--out DIR (default: target/compare-etcd-<time>)]
+#                         [--perf]
 #
+# --perf: records each steward run's three servers with `perf record` (call graphs from DWARF, 999
+# samples per second, from the start of the warm-up to the end of the run) into
+# <out>/perf/<workload>-<clients>-<rep>.data, and writes beside it a .top.txt: the symbols with
+# at least 0.5% of the samples, by self time and with children, and the samples by thread (needs
+# Linux perf; root, or kernel.perf_event_paranoid <= 1). bench/perf/costs.py turns a recording
+# into a table of costs. The figures of a recorded run are lower than without it.
 # --profile: the cargo profile built and run (`dev` for a smoke run with the debug build, whose
 # figures mean nothing). Installs Debian's etcd-server if `etcd` is missing (needs root). Ports:
 # etcd 2379/2380, 22379/22380, 32379/32380; steward 27001-27003 and 27101-27103 (checked free
@@ -48,6 +55,7 @@ value_size=256
 workloads=""
 profile=release
 out=""
+perf=false
 command_line="bench/compare-etcd.sh$(printf ' %q' "$@")"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -60,6 +68,7 @@ while [ $# -gt 0 ]; do
         --workloads) workloads=$2; shift 2 ;;
         --profile) profile=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
+        --perf) perf=true; shift ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$self"; exit 0 ;;
         *) echo "error: unknown argument $1 (see --help)" >&2; exit 1 ;;
     esac
@@ -79,6 +88,8 @@ for w in $workloads; do
         *) die "--workloads: $w is not a workload both systems run (see --help)" ;;
     esac
 done
+
+if $perf; then command -v perf >/dev/null 2>&1 || die "--perf: Linux perf is not installed (Debian: linux-perf)"; fi
 
 # --- etcd, and the release build ---------------------------------------------------------------
 if ! command -v etcd >/dev/null 2>&1; then
@@ -202,6 +213,21 @@ wait_ready() {
     done
 }
 
+# The costliest symbols of a perf recording: by self time, then with what they call.
+perf_top() {
+    local data=$1
+    {
+        echo "== self (symbols with >= 0.5% of the samples)"
+        perf report -i "$data" --stdio --no-inline --no-children --no-call-graph --percent-limit 0.5 --sort symbol 2>/dev/null | grep -v '^#' | sed -E '/^$/d; s/ +- +- *$//'
+        echo
+        echo "== with children"
+        perf report -i "$data" --stdio --no-inline --children --no-call-graph --percent-limit 0.5 --sort symbol 2>/dev/null | grep -v '^#' | sed -E '/^$/d; s/ +- +- *$//'
+        echo
+        echo "== by thread (tid:name) of the three servers"
+        perf report -i "$data" --stdio --no-inline --no-children --no-call-graph --sort pid 2>/dev/null | grep -v '^#' | sed -E '/^$/d; s/ +- +- *$//'
+    } >"${data%.data}.top.txt"
+}
+
 # --- the runs ----------------------------------------------------------------------------------
 runs="$out/runs.jsonl"
 : >"$runs"
@@ -224,10 +250,23 @@ run_one() {
     fi
     wait_ready "$target" "$endpoints"
     [ "$workload" = watch ] || warm=(--warmup "$warmup")
+    local recorder="" record=""
+    if $perf && [ "$system" = steward ]; then
+        mkdir -p "$out/perf"
+        record="$out/perf/$workload-$n-$rep.data"
+        perf record -q -F 999 --call-graph dwarf,16384 -p "$(join "${live[@]}")" -o "$record" \
+            >/dev/null 2>&1 &
+        recorder=$!
+    fi
     line=$("$bench" "$workload" --target "$target" --endpoints "$endpoints" --clients "$n" \
         ${warm[@]+"${warm[@]}"} --duration "$duration" --value-size "$value_size" \
         --server-pids "$(join "${live[@]}")" -o json) \
         || die "$label $workload at $n clients (rep $rep) failed"
+    if [ -n "$recorder" ]; then
+        kill -INT "$recorder" 2>/dev/null || true
+        wait "$recorder" || true # perf exits non-zero when interrupted
+        perf_top "$record"
+    fi
     stop_cluster
     rm -rf "$cluster_dir"
     cluster_dir=""

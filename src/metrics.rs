@@ -99,6 +99,9 @@ pub struct Metrics {
     pub proposals_resent: Counter,
     /// Writes no leader took before the caller's deadline: answered not applied.
     pub proposals_unsent: Counter,
+    /// A follower's ReadIndex calls to the leader, and the linearizable reads they served
+    /// (server/read_index.rs).
+    pub read_index: crate::server::read_index::ReadIndexCounters,
     /// The data directory's size (log database and snapshot), at the last space check.
     pub data_bytes: Gauge,
     /// `limits.quota_bytes`.
@@ -184,6 +187,7 @@ impl Metrics {
             space_refusals: Counter::default(),
             proposals_resent: Counter::default(),
             proposals_unsent: Counter::default(),
+            read_index: Default::default(),
             data_bytes: Gauge::default(),
             quota_bytes: Gauge::default(),
             compactions: Counter::default(),
@@ -257,6 +261,16 @@ impl Metrics {
             "proposals_resent",
             "Writes this node held and sent again because no leader had taken them (no leader, not the leader, the leader could not be reached)",
             m.proposals_resent.clone(),
+        );
+        r.register(
+            "read_index_calls",
+            "ReadIndex calls this node made to the leader for its linearizable reads (one at a time, each serving every read that arrived before it was sent)",
+            m.read_index.calls.clone(),
+        );
+        r.register(
+            "read_index_reads",
+            "Linearizable reads this node served through a ReadIndex call to the leader (read_index_reads / read_index_calls: reads per call)",
+            m.read_index.reads.clone(),
         );
         r.register(
             "proposals_unsent",

@@ -40,6 +40,7 @@ pub mod node;
 pub mod operations;
 pub mod peer;
 pub mod pools;
+pub mod read_index;
 pub mod reservations;
 pub mod resources;
 pub mod route;

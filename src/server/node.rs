@@ -20,6 +20,7 @@ use crate::raft::types::{
 };
 use crate::server::errors;
 use crate::server::forward::{ForwardError, ForwardReply, Forwarder};
+use crate::server::read_index::{self, SharedReadIndex};
 use crate::server::route;
 use crate::server::time::wall::ShownClock;
 use crate::server::time::ClusterClock;
@@ -87,6 +88,8 @@ pub struct Node {
     pending: Semaphore,
     /// Batches the commands this node forwards to the leader.
     forwarder: Forwarder,
+    /// Shares this node's ReadIndex calls to the leader among its linearizable reads.
+    read_index: SharedReadIndex,
     /// The node's database (for compaction, `space::compact`); its metrics are `metrics`.
     pub db: RaftDb,
     /// Held while a compaction runs on this node: a second one is refused.
@@ -114,9 +117,20 @@ impl Node {
             config.time.clock_probe_interval_ms,
             config.time.shown_slew_ms_per_s,
         );
+        let read_index = SharedReadIndex::new(
+            leader_read_index(
+                raft.clone(),
+                config.id,
+                channels.clone(),
+                Duration::from_millis(config.raft.rpc_timeout_ms),
+                leader_wait(&config),
+            ),
+            db.metrics.read_index.clone(),
+        );
         Node {
             id: config.id,
             shown,
+            read_index,
             pending: Semaphore::new(config.limits.pending_proposals_max),
             forwarder: Forwarder::new(
                 channels.clone(),
@@ -194,7 +208,7 @@ impl Node {
 
     /// How long to wait for a leader to appear before answering Unavailable.
     fn leader_wait(&self) -> Duration {
-        Duration::from_millis((self.config.raft.election_timeout_ms_max * 5 / 2).max(5_000))
+        leader_wait(&self.config)
     }
 
     /// The current leader and its addresses, waiting for one up to a few election timeouts or
@@ -372,25 +386,13 @@ impl Node {
         }
     }
 
-    /// Follower side of ReadIndex: the leader confirms its leadership and names an index; once
-    /// this node has applied up to it, local reads are linearizable.
+    /// Follower side of ReadIndex: the leader confirms its leadership and names an index (in a
+    /// call this read shares with the others that arrived before it was sent,
+    /// server/read_index.rs); once this node has applied up to it, local reads are
+    /// linearizable.
     async fn remote_read_barrier(&self) -> Result<(), Status> {
-        let (leader_id, leader) = self.leader().await?;
-        if leader_id == self.id {
-            return Err(errors::no_leader());
-        }
-        let mut client = self
-            .channels
-            .peer(&leader.peer_addr)
-            .map_err(|e| errors::read_leader_unreachable(e, &leader))?;
-        let mut req = tonic::Request::new(ReadIndexRequest {});
-        req.set_timeout(Duration::from_millis(self.config.raft.rpc_timeout_ms));
-        let index = client
-            .read_index(req)
-            .await
-            .map_err(|s| errors::read_index_from_leader(&s, &leader))?
-            .into_inner()
-            .read_index;
+        let budget = crate::server::deadline::budget(self.leader_wait(), ANSWER_MARGIN_MAX);
+        let index = self.read_index.read_index(budget).await?;
         self.raft
             .wait(Some(self.leader_wait()))
             .applied_index_at_least(Some(index), "read index")
@@ -398,6 +400,44 @@ impl Node {
             .map_err(|e| errors::read_index_catch_up(&e))?;
         Ok(())
     }
+}
+
+/// How long a call waits for a leader to be known, or for this node to catch up with it: a few
+/// election timeouts, at least 5 s.
+fn leader_wait(config: &Config) -> Duration {
+    Duration::from_millis((config.raft.election_timeout_ms_max * 5 / 2).max(5_000))
+}
+
+/// One ReadIndex call to the leader as a follower makes it: find the leader (waiting up to
+/// `leader_wait` for one), then ask it, within `rpc_timeout`, to confirm its leadership and
+/// name its commit index.
+fn leader_read_index(
+    raft: Raft,
+    id: NodeId,
+    channels: PeerChannels,
+    rpc_timeout: Duration,
+    leader_wait: Duration,
+) -> read_index::Fetch {
+    Arc::new(move || {
+        let (raft, channels) = (raft.clone(), channels.clone());
+        Box::pin(async move {
+            let deadline = tokio::time::Instant::now() + leader_wait;
+            let (leader_id, leader) = route::leader_until(&raft, id, deadline).await?;
+            if leader_id == id {
+                return Err(errors::no_leader());
+            }
+            let mut client = channels
+                .peer(&leader.peer_addr)
+                .map_err(|e| errors::read_leader_unreachable(e, &leader))?;
+            let mut req = tonic::Request::new(ReadIndexRequest {});
+            req.set_timeout(rpc_timeout);
+            let reply = client
+                .read_index(req)
+                .await
+                .map_err(|s| errors::read_index_from_leader(&s, &leader))?;
+            Ok(reply.into_inner().read_index)
+        })
+    })
 }
 
 /// Proposes a cancel command when dropped still armed: a waiting call (a lock acquire, a pool

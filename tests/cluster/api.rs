@@ -309,3 +309,49 @@ async fn a_read_moves_on_from_a_node_that_never_answers() {
     assert!(took >= timeout / 3, "the read took {took:?}");
     drop(silent);
 }
+
+/// A follower's linearizable reads share its ReadIndex calls to the leader (server/read_index.rs),
+/// and sharing loses nothing: every read made after a write was acknowledged sees that write,
+/// however many reads arrive together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_follower_reads_share_read_index_calls_and_see_acknowledged_writes() {
+    use crate::observability::{http_get, sample};
+
+    let cluster = TestCluster::start(3).await;
+    let leader = cluster.wait_leader().await;
+    let follower = cluster.followers().await[0];
+    let mut writer = cluster.res(leader).await;
+    let reader = cluster.res(follower).await;
+    const READS: usize = 32;
+    for round in 0..20 {
+        let name = format!("shared-read-{round}");
+        let written = create(&mut writer, director(&name, &[]))
+            .await
+            .expect("create through the leader");
+        let reads: Vec<_> = (0..READS)
+            .map(|_| {
+                let (mut reader, name) = (reader.clone(), name.clone());
+                tokio::spawn(
+                    async move { get(&mut reader, &name, Consistency::Linearizable).await },
+                )
+            })
+            .collect();
+        for read in reads {
+            let got = read
+                .await
+                .expect("read task")
+                .unwrap_or_else(|s| panic!("round {round}: a read after the ack: {s:?}"));
+            assert_eq!(got, written, "round {round}");
+        }
+    }
+    let (code, text) = http_get(&cluster.metrics_addr(follower), "/metrics").await;
+    assert_eq!(code, 200);
+    let calls = sample(&text, "steward_read_index_calls_total").expect("calls series");
+    let reads = sample(&text, "steward_read_index_reads_total").expect("reads series");
+    // 640 reads of this test, and the health probe's.
+    assert!(reads >= (20 * READS) as f64, "{reads} reads");
+    assert!(
+        calls >= 1.0 && calls < reads,
+        "{reads} reads in {calls} calls: concurrent reads did not share a call"
+    );
+}
