@@ -32,6 +32,7 @@ use steward::server::locks::sweeper::sweep_round;
 use steward::server::node::LocalProposeError;
 use steward::server::operations::op_limits;
 use steward::server::operations::scheduler::lock_limits_of;
+use steward::server::read_index::{self, SharedReadIndex};
 use steward::server::route;
 use steward::server::time::{ClusterClock, Observers};
 use steward::server::watch::WatchHub;
@@ -86,6 +87,8 @@ struct Live {
     state: Arc<RwLock<State>>,
     /// The log ids its WAL holds (the checker compares what it applied).
     ids: Arc<Mutex<BTreeMap<u64, (LogId, u64)>>>,
+    /// Its ReadIndex calls to the leader, shared by its reads as `server::Node` shares them.
+    read_index: Arc<SharedReadIndex>,
 }
 
 /// What a node sees of itself, for the checker.
@@ -276,6 +279,10 @@ impl Cluster {
         let raft = Raft::new(id, self.settings.clone(), network, log, sm).await?;
         let host = Host { raft, time };
         self.net.up(id, incarnation, host.clone());
+        let read_index = Arc::new(SharedReadIndex::new(
+            leader_read_index(self.net.clone(), id, host.raft.clone(), self.timeout),
+            Default::default(),
+        ));
         tokio::spawn(sweeper(
             self.net.clone(),
             id,
@@ -291,6 +298,7 @@ impl Cluster {
                 hub,
                 state,
                 ids,
+                read_index,
             },
         );
         self.trace
@@ -434,14 +442,17 @@ impl Cluster {
             return Answer::Fail(format!("n{via} is down"));
         };
         let raft = host.raft;
-        let Some(state) = self.live().get(&via).map(|l| l.state.clone()) else {
+        let Some((state, shared)) = self
+            .live()
+            .get(&via)
+            .map(|l| (l.state.clone(), l.read_index.clone()))
+        else {
             return Answer::Fail(format!("n{via} is down"));
         };
-        let net = self.net.clone();
         let timeout = self.timeout;
         let work = async move {
             if !steward::bugs::active(steward::bugs::Bug::LocalReads) {
-                if let Err(e) = read_barrier(&raft, &net, via, timeout).await {
+                if let Err(e) = read_barrier(&raft, &shared, timeout).await {
                     return e;
                 }
             }
@@ -639,34 +650,21 @@ fn not_sent(why: &str, leader: &NodeAddr) -> tonic::Status {
     ))
 }
 
-/// ReadIndex on `raft` (node `via`): the leader's read index, then this node's apply up to it.
+/// ReadIndex on `raft`: the leader's read index (through the node's shared calls when it is a
+/// follower, as `server::Node` asks), then this node's apply up to it.
 async fn read_barrier<T>(
     raft: &Raft,
-    net: &Net,
-    via: NodeId,
+    shared: &SharedReadIndex,
     timeout: Duration,
 ) -> Result<(), Answer<T>> {
     let index = match raft.get_read_linearizer(ReadPolicy::ReadIndex).await {
         Ok(linearizer) => linearizer.read_log_id().index(),
         Err(RaftError::APIError(steward::raft::types::LinearizableReadError::ForwardToLeader(
-            f,
-        ))) => {
-            let Some(leader) = f.leader_id else {
-                return Err(Answer::Fail("no leader".into()));
-            };
-            let asked = net.call(Some(via), leader, Copies::Never, |host| async move {
-                host.raft
-                    .get_read_linearizer(ReadPolicy::ReadIndex)
-                    .await
-                    .map(|l| l.read_log_id().index())
-                    .map_err(|e| e.to_string())
-            });
-            match tokio::time::timeout(timeout, asked).await {
-                Ok(Ok(index)) => index,
-                Ok(Err(e)) => return Err(Answer::Fail(e)),
-                Err(_) => return Err(Answer::Fail("read index timed out".into())),
-            }
-        }
+            _,
+        ))) => match shared.read_index(timeout).await {
+            Ok(index) => index,
+            Err(status) => return Err(Answer::Fail(status.message().to_string())),
+        },
         Err(e) => return Err(Answer::Fail(e.to_string())),
     };
     match raft
@@ -677,6 +675,32 @@ async fn read_barrier<T>(
         Ok(_) => Ok(()),
         Err(e) => Err(Answer::Fail(e.to_string())),
     }
+}
+
+/// One ReadIndex call from node `via` to the leader it knows, in one simulated message: the
+/// leader confirms its leadership and names its read index.
+fn leader_read_index(net: Net, via: NodeId, raft: Raft, timeout: Duration) -> read_index::Fetch {
+    Arc::new(move || {
+        let (net, raft) = (net.clone(), raft.clone());
+        Box::pin(async move {
+            let leader = raft.metrics().borrow_watched().current_leader;
+            let Some(leader) = leader.filter(|&l| l != via) else {
+                return Err(tonic::Status::unavailable("no leader"));
+            };
+            let asked = net.call(Some(via), leader, Copies::Never, |host| async move {
+                host.raft
+                    .get_read_linearizer(ReadPolicy::ReadIndex)
+                    .await
+                    .map(|l| l.read_log_id().index())
+                    .map_err(|e| e.to_string())
+            });
+            match tokio::time::timeout(timeout, asked).await {
+                Ok(Ok(index)) => Ok(index),
+                Ok(Err(e)) => Err(tonic::Status::unavailable(e)),
+                Err(_) => Err(tonic::Status::unavailable("read index timed out")),
+            }
+        })
+    })
 }
 
 /// A leader's loops for one incarnation of node `id`: the operation scheduler's and sweeper's

@@ -53,11 +53,12 @@ fn leader_restore_is_caught_and_the_seeds_that_catch_it_pass_with_stewards_setti
 /// seeds (`--seed N --trace`) for the line "without this report".
 #[test]
 fn a_lost_workers_late_end_report_after_a_sweep_ended_its_operation_is_stale() {
-    // Seed 529 found it; since replication runs on append streams and membership changes,
-    // seed 148 is the first to meet the case.
+    // Seed 529 found it; seed 148 met the case once replication ran on append streams and
+    // membership changed; since a follower's reads share their ReadIndex calls, seed 568 is the
+    // first to.
     let opts = Options {
         trace_all: true,
-        ..Options::new(148)
+        ..Options::new(568)
     };
     let report = run(&opts).unwrap();
     assert!(report.violations.is_empty(), "{:?}", report.violations);
@@ -66,7 +67,7 @@ fn a_lost_workers_late_end_report_after_a_sweep_ended_its_operation_is_stale() {
             .trace
             .iter()
             .any(|l| l.contains("without this report")),
-        "seed 148 no longer has a late end report after a sweep's end; pick another seed"
+        "seed 568 no longer has a late end report after a sweep's end; pick another seed"
     );
 }
 
