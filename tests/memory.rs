@@ -53,23 +53,22 @@ fn bench_object(i: usize) -> String {
 const OBJECTS: usize = 20_000;
 
 /// Heap bytes per object above which this test fails (measured 2026-11-22: see the message).
+/// 2026-11-29: 772, with the spec text shared between the command and the store (`RawJson`
+/// holds an `Arc`, whose counts add 16 bytes); 751 with the same count before it.
 const BYTES_PER_OBJECT_MAX: isize = 800;
 
 #[test]
 fn heap_bytes_per_stored_object_stay_bounded() {
-    // Parsed before counting: the commands are the log's, not the store's.
-    let commands: Vec<Command> = (0..OBJECTS)
-        .map(|i| {
-            Command::Objects(ObjectCommand::Create {
-                object: Resource::from_json(&bench_object(i)).expect("a valid object"),
-                fence: None,
-            })
-        })
-        .collect();
     let mut state = State::new();
     let mut effects = Effects::default();
     let before = LIVE.load(Ordering::Relaxed);
-    for (i, cmd) in commands.iter().enumerate() {
+    for i in 0..OBJECTS {
+        // Each command is dropped once applied, as the log's entry is in time: what stays is
+        // the store's (the store's object shares its spec text with the command's).
+        let cmd = &Command::Objects(ObjectCommand::Create {
+            object: Resource::from_json(&bench_object(i)).expect("a valid object"),
+            fence: None,
+        });
         let ctx = ApplyContext {
             log_index: i as u64 + 1,
             term: 1,

@@ -19,8 +19,15 @@
 //! the text as it comes, because everything it reads (log, snapshots, peer messages) was
 //! canonical when written. `Serialize` emits the text as is, which only serde_json understands:
 //! another format (YAML) must go through `serde_json::Value` first.
+//!
+//! The text is shared (`Arc`): a write's object is cloned on its way through a node (the
+//! command kept to resend, the proposal, the log tail's entry handed to replication and to
+//! apply, the stored object), and each clone of a `Box` copied the whole spec. Shared, the
+//! store's object and the log's entry hold one copy between them, and `null` (an absent
+//! status) is one allocation per process.
 
 use std::fmt;
+use std::sync::{Arc, LazyLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -29,7 +36,10 @@ use serde_json::Value;
 /// A JSON value as its canonical text. Equality is text equality, hence value equality.
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct RawJson(Box<RawValue>);
+pub struct RawJson(Arc<RawValue>);
+
+/// The one `null` of this process.
+static NULL: LazyLock<RawJson> = LazyLock::new(|| RawJson(Arc::from(RawValue::NULL.to_owned())));
 
 impl PartialEq for RawJson {
     fn eq(&self, other: &RawJson) -> bool {
@@ -42,7 +52,7 @@ impl Eq for RawJson {}
 impl RawJson {
     /// The text `null`: an absent spec.
     pub fn null() -> RawJson {
-        RawJson(RawValue::NULL.to_owned())
+        NULL.clone()
     }
 
     /// The canonical text of a value built in code.
@@ -50,7 +60,7 @@ impl RawJson {
         // Serializing a `Value` cannot fail (its map keys are strings), and its text is valid
         // JSON; the fallback only keeps this function total.
         serde_json::value::to_raw_value(value)
-            .map(RawJson)
+            .map(|raw| RawJson(Arc::from(raw)))
             .unwrap_or_else(|_| RawJson::null())
     }
 
@@ -252,6 +262,20 @@ mod tests {
         assert_eq!(value, json!({"a": "é", "b": {"c": null, "d": 1}}));
         let back: RawJson = serde_json::from_value(value).expect("from_value");
         assert_eq!(back, raw);
+    }
+
+    #[test]
+    fn clones_share_the_text_and_encode_as_the_text() {
+        let raw = RawJson::canonical(r#"{"data":"xyz"}"#).expect("parses");
+        let copy = raw.clone();
+        assert!(Arc::ptr_eq(&raw.0, &copy.0), "a clone copied the text");
+        assert!(Arc::ptr_eq(&RawJson::null().0, &RawJson::default().0));
+        // Shared or not, the encoding is the text itself, as before (log, snapshots, peers).
+        assert_eq!(serde_json::to_string(&copy).unwrap(), r#"{"data":"xyz"}"#);
+        let back: RawJson = serde_json::from_str(r#"{"data":"xyz"}"#).unwrap();
+        assert_eq!(back, raw);
+        let null: RawJson = serde_json::from_str("null").unwrap();
+        assert!(null.is_null() && null == RawJson::null());
     }
 
     #[test]
