@@ -34,9 +34,22 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// A JSON value as its canonical text. Equality is text equality, hence value equality.
-#[derive(Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize)]
 #[serde(transparent)]
 pub struct RawJson(Arc<RawValue>);
+
+/// The text as read; a `null` (the status of most objects, on every follower and after every
+/// restart) becomes the shared one.
+impl<'de> Deserialize<'de> for RawJson {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RawJson, D::Error> {
+        let raw = Box::<RawValue>::deserialize(d)?;
+        Ok(if raw.get() == "null" {
+            RawJson::null()
+        } else {
+            RawJson(Arc::from(raw))
+        })
+    }
+}
 
 /// The one `null` of this process.
 static NULL: LazyLock<RawJson> = LazyLock::new(|| RawJson(Arc::from(RawValue::NULL.to_owned())));
@@ -275,7 +288,10 @@ mod tests {
         let back: RawJson = serde_json::from_str(r#"{"data":"xyz"}"#).unwrap();
         assert_eq!(back, raw);
         let null: RawJson = serde_json::from_str("null").unwrap();
-        assert!(null.is_null() && null == RawJson::null());
+        assert!(
+            Arc::ptr_eq(&null.0, &RawJson::null().0),
+            "a decoded null was not shared"
+        );
     }
 
     #[test]
