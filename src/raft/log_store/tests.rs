@@ -551,3 +551,50 @@ async fn an_append_that_would_leave_a_hole_is_refused_and_writes_nothing() -> io
     assert_eq!(state.last_log_id, Some(log_id(2, 11)));
     Ok(())
 }
+
+/// The WAL's flush thread writes and fsyncs every flush request queued while it was busy in one
+/// batch (chunked-wal as patched in third_party/chunked-wal): openraft hands over appends while
+/// earlier ones are being fsynced, and an fsync for each of them was half of what a node could
+/// write. The first flush's callback, which runs on the flush thread, holds that thread until
+/// the other requests are queued, so two fsyncs at most cover them all; upstream made one each.
+#[test]
+fn flushes_queued_while_the_flush_thread_is_busy_share_one_fsync() -> io::Result<()> {
+    use super::wal::{config, DiskWal, Flushed, Wal};
+    use std::sync::mpsc;
+
+    const FLUSHES: u64 = 50;
+    let dir = tempfile::tempdir()?;
+    let mut wal = DiskWal::open(Arc::new(config(dir.path())))?;
+    let before = wal.stat().flush_metrics;
+    let (done_tx, done_rx) = mpsc::channel::<io::Result<()>>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let mut hold = Some(release_rx);
+    for index in 1..=FLUSHES {
+        wal.append(vec![(log_id(1, index), vec![b'x'; 64])])?;
+        let done_tx = done_tx.clone();
+        let hold = hold.take();
+        wal.flush(
+            true,
+            Some(Flushed::new(move |result| {
+                if let Some(release) = hold {
+                    // Ok or the sender dropped: either way the rest is queued by then.
+                    let _ = release.recv();
+                }
+                let _ = done_tx.send(result);
+            })),
+        )?;
+    }
+    drop(release_tx);
+    for _ in 0..FLUSHES {
+        done_rx.recv().expect("a flush callback")?;
+    }
+    let after = wal.stat().flush_metrics;
+    assert_eq!(
+        after.write_request_count - before.write_request_count,
+        FLUSHES
+    );
+    // Two, or one if the flush thread woke only once every request was queued.
+    let fsyncs = after.sync_batch_count - before.sync_batch_count;
+    assert!((1..=2).contains(&fsyncs), "{fsyncs} fsyncs: {after:?}");
+    Ok(())
+}
