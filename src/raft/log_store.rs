@@ -341,8 +341,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         if let (Some(observer), Some(last)) = (&self.observer, entries.last()) {
             observer.on_appended(last.log_id.index);
         }
-        lock(&self.shared.tail).append(seq, &entries);
-        drop(entries);
+        let sized: Vec<(Arc<Entry>, usize)> = entries
+            .into_iter()
+            .zip(written.iter().map(|w| w.bytes))
+            .collect();
+        lock(&self.shared.tail).append(seq, &sized);
+        drop(sized);
 
         let queued = Instant::now();
         let tail = self.shared.tail.clone();

@@ -6,7 +6,6 @@ use std::io;
 use std::sync::Arc;
 
 use crate::raft::types::Entry;
-use crate::state::objects::validate::json_len;
 
 use super::db::{check_next, DiskEntries};
 
@@ -36,6 +35,9 @@ pub(super) struct TailEntry {
     /// (after a truncation) replaced it.
     pub(super) seq: u64,
     pub(super) entry: Arc<Entry>,
+    /// Its encoded length, as the append measured it for the writer: what a read counts
+    /// against its byte limit, durable or not.
+    pub(super) bytes: usize,
     /// Its length in redb, set once its batch is durable. Only durable entries may be evicted;
     /// `None` means this is the only copy.
     pub(super) stored_bytes: Option<usize>,
@@ -49,9 +51,9 @@ pub(super) struct Written {
 }
 
 /// What a read takes from the tail under its lock: the cached entries of the range (with their
-/// stored length when known) and the part of the range, before them, that only redb has.
+/// encoded length) and the part of the range, before them, that only redb has.
 pub(super) struct TailView {
-    pub(super) cached: Vec<(Arc<Entry>, Option<usize>)>,
+    pub(super) cached: Vec<(Arc<Entry>, usize)>,
     /// `[start, end)`, `end == None` meaning unbounded; `None` if redb is not needed.
     pub(super) disk: Option<(u64, Option<u64>)>,
     pub(super) generation: u64,
@@ -69,14 +71,16 @@ impl Tail {
         }
     }
 
-    pub(super) fn append(&mut self, seq: u64, entries: &[Arc<Entry>]) {
-        for e in entries {
+    /// Adds the entries of append call `seq`, each with its encoded length.
+    pub(super) fn append(&mut self, seq: u64, entries: &[(Arc<Entry>, usize)]) {
+        for (e, bytes) in entries {
             let index = e.log_id.index;
             let old = self.entries.insert(
                 index,
                 TailEntry {
                     seq,
                     entry: e.clone(),
+                    bytes: *bytes,
                     stored_bytes: None,
                 },
             );
@@ -149,9 +153,7 @@ impl Tail {
             Some(end) => self.entries.range(start..end),
             None => self.entries.range(start..),
         };
-        let cached = range
-            .map(|(_, t)| (t.entry.clone(), t.stored_bytes))
-            .collect();
+        let cached = range.map(|(_, t)| (t.entry.clone(), t.bytes)).collect();
         // redb is asked only below the first cached entry, or below the log's end if none is.
         let first_cached = self.entries.keys().next().copied().or(self.end);
         let disk_end = match (end, first_cached) {
@@ -174,7 +176,7 @@ impl Tail {
 /// (a gap is an error) and at most `bytes_max` bytes of stored entries, at least one entry.
 pub(super) fn assemble(
     disk: DiskEntries,
-    cached: Vec<(Arc<Entry>, Option<usize>)>,
+    cached: Vec<(Arc<Entry>, usize)>,
     bytes_max: usize,
 ) -> io::Result<Vec<Entry>> {
     let mut out: Vec<Entry> = Vec::with_capacity(disk.entries.len() + cached.len());
@@ -191,14 +193,10 @@ pub(super) fn assemble(
         if let Some(prev) = out.last() {
             check_next(prev, entry.log_id.index)?;
         }
-        if bytes_max != usize::MAX {
-            // An entry not yet durable has no stored length yet: measure it as the writer will.
-            let size = size.unwrap_or_else(|| json_len(&*entry));
-            if !out.is_empty() && bytes + size > bytes_max {
-                break;
-            }
-            bytes += size;
+        if !out.is_empty() && bytes + size > bytes_max {
+            break;
         }
+        bytes += size;
         out.push((*entry).clone());
     }
     Ok(out)

@@ -11,6 +11,14 @@ use crate::raft::types::LeaderId;
 use crate::state::{Command, Proposal, Resource};
 use std::path::Path;
 
+/// Entries as the store hands them to the tail: each with its encoded length.
+fn sized(entries: &[Arc<Entry>]) -> Vec<(Arc<Entry>, usize)> {
+    entries
+        .iter()
+        .map(|e| (e.clone(), serde_json::to_vec(&**e).expect("encode").len()))
+        .collect()
+}
+
 fn log_id(term: u64, index: u64) -> LogId {
     LogId::new(LeaderId { term, node_id: 1 }, index)
 }
@@ -246,7 +254,7 @@ fn tail_view_stops_at_the_log_end() {
     let mut tail = Tail::new(usize::MAX, usize::MAX);
     // 1..=4 are in the WAL only (as after a restart or an eviction).
     let entries: Vec<Arc<Entry>> = creates(1, 5..=10).into_iter().map(Arc::new).collect();
-    tail.append(1, &entries);
+    tail.append(1, &sized(&entries));
     let view = tail.view((1, None));
     assert_eq!(view.disk, Some((1, Some(5))));
     assert_eq!(view.cached.len(), 6);
@@ -303,7 +311,7 @@ fn tail_respects_its_limits() {
 
     let mut tail = Tail::new(1000, usize::MAX);
     for e in &entries {
-        tail.append(e.log_id.index, std::slice::from_ref(e));
+        tail.append(e.log_id.index, &sized(std::slice::from_ref(e)));
     }
     assert_eq!(tail.entries.len(), 100);
     let evicted = tail.mark_durable(&written(1..=50));
@@ -320,7 +328,7 @@ fn tail_respects_its_limits() {
 
     let mut tail = Tail::new(usize::MAX, 8);
     for e in &entries {
-        tail.append(e.log_id.index, std::slice::from_ref(e));
+        tail.append(e.log_id.index, &sized(std::slice::from_ref(e)));
     }
     // Not durable: all stay, beyond the count.
     assert!(tail.mark_durable(&[]).is_empty());
@@ -340,9 +348,9 @@ fn durable_mark_of_a_replaced_entry_is_ignored() {
     let mut tail = Tail::new(0, usize::MAX);
     let old = Arc::new(create(1, 1, 16));
     let new = Arc::new(create(2, 1, 16));
-    tail.append(1, &[old]);
+    tail.append(1, &sized(&[old]));
     tail.truncate_after(None);
-    tail.append(2, &[new]);
+    tail.append(2, &sized(&[new]));
     let stale = Written {
         seq: 1,
         index: 1,
