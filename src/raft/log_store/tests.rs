@@ -562,9 +562,9 @@ async fn an_append_that_would_leave_a_hole_is_refused_and_writes_nothing() -> io
 
 /// The WAL's flush thread writes and fsyncs every flush request queued while it was busy in one
 /// batch (chunked-wal as patched in third_party/chunked-wal): openraft hands over appends while
-/// earlier ones are being fsynced, and an fsync for each of them was half of what a node could
-/// write. The first flush's callback, which runs on the flush thread, holds that thread until
-/// the other requests are queued, so two fsyncs at most cover them all; upstream made one each.
+/// earlier ones are being fsynced, and upstream gave each of them an fsync of its own. The
+/// first flush's callback, which runs on the flush thread, holds that thread until the other
+/// requests are queued, so two fsyncs at most cover them all; upstream made one each.
 #[test]
 fn flushes_queued_while_the_flush_thread_is_busy_share_one_fsync() -> io::Result<()> {
     use super::wal::{config, DiskWal, Flushed, Wal};
