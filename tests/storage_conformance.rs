@@ -55,15 +55,15 @@ fn create(term: u64, index: u64, time_ms: u64, name: &str) -> Entry {
     let object = Resource::from_json(&json).expect("valid test object");
     Entry::new_normal(
         log_id(term, index),
-        Proposal {
+        Proposal::new(
             time_ms,
-            term: None,
-            wall_ms: None,
-            command: Command::Objects(ObjectCommand::Create {
+            None,
+            None,
+            Command::Objects(ObjectCommand::Create {
                 object,
                 fence: None,
             }),
-        },
+        ),
     )
 }
 
@@ -171,12 +171,7 @@ fn acquire(term: u64, index: u64, time_ms: u64, name: &str) -> Entry {
     });
     Entry::new_normal(
         log_id(term, index),
-        Proposal {
-            time_ms,
-            term: None,
-            wall_ms: None,
-            command,
-        },
+        Proposal::new(time_ms, None, None, command),
     )
 }
 

@@ -28,36 +28,9 @@ pub use crate::locks::command::LockReply;
 pub use crate::objects::command::{ObjectCommand, ObjectReply, TxnOp};
 pub use crate::operations::command::{OperationCommand, OperationReply, WorkerReport};
 pub use crate::pools::command::PoolCommand;
+pub use crate::proposal::Proposal;
 pub use crate::rejection::Rejection;
 pub use crate::reservations::command::ReservationCommand;
-
-/// The payload of one replicated log entry. The leader stamps `time_ms` when it proposes, so every
-/// replica applies the same time (see `State::time_ms`).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Proposal {
-    /// Cluster time in ms, as the leader of `term` counts it on its monotonic clock (README
-    /// "Time"); 0 when it had none yet (a leader that has not applied an entry of its term).
-    pub time_ms: u64,
-    /// The term whose leader measured `time_ms`. Apply moves time, and expires anything, only
-    /// when it is the entry's own term (`ApplyContext::of_proposal`). Absent in entries written
-    /// before issue 24, whose `time_ms` is the leader's wall clock: taken as they always were.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub term: Option<u64>,
-    /// The wall-clock time the leader shows, for display only (creationTimestamp and the like;
-    /// README "Time", promise 5): the middle of the nodes' wall clocks, slewed when it steps
-    /// (server/time/wall.rs). Nothing that expires reads it. Absent in older entries and when
-    /// the leader has no reading.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wall_ms: Option<u64>,
-    /// What to do.
-    pub command: Command,
-}
-
-impl fmt::Display for Proposal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} @{}", self.command, self.time_ms)
-    }
-}
 
 /// A state change, by capability: each family is applied by its capability's own apply, behind
 /// the cross-cutting guard of `apply_effects`. Written in log format 2 (`format.rs`): the family
@@ -422,15 +395,15 @@ mod tests {
     #[test]
     fn proposal_display_names_verb_key_and_time() {
         let obj = Resource::new("v1", "Director", "default", "x");
-        let p = Proposal {
-            time_ms: 1234,
-            term: None,
-            wall_ms: None,
-            command: Command::Objects(ObjectCommand::Create {
+        let p = Proposal::new(
+            1234,
+            None,
+            None,
+            Command::Objects(ObjectCommand::Create {
                 object: obj.clone(),
                 fence: None,
             }),
-        };
+        );
         assert_eq!(p.to_string(), "create Director/default/x @1234");
         let txn = Command::Objects(ObjectCommand::Txn {
             ops: vec![
@@ -483,16 +456,16 @@ mod tests {
     fn proposal_and_response_round_trip_through_json() {
         let mut obj = Resource::new("v1", "Director", "default", "x");
         obj.metadata.resource_version = 5;
-        let p = Proposal {
-            time_ms: 9,
-            term: None,
-            wall_ms: None,
-            command: Command::Objects(ObjectCommand::Update {
+        let p = Proposal::new(
+            9,
+            None,
+            None,
+            Command::Objects(ObjectCommand::Update {
                 object: obj.clone(),
                 expected_revision: Some(5),
                 fence: None,
             }),
-        };
+        );
         let back: Proposal =
             serde_json::from_str(&serde_json::to_string(&p).expect("ser")).expect("de");
         match back.command {

@@ -213,6 +213,27 @@ pub enum AnyCommand {
     },
 }
 
+impl AnyCommand {
+    /// Whether it was read from format 1's tags (at the top: a format-2 writer never nests
+    /// format-1 commands, and a format-1 guard is `V1Guarded`).
+    pub fn is_format_1(&self) -> bool {
+        !matches!(
+            self,
+            AnyCommand::Objects(_)
+                | AnyCommand::Locks(_)
+                | AnyCommand::Operations(_)
+                | AnyCommand::Reservations(_)
+                | AnyCommand::Deployments(_)
+                | AnyCommand::Pools(_)
+                | AnyCommand::Auth(_)
+                | AnyCommand::Alarms(_)
+                | AnyCommand::Members(_)
+                | AnyCommand::Kv(_)
+                | AnyCommand::Guarded { .. }
+        )
+    }
+}
+
 impl From<AnyCommand> for Command {
     fn from(any: AnyCommand) -> Command {
         match any {

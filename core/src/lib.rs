@@ -35,8 +35,9 @@
 //!   store's revisions; txns and compactions in `kv/apply.rs`.
 //!
 //! And what they share:
-//! - `command`: `Proposal`, `Command` and its families, `Response` and the family replies,
-//!   `Event`; `rejection`: `Rejection`, the domain's "no".
+//! - `command`: `Command` and its families, `Response` and the family replies, `Event`;
+//!   `proposal`: `Proposal`, one log entry's payload, whose JSON is written once and copied by
+//!   the log and every AppendEntries; `rejection`: `Rejection`, the domain's "no".
 //! - `state`: `State`, what every capability keeps in it, and the accessors of no one capability.
 //! - `effects`: `ApplyContext` and `Effects`, what every apply is given and gives back.
 //! - `apply`: `apply_effects`, the cross-cutting guard (time, term, auth revision,
@@ -61,6 +62,7 @@ pub mod locks;
 pub mod objects;
 pub mod operations;
 pub mod pools;
+mod proposal;
 pub mod rejection;
 pub mod reservations;
 mod snapshot;

@@ -217,12 +217,7 @@ pub async fn propose_here(
     command: Command,
 ) -> Result<Response, LocalProposeError> {
     let (time_ms, term) = stamp(raft, time, id, wait).await?;
-    let proposal = Proposal {
-        time_ms,
-        term: Some(term),
-        wall_ms: wall_ms(),
-        command,
-    };
+    let proposal = Proposal::new(time_ms, Some(term), wall_ms(), command);
     match raft.client_write(proposal).await {
         Ok(resp) => Ok(resp.data),
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {

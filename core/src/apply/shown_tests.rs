@@ -43,12 +43,7 @@ impl Log {
         cmd: &Command,
     ) -> Response {
         self.index += 1;
-        let proposal = crate::Proposal {
-            time_ms,
-            term: Some(stamp_term),
-            wall_ms,
-            command: cmd.clone(),
-        };
+        let proposal = crate::Proposal::new(time_ms, Some(stamp_term), wall_ms, cmd.clone());
         let ctx = ApplyContext::of_proposal(self.index, term, &proposal);
         apply(&mut self.state, &ctx, cmd, &mut self.events)
     }

@@ -61,12 +61,7 @@ fn format_1_entries_become_the_format_2_commands() {
 
 #[test]
 fn format_2_is_what_is_written() {
-    let proposal = crate::Proposal {
-        time_ms: 5,
-        term: None,
-        wall_ms: None,
-        command: MemberCommand::Retire { node_id: 1 }.into(),
-    };
+    let proposal = crate::Proposal::new(5, None, None, MemberCommand::Retire { node_id: 1 }.into());
     assert_eq!(
         serde_json::to_string(&proposal).expect("write"),
         r#"{"time_ms":5,"command":{"members":{"Retire":{"node_id":1}}}}"#

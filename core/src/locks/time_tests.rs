@@ -7,12 +7,7 @@ use crate::command::{Command, LockReply, Proposal, Response};
 use crate::rejection::Rejection;
 
 fn stamped(time_ms: u64, term: u64, command: Command) -> Proposal {
-    Proposal {
-        time_ms,
-        term: Some(term),
-        wall_ms: None,
-        command,
-    }
+    Proposal::new(time_ms, Some(term), None, command)
 }
 
 #[test]
@@ -81,12 +76,7 @@ fn a_new_leaders_first_stamp_starts_the_grace_from_the_time_it_measured() {
 fn entries_from_before_issue_24_keep_their_wall_clock_time() {
     let mut log = Log::new();
     log.granted(1_000, acquire("d", "h1", W, Some(100), 0));
-    let legacy = Proposal {
-        time_ms: 1_100,
-        term: None,
-        wall_ms: None,
-        command: sweep(&["d"], 0, 0),
-    };
+    let legacy = Proposal::new(1_100, None, None, sweep(&["d"], 0, 0));
     assert_eq!(log.propose(&legacy), swept(1, 0, 0));
     assert_eq!(log.state.time_ms(), 1_100);
 }

@@ -38,12 +38,7 @@ fn create(term: u64, index: u64, pad: usize) -> Entry {
     });
     Entry::new_normal(
         log_id(term, index),
-        Proposal {
-            time_ms: index,
-            term: None,
-            wall_ms: None,
-            command,
-        },
+        Proposal::new(index, None, None, command),
     )
 }
 

@@ -44,12 +44,7 @@ fn the_floor_holds_the_largest_legal_append_entries() {
         prev_log_id: Some(log_id(u64::MAX)),
         entries: (0..entries)
             .map(|i| {
-                let proposal = Proposal {
-                    time_ms: u64::MAX,
-                    term: None,
-                    wall_ms: None,
-                    command: command_of(command_bytes_max),
-                };
+                let proposal = Proposal::new(u64::MAX, None, None, command_of(command_bytes_max));
                 Entry::new_normal(log_id(u64::MAX - i), proposal)
             })
             .collect(),

@@ -42,12 +42,7 @@ fn create(index: u64) -> Entry {
     });
     Entry::new_normal(
         log_id(index),
-        Proposal {
-            time_ms: index * 10,
-            term: None,
-            wall_ms: None,
-            command,
-        },
+        Proposal::new(index * 10, None, None, command),
     )
 }
 

@@ -113,12 +113,7 @@ mod tests {
 
     /// Applies `command` as entry `index` of term 1, stamped `time_ms` by that term's leader.
     fn run(state: &mut State, index: u64, time_ms: u64, command: LockCommand) {
-        let proposal = Proposal {
-            time_ms,
-            term: Some(1),
-            wall_ms: None,
-            command: Command::Locks(command),
-        };
+        let proposal = Proposal::new(time_ms, Some(1), None, Command::Locks(command));
         let ctx = ApplyContext::of_proposal(index, 1, &proposal);
         let _ = apply(state, &ctx, &proposal.command, &mut Vec::new());
     }

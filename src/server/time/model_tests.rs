@@ -168,12 +168,7 @@ impl Sim {
     }
 
     fn proposal(&self, time_ms: u64, term: u64, command: Command) -> Proposal {
-        Proposal {
-            time_ms,
-            term: Some(term),
-            wall_ms: None,
-            command,
-        }
+        Proposal::new(time_ms, Some(term), None, command)
     }
 
     /// Fails if the holder lost its lock before its last acknowledged refresh + TTL.
