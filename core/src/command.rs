@@ -468,12 +468,12 @@ mod tests {
         );
         let back: Proposal =
             serde_json::from_str(&serde_json::to_string(&p).expect("ser")).expect("de");
-        match back.command {
+        match &*back.command {
             Command::Objects(ObjectCommand::Update {
                 object,
                 expected_revision,
                 fence: None,
-            }) => assert_eq!((object, expected_revision), (obj.clone(), Some(5))),
+            }) => assert_eq!((object, *expected_revision), (&obj, Some(5))),
             other => panic!("{other:?}"),
         }
         for r in [

@@ -39,8 +39,9 @@ pub struct Proposal {
     /// (server/time/wall.rs). Nothing that expires reads it. Absent in older entries and when
     /// the leader has no reading.
     pub wall_ms: Option<u64>,
-    /// What to do.
-    pub command: Command,
+    /// What to do; shared by the clones (the log's cached entry and the copies of it handed to
+    /// replication and apply), as the text is.
+    pub command: Arc<Command>,
     /// The text of the fields, once serialized or as read; shared by the clones (the log's
     /// cached entry, the entries handed to replication and apply).
     encoded: Arc<OnceLock<Box<RawValue>>>,
@@ -75,7 +76,7 @@ impl Proposal {
             time_ms,
             term,
             wall_ms,
-            command,
+            command: Arc::new(command),
             encoded: Arc::default(),
         }
     }
@@ -118,7 +119,7 @@ impl<'de> Deserialize<'de> for Proposal {
             time_ms: fields.time_ms,
             term: fields.term,
             wall_ms: fields.wall_ms,
-            command: fields.command.into(),
+            command: Arc::new(fields.command.into()),
             encoded: Arc::new(encoded),
         })
     }
