@@ -328,23 +328,21 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
         let mut records = Vec::with_capacity(entries.len());
         let mut written = Vec::with_capacity(entries.len());
+        let mut sized = Vec::with_capacity(entries.len());
         let seq = self.shared.next_seq.fetch_add(1, Ordering::Relaxed);
-        for entry in &entries {
-            let bytes = serde_json::to_vec(&**entry).map_err(json_err("write raft log"))?;
+        for entry in entries {
+            let bytes = serde_json::to_vec(&*entry).map_err(json_err("write raft log"))?;
             written.push(Written {
                 seq,
                 index: entry.log_id.index,
-                bytes: bytes.len(),
             });
+            let len = bytes.len();
             records.push((entry.log_id, bytes));
+            sized.push((entry, len));
         }
-        if let (Some(observer), Some(last)) = (&self.observer, entries.last()) {
+        if let (Some(observer), Some((last, _))) = (&self.observer, sized.last()) {
             observer.on_appended(last.log_id.index);
         }
-        let sized: Vec<(Arc<Entry>, usize)> = entries
-            .into_iter()
-            .zip(written.iter().map(|w| w.bytes))
-            .collect();
         lock(&self.shared.tail).append(seq, &sized);
         drop(sized);
 

@@ -17,7 +17,7 @@ use super::db::{check_next, DiskEntries};
 /// openraft does.
 pub(super) struct Tail {
     pub(super) entries: BTreeMap<u64, TailEntry>,
-    /// Sum of `stored_bytes` over the durable entries held.
+    /// Sum of `bytes` over the durable entries held.
     pub(super) durable_bytes: usize,
     pub(super) durable_bytes_max: usize,
     pub(super) entries_max: usize,
@@ -38,16 +38,15 @@ pub(super) struct TailEntry {
     /// Its encoded length, as the append measured it for the writer: what a read counts
     /// against its byte limit, durable or not.
     pub(super) bytes: usize,
-    /// Its length in redb, set once its batch is durable. Only durable entries may be evicted;
-    /// `None` means this is the only copy.
-    pub(super) stored_bytes: Option<usize>,
+    /// Set once its batch is durable. Only durable entries may be evicted; until then this is
+    /// the only copy.
+    pub(super) durable: bool,
 }
 
-/// An entry the writer has made durable: the append call, its index and its stored length.
+/// An entry the writer has made durable: the append call and its index.
 pub(super) struct Written {
     pub(super) seq: u64,
     pub(super) index: u64,
-    pub(super) bytes: usize,
 }
 
 /// What a read takes from the tail under its lock: the cached entries of the range (with their
@@ -81,7 +80,7 @@ impl Tail {
                     seq,
                     entry: e.clone(),
                     bytes: *bytes,
-                    stored_bytes: None,
+                    durable: false,
                 },
             );
             self.forget(old);
@@ -115,9 +114,9 @@ impl Tail {
     pub(super) fn mark_durable(&mut self, written: &[Written]) -> Vec<Arc<Entry>> {
         for w in written {
             if let Some(t) = self.entries.get_mut(&w.index) {
-                if t.seq == w.seq && t.stored_bytes.is_none() {
-                    t.stored_bytes = Some(w.bytes);
-                    self.durable_bytes += w.bytes;
+                if t.seq == w.seq && !t.durable {
+                    t.durable = true;
+                    self.durable_bytes += t.bytes;
                 }
             }
         }
@@ -127,23 +126,27 @@ impl Tail {
                 break;
             };
             // Not durable yet: this is the only copy, so it stays, and the newer ones behind it.
-            let Some(bytes) = first.get().stored_bytes else {
+            if !first.get().durable {
                 break;
-            };
-            self.durable_bytes -= bytes;
+            }
+            self.durable_bytes -= first.get().bytes;
             evicted.push(first.remove().entry);
         }
         evicted
     }
 
     pub(super) fn forget(&mut self, old: Option<TailEntry>) {
-        if let Some(bytes) = old.and_then(|t| t.stored_bytes) {
-            self.durable_bytes -= bytes;
+        if let Some(t) = old.filter(|t| t.durable) {
+            self.durable_bytes -= t.bytes;
         }
     }
 
     pub(super) fn forget_all(&mut self, removed: &BTreeMap<u64, TailEntry>) {
-        let bytes: usize = removed.values().filter_map(|t| t.stored_bytes).sum();
+        let bytes: usize = removed
+            .values()
+            .filter(|t| t.durable)
+            .map(|t| t.bytes)
+            .sum();
         self.durable_bytes -= bytes;
     }
 

@@ -295,18 +295,13 @@ async fn purge_drops_cached_entries() -> io::Result<()> {
 fn tail_respects_its_limits() {
     let entries: Vec<Arc<Entry>> = creates(1, 1..=100).into_iter().map(Arc::new).collect();
     let written = |range: std::ops::RangeInclusive<u64>| -> Vec<Written> {
-        range
-            .map(|index| Written {
-                seq: index,
-                index,
-                bytes: 100,
-            })
-            .collect()
+        range.map(|index| Written { seq: index, index }).collect()
     };
 
+    // Each entry counts 100 bytes.
     let mut tail = Tail::new(1000, usize::MAX);
     for e in &entries {
-        tail.append(e.log_id.index, &sized(std::slice::from_ref(e)));
+        tail.append(e.log_id.index, &[(e.clone(), 100)]);
     }
     assert_eq!(tail.entries.len(), 100);
     let evicted = tail.mark_durable(&written(1..=50));
@@ -323,7 +318,7 @@ fn tail_respects_its_limits() {
 
     let mut tail = Tail::new(usize::MAX, 8);
     for e in &entries {
-        tail.append(e.log_id.index, &sized(std::slice::from_ref(e)));
+        tail.append(e.log_id.index, &[(e.clone(), 100)]);
     }
     // Not durable: all stay, beyond the count.
     assert!(tail.mark_durable(&[]).is_empty());
@@ -346,13 +341,10 @@ fn durable_mark_of_a_replaced_entry_is_ignored() {
     tail.append(1, &sized(&[old]));
     tail.truncate_after(None);
     tail.append(2, &sized(&[new]));
-    let stale = Written {
-        seq: 1,
-        index: 1,
-        bytes: 100,
-    };
+    let stale = Written { seq: 1, index: 1 };
     assert!(tail.mark_durable(&[stale]).is_empty());
-    assert_eq!(tail.entries.get(&1).map(|t| t.stored_bytes), Some(None));
+    assert_eq!(tail.entries.get(&1).map(|t| t.durable), Some(false));
+    assert_eq!(tail.durable_bytes, 0);
 }
 
 /// Replication reads served from memory stop at the same byte limit as reads from the WAL.
