@@ -32,7 +32,7 @@ use std::time::Instant;
 use openraft::storage::{IOFlushed, LogState, RaftLogReader, RaftLogStorage};
 use tokio::sync::oneshot;
 
-use crate::raft::types::{Entry, LogId, TypeConfig, Vote};
+use crate::raft::types::{entry_json_len_hint, Entry, LogId, TypeConfig, Vote};
 
 mod db;
 mod tail;
@@ -331,7 +331,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut sized = Vec::with_capacity(entries.len());
         let seq = self.shared.next_seq.fetch_add(1, Ordering::Relaxed);
         for entry in entries {
-            let bytes = serde_json::to_vec(&*entry).map_err(json_err("write raft log"))?;
+            let mut bytes = Vec::with_capacity(entry_json_len_hint(&entry));
+            serde_json::to_writer(&mut bytes, &*entry).map_err(json_err("write raft log"))?;
             written.push(Written {
                 seq,
                 index: entry.log_id.index,

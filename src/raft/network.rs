@@ -115,6 +115,17 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
     serde_json::to_vec(value)
 }
 
+/// `encode` into a buffer of `capacity` bytes to start with (what the caller expects it to
+/// take), so a large message is not copied each time the buffer grows.
+pub fn encode_sized<T: Serialize>(
+    value: &T,
+    capacity: usize,
+) -> Result<Vec<u8>, serde_json::Error> {
+    let mut data = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut data, value)?;
+    Ok(data)
+}
+
 /// Decodes a peer message payload.
 pub fn decode<T: DeserializeOwned>(data: &[u8]) -> Result<T, serde_json::Error> {
     serde_json::from_slice(data)
@@ -294,7 +305,14 @@ where
     futures::stream::unfold((input, sent), move |(mut input, sent)| async move {
         let request = input.next().await?;
         let refused = match check_append(&request).and_then(|()| {
-            encode(&request).map_err(|e| format!("cannot encode a raft message: {e}"))
+            let capacity = request
+                .entries
+                .iter()
+                .map(entry_json_len_hint)
+                .sum::<usize>()
+                + 256;
+            encode_sized(&request, capacity)
+                .map_err(|e| format!("cannot encode a raft message: {e}"))
         }) {
             Ok(data) => match check_peer_message("a raft message", data.len(), message_bytes_max) {
                 Ok(()) => {
