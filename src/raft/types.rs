@@ -186,19 +186,6 @@ pub type SnapshotData = crate::raft::snapshot::SnapshotFile;
 pub type Raft = openraft::Raft<TypeConfig, crate::raft::state_machine::StateMachine>;
 pub type Entry = openraft::alias::EntryOf<TypeConfig>;
 pub type LogId = openraft::alias::LogIdOf<TypeConfig>;
-
-/// About how long `entry`'s JSON is, to size the buffer it is written into once instead of
-/// growing it: its proposal's text (written once and kept, `Proposal::json`) plus room for the
-/// log id and the payload's wrapping.
-pub fn entry_json_len_hint(entry: &Entry) -> usize {
-    const WRAPPING: usize = 128;
-    match &entry.payload {
-        openraft::EntryPayload::Normal(proposal) => {
-            proposal.json().map_or(0, |text| text.get().len()) + WRAPPING
-        }
-        _ => WRAPPING,
-    }
-}
 pub type Vote = openraft::alias::VoteOf<TypeConfig>;
 pub type LeaderId = openraft::alias::LeaderIdOf<TypeConfig>;
 pub type StoredMembership = openraft::alias::StoredMembershipOf<TypeConfig>;
@@ -225,6 +212,19 @@ pub type VoteResponse = openraft::raft::VoteResponse<TypeConfig>;
 pub type SnapshotResponse = openraft::raft::SnapshotResponse<TypeConfig>;
 pub type TransferLeaderRequest = openraft::raft::TransferLeaderRequest<TypeConfig>;
 pub type TransferLeaderResponse = openraft::raft::TransferLeaderResponse<TypeConfig>;
+
+/// About how long `entry`'s JSON is, to size the buffer it is written into once instead of
+/// growing it: its proposal's text (written once and kept, `Proposal::json`) plus room for the
+/// log id and the payload's wrapping.
+pub fn entry_json_len_hint(entry: &Entry) -> usize {
+    const WRAPPING: usize = 128;
+    match &entry.payload {
+        openraft::EntryPayload::Normal(proposal) => {
+            proposal.json().map_or(0, |text| text.get().len()) + WRAPPING
+        }
+        _ => WRAPPING,
+    }
+}
 
 #[cfg(test)]
 mod tests {
