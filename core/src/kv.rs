@@ -380,17 +380,9 @@ impl KvStore {
         rev: u64,
         sub: u32,
     ) -> Option<KeyValue> {
-        let prev = self
-            .keys
-            .get(key.as_ref())
-            .and_then(|h| latest(h))
-            .map(|v| v.to_kv(key));
-        if let Some(p) = prev.as_ref().filter(|p| p.lease != 0 && p.lease != lease) {
-            self.leases.detach(p.lease, key);
-        }
-        if lease != 0 {
-            self.leases.attach(lease, key);
-        }
+        // One lookup: the entry gives both the version replaced and the place of the new one.
+        let history = self.keys.entry(key.clone()).or_default();
+        let prev = latest(history).map(|v| v.to_kv(key));
         let version = Version {
             mod_revision: rev,
             sub,
@@ -399,7 +391,15 @@ impl KvStore {
             lease,
             value: Some(value),
         };
-        self.push(key, version);
+        self.versions += 1;
+        self.bytes += version.bytes(key);
+        Arc::make_mut(history).push(version);
+        if let Some(p) = prev.as_ref().filter(|p| p.lease != 0 && p.lease != lease) {
+            self.leases.detach(p.lease, key);
+        }
+        if lease != 0 {
+            self.leases.attach(lease, key);
+        }
         prev
     }
 

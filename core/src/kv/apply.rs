@@ -354,7 +354,12 @@ impl Run<'_> {
 
     fn put(&mut self, put: &PutOp) -> OpResult {
         let rev = write_revision(self.current);
-        let now = self.kv.get_at(&put.key, u64::MAX);
+        // What the put keeps of the key's current version, looked up only when it keeps any.
+        let now = if put.ignore_value || put.ignore_lease {
+            self.kv.get_at(&put.key, u64::MAX)
+        } else {
+            None
+        };
         let value = match (&now, put.ignore_value) {
             (Some(now), true) => now.value.clone(),
             _ => put.value.clone(),
