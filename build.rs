@@ -17,8 +17,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(true)
         .compile_fds(fds)?;
 
-    // The etcd v3 API (proto/etcd/, src/server/etcd/): keys and values as `bytes::Bytes`, so a
-    // value goes from the request to the log and back without a copy.
+    // The etcd v3 API (proto/etcd/, src/server/etcd/): keys and values as `bytes::Bytes`, so
+    // reads answer from the keyspace without a copy. A put copies its key and value once, out of
+    // the request's buffer (`server::etcd::owned`).
     let etcd = [
         "proto/etcd/rpc.proto",
         "proto/etcd/kv.proto",

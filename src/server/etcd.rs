@@ -28,6 +28,7 @@ pub mod lock;
 pub mod maintenance;
 pub mod watch;
 
+use bytes::Bytes;
 use prost::Message;
 use tonic::{Code, Status};
 
@@ -146,6 +147,18 @@ pub async fn txn(node: &Node, txn: Txn, what: &str) -> Result<TxnResult, Status>
             format!("a txn answered with {other:?}"),
         )),
     }
+}
+
+/// A request's bytes in an allocation of their own, for what the keyspace keeps (a put's key and
+/// value). prost decodes a `bytes` field as a slice of the buffer the request was read into
+/// (tonic's, 8 KiB or more, shared by the requests read with it), so a kept slice would keep
+/// that whole buffer alive until the version is compacted away. Only the leader applies the
+/// very command a client sent it (followers decode theirs from the log), so only the leader
+/// paid. 64 clients putting new keys through the etcd API for 7 s (about 30,000 puts of 511
+/// bytes): the leader's peak RSS was 193 and 196 MB against 98-100 MB for each follower; with
+/// the copy, 114 MB.
+pub fn owned(bytes: &Bytes) -> Bytes {
+    Bytes::copy_from_slice(bytes)
 }
 
 /// etcd's `--max-request-bytes`: a request larger than `etcd.request_bytes_max` is refused as

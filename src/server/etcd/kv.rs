@@ -230,8 +230,8 @@ fn range_op(r: &RangeRequest, at: &str) -> Result<RangeOp, Status> {
 
 fn put_op(p: PutRequest) -> PutOp {
     PutOp {
-        key: p.key,
-        value: p.value,
+        key: super::owned(&p.key),
+        value: super::owned(&p.value),
         lease: p.lease,
         prev_kv: p.prev_kv,
         ignore_value: p.ignore_value,
@@ -404,5 +404,38 @@ fn txn_response(node: &Node, result: TxnResult) -> TxnResponse {
         header: header(node, revision),
         succeeded: result.succeeded,
         responses,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use prost::Message;
+
+    /// A put's key and value do not share the buffer its request was decoded from, which would
+    /// stay alive as long as the keyspace keeps the version (`etcd::owned`).
+    #[test]
+    fn a_put_keeps_its_own_bytes_not_the_request_buffer() {
+        let request = PutRequest {
+            key: Bytes::from_static(b"/registry/pods/default/a"),
+            value: Bytes::from(vec![7u8; 511]),
+            ..PutRequest::default()
+        };
+        let wire = Bytes::from(request.encode_to_vec());
+        let in_wire = |b: &Bytes| wire.as_ptr_range().contains(&b.as_ptr());
+        let decoded = PutRequest::decode(wire.clone()).expect("decodes");
+        // What the test guards against: prost hands out slices of the buffer.
+        assert!(in_wire(&decoded.key) && in_wire(&decoded.value));
+        let op = put_op(decoded);
+        assert_eq!((&op.key, &op.value), (&request.key, &request.value));
+        assert!(
+            !in_wire(&op.key),
+            "the key is a slice of the request buffer"
+        );
+        assert!(
+            !in_wire(&op.value),
+            "the value is a slice of the request buffer"
+        );
     }
 }

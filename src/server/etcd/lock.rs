@@ -84,7 +84,7 @@ fn get(key: &Bytes) -> RequestOp {
 fn put(key: &Bytes, value: Bytes, lease: i64) -> RequestOp {
     RequestOp::Put(PutOp {
         key: key.clone(),
-        value,
+        value: super::owned(&value),
         lease,
         ..PutOp::default()
     })
