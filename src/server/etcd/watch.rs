@@ -264,16 +264,17 @@ impl<R: Stream<Item = Result<WatchRequest, Status>> + Unpin> Session<R> {
             }
             self.next_id
         };
+        // Kept as long as the watch lives: copied out of the request's buffer (`etcd::owned`).
         let key = if create.key.is_empty() {
             Bytes::from_static(b"\0")
         } else {
-            create.key.clone()
+            super::owned(&create.key)
         };
         let filters = |f: FilterType| create.filters.contains(&(f as i32));
         self.watches.insert(
             id,
             WatchState {
-                span: Span::new(&key, &create.range_end),
+                span: Span::new(&key, &super::owned(&create.range_end)),
                 no_put: filters(FilterType::Noput),
                 no_delete: filters(FilterType::Nodelete),
                 prev_kv: create.prev_kv,
