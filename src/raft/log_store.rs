@@ -294,6 +294,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// fsynced before). A crash may lose the newest value; the older one still names committed,
     /// durable entries, and openraft learns the rest from the leader, as it would if `committed`
     /// were not saved at all.
+    ///
+    /// Nor is it handed to the flush thread on its own: the record waits in the WAL's buffer for
+    /// the next append's flush. A flush of its own woke that thread for one `write` per commit
+    /// on every node: with a lock handed from client to client, where each write waits for the
+    /// one before, as many wake-ups as the appends themselves.
     async fn save_committed(&mut self, committed: Option<LogId>) -> io::Result<()> {
         let Some(committed) = committed else {
             return Ok(());
@@ -305,8 +310,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         if wal.committed() >= Some(committed) || end < Some(committed) {
             return Ok(());
         }
-        wal.commit(committed)?;
-        wal.flush(false, None)
+        wal.commit(committed)
     }
 
     async fn read_committed(&mut self) -> io::Result<Option<LogId>> {

@@ -255,11 +255,16 @@ impl Locks for LocksService {
             wait_ms: req.wait_ms,
             limits: self.limits(),
         };
-        // Subscribe before proposing: the grant of a queued wait can come right after.
-        let events = self.node.hub.subscribe_locks();
+        // Subscribe before proposing: the grant of a queued wait can come right after. Only
+        // an acquire that may wait is queued.
+        let events =
+            (req.wait_ms > 0).then(|| self.node.hub.subscribe_lock_wait(&req.name, &req.holder));
         match self.node.propose(command).await? {
             LockReply::Granted { holder } => Ok(grant(&req.name, &holder)),
             LockReply::Queued { wait_id, .. } => {
+                let events = events.ok_or_else(|| {
+                    errors::internal("lock acquire", "queued an acquire that may not wait")
+                })?;
                 self.wait_for_grant(
                     events,
                     &req.name,

@@ -20,6 +20,7 @@ use tonic::Status;
 use crate::config::Limits;
 use crate::raft::state_machine::ApplyObserver;
 use crate::server::errors;
+use crate::server::wait::WaitChannels;
 use crate::state::{Effects, Event, LockEvent, OpEvent, Selector};
 
 /// What a watcher wants to see.
@@ -81,6 +82,11 @@ struct HubInner {
 /// somehow stopped hearing into an error instead of a stuck request.
 const CATCH_UP_WAIT: Duration = Duration::from_secs(1);
 
+/// Events of its own key one waiting caller may have unread (a lock's holder, a pool claim):
+/// a wait ends at its first grant or removal, so a few are plenty; past it the caller is told it
+/// lagged and reads the state instead (`server::wait`).
+const WAIT_EVENTS_BUFFER: usize = 16;
+
 /// Why the history cannot give every object event after a revision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HistoryGap {
@@ -98,8 +104,10 @@ pub struct WatchHub {
     inner: Mutex<HubInner>,
     /// Signalled whenever `inner.revision` moves (`events_since` waits on it).
     moved: Condvar,
-    /// Lock events, live only (no history): waiting acquires and lock watchers subscribe here.
+    /// Lock events, live only (no history): lock watchers subscribe here.
     locks: tokio::sync::broadcast::Sender<Arc<LockEvent>>,
+    /// The same events by lock and holder: a waiting acquire hears only its own holder's.
+    lock_waits: WaitChannels<(String, String), Arc<LockEvent>>,
     /// Operation changes, live only: worker assignment streams, op watchers and the leader's
     /// scheduler subscribe here.
     ops: tokio::sync::broadcast::Sender<OpEvent>,
@@ -135,6 +143,7 @@ impl WatchHub {
             }),
             moved: Condvar::new(),
             locks: tokio::sync::broadcast::channel(limits.watch_buffer.max(1024)).0,
+            lock_waits: WaitChannels::new(WAIT_EVENTS_BUFFER),
             ops: tokio::sync::broadcast::channel(limits.watch_buffer.max(1024)).0,
             pools: tokio::sync::broadcast::channel(limits.watch_buffer.max(1024)).0,
             history_max: limits.watch_history,
@@ -153,6 +162,16 @@ impl WatchHub {
     /// A receiver of every lock event applied on this node from now on.
     pub fn subscribe_locks(&self) -> tokio::sync::broadcast::Receiver<Arc<LockEvent>> {
         self.locks.subscribe()
+    }
+
+    /// A receiver of the events of `holder` on lock `name` applied on this node from now on.
+    pub fn subscribe_lock_wait(
+        &self,
+        name: &str,
+        holder: &str,
+    ) -> tokio::sync::broadcast::Receiver<Arc<LockEvent>> {
+        self.lock_waits
+            .subscribe((name.to_string(), holder.to_string()))
     }
 
     /// A receiver of every operation change applied on this node from now on.
@@ -337,8 +356,11 @@ impl WatchHub {
 impl ApplyObserver for WatchHub {
     fn on_applied(&self, effects: &Effects, revision: u64) {
         for e in &effects.lock_events {
-            // No receiver is fine: nobody waits or watches right now.
-            let _ = self.locks.send(Arc::new(e.clone()));
+            let e = Arc::new(e.clone());
+            self.lock_waits
+                .send(&(e.name.clone(), e.holder.clone()), e.clone());
+            // No receiver is fine: nobody watches right now.
+            let _ = self.locks.send(e);
         }
         for e in &effects.op_events {
             let _ = self.ops.send(e.clone());

@@ -126,6 +126,83 @@ async fn committed_rides_on_the_next_durable_write() -> io::Result<()> {
     Ok(())
 }
 
+/// A WAL that counts the flushes handed to it (and passes every call on).
+struct CountingWal {
+    inner: Box<dyn Wal>,
+    flushes: Arc<AtomicU64>,
+}
+
+impl Wal for CountingWal {
+    fn vote(&self) -> Option<Vote> {
+        self.inner.vote()
+    }
+    fn last(&self) -> Option<LogId> {
+        self.inner.last()
+    }
+    fn purged(&self) -> Option<LogId> {
+        self.inner.purged()
+    }
+    fn committed(&self) -> Option<LogId> {
+        self.inner.committed()
+    }
+    fn read(
+        &self,
+        start: u64,
+        end: u64,
+        each: &mut dyn FnMut(LogId, &[u8]) -> io::Result<bool>,
+    ) -> io::Result<()> {
+        self.inner.read(start, end, each)
+    }
+    fn append(&mut self, records: Vec<(LogId, Vec<u8>)>) -> io::Result<()> {
+        self.inner.append(records)
+    }
+    fn save_vote(&mut self, vote: Vote) -> io::Result<()> {
+        self.inner.save_vote(vote)
+    }
+    fn commit(&mut self, committed: LogId) -> io::Result<()> {
+        self.inner.commit(committed)
+    }
+    fn truncate(&mut self, from: u64) -> io::Result<()> {
+        self.inner.truncate(from)
+    }
+    fn purge(&mut self, upto: LogId) -> io::Result<()> {
+        self.inner.purge(upto)
+    }
+    fn flush(&mut self, sync: bool, done: Option<Flushed>) -> io::Result<()> {
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        self.inner.flush(sync, done)
+    }
+}
+
+/// Saving `committed` wakes no flush thread: the record goes out with the next append's flush,
+/// and is on disk once that append is.
+#[tokio::test]
+async fn committed_waits_for_the_next_append_s_flush() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let flushes = Arc::new(AtomicU64::new(0));
+    {
+        let db = RaftDb::open(dir.path())?;
+        let inner = Box::new(wal::open(&db)?);
+        let counting = CountingWal {
+            inner,
+            flushes: flushes.clone(),
+        };
+        let mut store = LogStore::with_wal(db, Box::new(counting));
+        append(&mut store, creates(2, 1..=3)).await?;
+        assert_eq!(flushes.load(Ordering::Relaxed), 1);
+        store.save_committed(Some(log_id(2, 2))).await?;
+        store.save_committed(Some(log_id(2, 3))).await?;
+        assert_eq!(flushes.load(Ordering::Relaxed), 1, "save_committed flushed");
+        assert_eq!(store.read_committed().await?, Some(log_id(2, 3)));
+        append(&mut store, creates(2, 4..=4)).await?;
+        assert_eq!(flushes.load(Ordering::Relaxed), 2);
+    }
+    let mut store = LogStore::open(RaftDb::open(dir.path())?)?;
+    assert_eq!(store.read_committed().await?, Some(log_id(2, 3)));
+    assert_eq!(store.get_log_state().await?.last_log_id, Some(log_id(2, 4)));
+    Ok(())
+}
+
 /// A replication read stops at the byte limit but always returns at least one entry.
 #[tokio::test]
 async fn limited_read_respects_byte_limit() -> io::Result<()> {
