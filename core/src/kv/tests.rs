@@ -860,3 +860,20 @@ fn prefix_end_is_the_first_key_past_the_prefix() {
     assert_eq!(super::prefix_end(b"\xff\xff"), b("\0"));
     assert_eq!(super::prefix_end(b""), b("\0"));
 }
+
+/// A key written once holds room for one version, not the four a `Vec`'s first push makes; a
+/// compacted history gives back what it no longer holds.
+#[test]
+fn histories_hold_no_more_room_than_their_versions_need() {
+    let mut kv = KvStore::default();
+    let key = b("k");
+    kv.put(&key, b("v1"), 0, 2, 0);
+    assert_eq!(kv.keys.get(key.as_ref()).map(|h| h.capacity()), Some(1));
+    for rev in 3..=10 {
+        kv.put(&key, b("v"), 0, rev, 0);
+    }
+    kv.compact(10);
+    let history = kv.keys.get(key.as_ref()).expect("the newest version is kept");
+    assert_eq!(history.len(), 1);
+    assert!(history.capacity() <= 2, "capacity {}", history.capacity());
+}

@@ -40,9 +40,15 @@ const MIGRATING_DIR_NAME: &str = "raft-log.migrating";
 
 /// A chunk (one file) of the WAL holds at most this many bytes; purged chunks are deleted
 /// whole. Entries of the open chunk stay in raft-log's cache, so this bounds that too.
-pub const WAL_CHUNK_BYTES_MAX: usize = 8 << 20;
+///
+/// Both caches are small: replication and apply read recent entries from the log store's tail
+/// (`RECENT_ENTRIES_BYTES_MAX`, decoded), so what raft-log keeps in memory is a second copy of
+/// them, as JSON; only a follower further behind than the tail reads older entries, and from
+/// here it can read them from the file. At 8 MiB each, the two copies held up to 16 MiB per
+/// node, most of what three nodes held above etcd's peak RSS after 64 clients' etcd puts.
+pub const WAL_CHUNK_BYTES_MAX: usize = 2 << 20;
 /// raft-log's cache of entries of closed chunks (the open chunk's are always cached).
-const WAL_CACHE_BYTES_MAX: usize = 8 << 20;
+const WAL_CACHE_BYTES_MAX: usize = 2 << 20;
 const WAL_CACHE_ENTRIES_MAX: usize = 4096;
 /// Replaying a chunk on open reads it this many bytes at a time.
 const WAL_READ_BUFFER_BYTES: usize = 4 << 20;
