@@ -873,7 +873,10 @@ fn histories_hold_no_more_room_than_their_versions_need() {
         kv.put(&key, b("v"), 0, rev, 0);
     }
     kv.compact(10);
-    let history = kv.keys.get(key.as_ref()).expect("the newest version is kept");
+    let history = kv
+        .keys
+        .get(key.as_ref())
+        .expect("the newest version is kept");
     assert_eq!(history.len(), 1);
     assert!(history.capacity() <= 2, "capacity {}", history.capacity());
 }
