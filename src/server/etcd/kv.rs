@@ -210,8 +210,8 @@ fn range_op(r: &RangeRequest, at: &str) -> Result<RangeOp, Status> {
         Err(_) => return Err(kv_error(&crate::state::kv::KvError::InvalidSortOption)),
     };
     Ok(RangeOp {
-        key: r.key.clone(),
-        range_end: r.range_end.clone(),
+        key: super::owned(&r.key),
+        range_end: super::owned(&r.range_end),
         limit: non_negative(r.limit),
         revision: non_negative(r.revision),
         sort_order,
@@ -241,8 +241,8 @@ fn put_op(p: PutRequest) -> PutOp {
 
 fn delete_op(d: DeleteRangeRequest) -> DeleteOp {
     DeleteOp {
-        key: d.key,
-        range_end: d.range_end,
+        key: super::owned(&d.key),
+        range_end: super::owned(&d.range_end),
         prev_kv: d.prev_kv,
     }
 }
@@ -320,7 +320,7 @@ fn compare(c: &crate::proto::etcd::Compare, at: &str) -> Result<Compare, Status>
             _ => None,
         })),
         Ok(PbTarget::Value) => CompareTarget::Value(match &c.target_union {
-            Some(TargetUnion::Value(v)) => v.clone(),
+            Some(TargetUnion::Value(v)) => super::owned(v),
             _ => Default::default(),
         }),
         Err(_) => {
@@ -334,8 +334,8 @@ fn compare(c: &crate::proto::etcd::Compare, at: &str) -> Result<Compare, Status>
         }
     };
     Ok(Compare {
-        key: c.key.clone(),
-        range_end: c.range_end.clone(),
+        key: super::owned(&c.key),
+        range_end: super::owned(&c.range_end),
         op,
         target,
     })
@@ -437,5 +437,66 @@ mod tests {
             !in_wire(&op.value),
             "the value is a slice of the request buffer"
         );
+    }
+
+    /// Nor does anything else a txn keeps in its command (which the leader's log keeps while
+    /// the entry is recent): compares, ranges, deletes.
+    #[test]
+    fn a_txn_keeps_its_own_bytes_not_the_request_buffer() {
+        use crate::proto::etcd::Compare as PbCompare;
+        let key = || Bytes::from_static(b"/registry/pods/default/a");
+        let end = || Bytes::from_static(b"/registry/pods/default/b");
+        let request = TxnRequest {
+            compare: vec![PbCompare {
+                key: key(),
+                range_end: end(),
+                target: PbTarget::Value as i32,
+                target_union: Some(TargetUnion::Value(Bytes::from_static(b"old"))),
+                ..PbCompare::default()
+            }],
+            success: vec![PbOp {
+                request: Some(request_op::Request::RequestDeleteRange(
+                    DeleteRangeRequest {
+                        key: key(),
+                        range_end: end(),
+                        ..DeleteRangeRequest::default()
+                    },
+                )),
+            }],
+            failure: vec![PbOp {
+                request: Some(request_op::Request::RequestRange(RangeRequest {
+                    key: key(),
+                    range_end: end(),
+                    ..RangeRequest::default()
+                })),
+            }],
+        };
+        let wire = Bytes::from(request.encode_to_vec());
+        let in_wire = |b: &Bytes| !b.is_empty() && wire.as_ptr_range().contains(&b.as_ptr());
+        let decoded = TxnRequest::decode(wire.clone()).expect("decodes");
+        assert!(in_wire(&decoded.compare[0].key));
+        let t = txn(&decoded, "").expect("a valid txn");
+        let c = &t.compare[0];
+        let CompareTarget::Value(value) = &c.target else {
+            panic!("a value compare: {:?}", c.target)
+        };
+        let RequestOp::Delete(d) = &t.success[0] else {
+            panic!("a delete: {:?}", t.success[0])
+        };
+        let RequestOp::Range(r) = &t.failure[0] else {
+            panic!("a range: {:?}", t.failure[0])
+        };
+        for (what, b) in [
+            ("compare key", &c.key),
+            ("compare range end", &c.range_end),
+            ("compare value", value),
+            ("delete key", &d.key),
+            ("delete range end", &d.range_end),
+            ("range key", &r.key),
+            ("range end", &r.range_end),
+        ] {
+            assert!(!b.is_empty(), "{what} is empty");
+            assert!(!in_wire(b), "the {what} is a slice of the request buffer");
+        }
     }
 }
