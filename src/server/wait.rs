@@ -81,8 +81,9 @@ impl<E: Clone> Wait<E> {
 /// Below this many channels `WaitChannels` does not sweep unused ones.
 const SWEEP_MIN: usize = 64;
 
-/// Events for waiting callers, one channel per key (a lock's holder, a pool claim): an event
-/// wakes only the callers waiting on its key. One broadcast to every waiter of the node woke
+/// Events for waiting callers, one channel per key (a lock and holder: `WatchHub`'s lock
+/// waits): an event wakes only the callers waiting on its key. (Pool acquires still wait on the
+/// broadcast of pool events: their claim's name, the natural key, is known only once applied.) One broadcast to every waiter of the node woke
 /// each of them on every event: with 64 clients queued for one lock, about 21 tasks per node
 /// for each grant, release and queued acquire, to find the event was not theirs.
 ///

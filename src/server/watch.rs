@@ -82,9 +82,9 @@ struct HubInner {
 /// somehow stopped hearing into an error instead of a stuck request.
 const CATCH_UP_WAIT: Duration = Duration::from_secs(1);
 
-/// Events of its own key one waiting caller may have unread (a lock's holder, a pool claim):
-/// a wait ends at its first grant or removal, so a few are plenty; past it the caller is told it
-/// lagged and reads the state instead (`server::wait`).
+/// Events of its own lock and holder one waiting acquire may have unread: a wait ends at its
+/// first grant or removal, so a few are plenty; past it the caller is told it lagged and reads
+/// the state instead (`server::wait`).
 const WAIT_EVENTS_BUFFER: usize = 16;
 
 /// Why the history cannot give every object event after a revision.
