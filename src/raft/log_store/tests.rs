@@ -670,3 +670,53 @@ fn flushes_queued_while_the_flush_thread_is_busy_share_one_fsync() -> io::Result
     assert!((1..=2).contains(&fsyncs), "{fsyncs} fsyncs: {after:?}");
     Ok(())
 }
+
+/// A data dir written when a WAL chunk held up to 8 MiB (before c764ad3) opens under today's
+/// smaller chunks: every entry reads back, and the log goes on from its end.
+#[test]
+fn a_wal_of_larger_chunks_opens_under_todays_chunk_size() -> io::Result<()> {
+    use super::wal::{config, flush_blocking, DiskWal, Wal, WAL_CHUNK_BYTES_MAX};
+
+    const OLD_CHUNK_BYTES: usize = 8 << 20;
+    let dir = tempfile::tempdir()?;
+    let record = |index: u64| vec![(index % 251) as u8; 64 << 10];
+    // 200 records of 64 KiB: one 8 MiB chunk closed, and an open one past today's limit.
+    let written: u64 = 200;
+    {
+        let mut old = config(dir.path());
+        old.wal.chunk_max_size = Some(OLD_CHUNK_BYTES);
+        let mut wal = DiskWal::open(Arc::new(old))?;
+        for index in 1..=written {
+            wal.append(vec![(log_id(1, index), record(index))])?;
+        }
+        flush_blocking(&mut wal)?;
+    }
+    let larger = std::fs::read_dir(dir.path())?
+        .filter_map(|f| f.ok()?.metadata().ok())
+        .filter(|m| m.len() > WAL_CHUNK_BYTES_MAX as u64)
+        .count();
+    assert_eq!(larger, 2, "chunk files larger than today's limit");
+    let check = |wal: &DiskWal, last: u64| -> io::Result<()> {
+        let mut next = 1;
+        Wal::read(wal, 1, last + 1, &mut |id, bytes| {
+            assert_eq!(id, log_id(1, next));
+            assert_eq!(bytes, record(next).as_slice(), "entry {next}");
+            next += 1;
+            Ok(true)
+        })?;
+        assert_eq!(next, last + 1, "entries read back");
+        assert_eq!(Wal::last(wal), Some(log_id(1, last)));
+        Ok(())
+    };
+    {
+        let mut wal = DiskWal::open(Arc::new(config(dir.path())))?;
+        check(&wal, written)?;
+        for index in written + 1..=written + 64 {
+            wal.append(vec![(log_id(1, index), record(index))])?;
+        }
+        flush_blocking(&mut wal)?;
+        check(&wal, written + 64)?;
+    }
+    let wal = DiskWal::open(Arc::new(config(dir.path())))?;
+    check(&wal, written + 64)
+}
