@@ -473,7 +473,7 @@ impl KvStore {
             leases: lease::LeaseTable::restore(leases),
             ..KvStore::default()
         };
-        for (key, history) in histories {
+        for (key, mut history) in histories {
             for version in &history {
                 store.versions += 1;
                 store.bytes += version.bytes(&key);
@@ -481,7 +481,6 @@ impl KvStore {
             if let Some(v) = latest(&history).filter(|v| v.lease != 0) {
                 store.leases.attach(v.lease, &key);
             }
-            let mut history = history;
             history.shrink_to_fit();
             store.keys.insert(key, Arc::new(history));
         }

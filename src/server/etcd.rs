@@ -151,7 +151,8 @@ pub async fn txn(node: &Node, txn: Txn, what: &str) -> Result<TxnResult, Status>
 
 /// A request's bytes in an allocation of their own, for what outlives the request (a put's key
 /// and value in the keyspace, a watch's key and range end, every key and value a write's command
-/// carries: the leader's log keeps the command while the entry is recent). prost decodes a `bytes` field as a slice of the buffer the request was read into
+/// carries: the leader's log keeps the command while the entry is recent). prost decodes a
+/// `bytes` field as a slice of the buffer the request was read into
 /// (tonic's, 8 KiB or more, shared by the requests read with it), so a kept slice would keep
 /// that whole buffer alive until the version is compacted away. Only the leader applies the
 /// very command a client sent it (followers decode theirs from the log), so only the leader

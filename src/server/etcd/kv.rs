@@ -210,8 +210,8 @@ fn range_op(r: &RangeRequest, at: &str) -> Result<RangeOp, Status> {
         Err(_) => return Err(kv_error(&crate::state::kv::KvError::InvalidSortOption)),
     };
     Ok(RangeOp {
-        key: super::owned(&r.key),
-        range_end: super::owned(&r.range_end),
+        key: r.key.clone(),
+        range_end: r.range_end.clone(),
         limit: non_negative(r.limit),
         revision: non_negative(r.revision),
         sort_order,
@@ -269,7 +269,13 @@ fn txn(t: &TxnRequest, at: &str) -> Result<Txn, Status> {
 
 fn request_op(op: &PbOp, at: &str) -> Result<RequestOp, Status> {
     match &op.request {
-        Some(request_op::Request::RequestRange(r)) => Ok(RequestOp::Range(range_op(r, at)?)),
+        Some(request_op::Request::RequestRange(r)) => {
+            // Kept in the txn's command, unlike a Range request's own op: copied here only.
+            let mut op = range_op(r, at)?;
+            op.key = super::owned(&op.key);
+            op.range_end = super::owned(&op.range_end);
+            Ok(RequestOp::Range(op))
+        }
         Some(request_op::Request::RequestPut(p)) => Ok(RequestOp::Put(put_op(p.clone()))),
         Some(request_op::Request::RequestDeleteRange(d)) => {
             Ok(RequestOp::Delete(delete_op(d.clone())))
