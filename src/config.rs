@@ -75,6 +75,38 @@ pub struct Config {
     pub etcd: EtcdConfig,
     #[serde(default)]
     pub tls: TlsConfig,
+    #[serde(default)]
+    pub console: ConsoleConfig,
+}
+
+/// The web console (README "Console"): pages of what this node has applied, live.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsoleConfig {
+    /// Where the console listens: HTTPS with the node's certificate (HTTP with
+    /// tls.plaintext = true); no console when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
+    /// Most live streams (open console pages) this node serves at once; one more is refused
+    /// (503) until one closes.
+    pub streams_max: usize,
+    /// Shortest time between two updates of one open page, in ms: changes in between arrive
+    /// together.
+    pub update_interval_ms: u64,
+    /// Rows on one page of a list (objects, operations, pool resources, locks); the rest on
+    /// further pages.
+    pub page_rows: usize,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        ConsoleConfig {
+            addr: None,
+            streams_max: 64,
+            update_interval_ms: 500,
+            page_rows: 100,
+        }
+    }
 }
 
 /// TLS on the client API and the peer port. TLS is the default: a config names its

@@ -93,6 +93,13 @@ pub struct Metrics {
     pub grpc_latency: HistogramFamily<MethodLabels>,
     pub client_limit_refusals: Family<LimitLabels, Counter>,
     pub auth_refusals: Family<CodeLabels, Counter>,
+    /// Console pages and live streams refused: `unauthenticated`, `permission_denied`,
+    /// `streams_max` (console.streams_max), `bad_request`.
+    pub console_refusals: Family<CodeLabels, Counter>,
+    /// Console live streams open now.
+    pub console_streams: Gauge,
+    /// Console page renders (one render serves every stream showing the same page).
+    pub console_renders: Counter,
     /// Calls refused because a NOSPACE alarm is raised (before proposing).
     pub space_refusals: Counter,
     /// Writes this node held and sent again because no leader had taken them.
@@ -184,6 +191,9 @@ impl Metrics {
             grpc_latency: Family::new_with_constructor(latency_histogram),
             client_limit_refusals: Family::default(),
             auth_refusals: Family::default(),
+            console_refusals: Family::default(),
+            console_streams: Gauge::default(),
+            console_renders: Counter::default(),
             space_refusals: Counter::default(),
             proposals_resent: Counter::default(),
             proposals_unsent: Counter::default(),
@@ -251,6 +261,21 @@ impl Metrics {
             "auth_refusals",
             "Client API calls refused by authentication (unauthenticated) or by a role (permission_denied)",
             m.auth_refusals.clone(),
+        );
+        r.register(
+            "console_refusals",
+            "Console pages and live streams refused (unauthenticated, permission_denied, streams_max: console.streams_max, bad_request)",
+            m.console_refusals.clone(),
+        );
+        r.register(
+            "console_streams",
+            "Console live streams (open pages) served now (at most console.streams_max)",
+            m.console_streams.clone(),
+        );
+        r.register(
+            "console_renders",
+            "Console page renders; one render is shared by every open page showing the same view",
+            m.console_renders.clone(),
         );
         r.register(
             "space_refusals",

@@ -121,6 +121,7 @@ impl Cluster {
                 pools: Default::default(),
                 time: Default::default(),
                 etcd: Default::default(),
+                console: Default::default(),
                 tls: steward::config::TlsConfig::plaintext(),
                 metrics_addr: None,
             };

@@ -82,6 +82,7 @@ pub fn loopback_config_at(base_port: u16, id: u64, nodes: u64, data_root: &Path)
         pools: Default::default(),
         time: TimeConfig::default(),
         etcd: Default::default(),
+        console: Default::default(),
         tls: crate::config::TlsConfig::plaintext(),
     }
 }

@@ -83,6 +83,7 @@ pub fn build_config(args: &ServeArgs) -> anyhow::Result<Config> {
                 pools: Default::default(),
                 time: Default::default(),
                 etcd: Default::default(),
+                console: Default::default(),
                 tls: Default::default(),
                 metrics_addr: None,
             }

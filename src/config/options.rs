@@ -7,8 +7,8 @@
 //! written once, in code; only the top-level keys, which have no `Default`, say theirs here.
 
 use super::{
-    EtcdConfig, Limits, LocksConfig, OperationsConfig, PoolsConfig, RaftConfig, StatusConfig,
-    TimeConfig, TlsConfig,
+    ConsoleConfig, EtcdConfig, Limits, LocksConfig, OperationsConfig, PoolsConfig, RaftConfig,
+    StatusConfig, TimeConfig, TlsConfig,
 };
 
 /// One config key as an operator reads it.
@@ -85,6 +85,22 @@ pub const OPTIONS: &[ConfigOption] = &[
     opt(
         "tls.client_cert_required",
         "Clients of the client API must present a certificate signed by the CA (the peer port always requires one).",
+    ),
+    opt(
+        "console.addr",
+        "Where the web console listens (README \"Console\"): HTTPS with the node's certificate, or HTTP with tls.plaintext; no console when unset.",
+    ),
+    opt(
+        "console.streams_max",
+        "Most live streams (open console pages) this node serves at once; one more is refused (503) until one closes.",
+    ),
+    opt(
+        "console.update_interval_ms",
+        "Shortest time between two updates of one open console page, in ms; changes in between arrive together.",
+    ),
+    opt(
+        "console.page_rows",
+        "Rows on one page of a console list (objects, operations, pool resources, locks); at most limits.list_page_max.",
     ),
     opt("raft.cluster_name", "Name of the Raft group, used in logs and metrics."),
     opt(
@@ -400,6 +416,10 @@ pub fn section_defaults() -> Result<toml::Table, toml::ser::Error> {
     );
     table.insert("time".into(), toml::Value::try_from(TimeConfig::default())?);
     table.insert("etcd".into(), toml::Value::try_from(EtcdConfig::default())?);
+    table.insert(
+        "console".into(),
+        toml::Value::try_from(ConsoleConfig::default())?,
+    );
     Ok(table)
 }
 

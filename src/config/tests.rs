@@ -22,6 +22,7 @@ fn base() -> Config {
         pools: PoolsConfig::default(),
         time: TimeConfig::default(),
         etcd: Default::default(),
+        console: Default::default(),
         tls: TlsConfig::plaintext(),
     }
 }
@@ -418,6 +419,7 @@ fn renamed_keys_follow_the_options() {
 fn config_keys() -> Vec<String> {
     let mut full = base();
     full.metrics_addr = Some("127.0.0.1:7201".into());
+    full.console.addr = Some("127.0.0.1:7301".into());
     full.tls = TlsConfig {
         plaintext: false,
         ca_file: Some("ca.pem".into()),

@@ -44,6 +44,25 @@ impl Config {
                 return invalid("metrics_addr", "must differ from client_addr and peer_addr");
             }
         }
+        if let Some(addr) = &self.console.addr {
+            if addr.parse::<SocketAddr>().is_err() {
+                return invalid(
+                    "console.addr",
+                    "must be host:port with an IP address, e.g. 127.0.0.1:7301",
+                );
+            }
+            let taken = [
+                Some(&self.client_addr),
+                Some(&self.peer_addr),
+                self.metrics_addr.as_ref(),
+            ];
+            if taken.contains(&Some(addr)) {
+                return invalid(
+                    "console.addr",
+                    "must differ from client_addr, peer_addr and metrics_addr",
+                );
+            }
+        }
         if self.data_dir.as_os_str().is_empty() {
             return invalid("data_dir", "must not be empty");
         }
@@ -193,6 +212,23 @@ impl Config {
         self.status.validate()?;
         self.etcd.validate()?;
         self.tls.validate()?;
+        if self.console.streams_max == 0 {
+            return invalid("console.streams_max", "must be >= 1");
+        }
+        if !(50..=60_000).contains(&self.console.update_interval_ms) {
+            return invalid("console.update_interval_ms", "must be between 50 and 60000");
+        }
+        if self.console.page_rows == 0
+            || self.console.page_rows > self.limits.list_page_max as usize
+        {
+            return invalid(
+                "console.page_rows",
+                &format!(
+                    "must be between 1 and limits.list_page_max = {}",
+                    self.limits.list_page_max
+                ),
+            );
+        }
         if self.time.clock_offset_ms_max == 0 {
             return invalid("time.clock_offset_ms_max", "must be >= 1");
         }

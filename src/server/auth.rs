@@ -32,7 +32,7 @@ use crate::state::auth::{allows, Access, User};
 
 mod api;
 mod layer;
-pub(crate) use layer::token_user;
+pub(crate) use layer::{authenticate_headers, token_user};
 
 pub use api::{hex_sha256, new_token, AuthApi};
 pub use layer::{method_access, AuthLayer, AuthService, MethodAccess};

@@ -10,7 +10,8 @@
 //!   (`pools/reaper.rs`, `pools/mason.rs`);
 //! - per-node tasks: the space monitor (`space::run_monitor`: measures the data dir and disk and
 //!   proposes the NOSPACE alarm), the health reporter (`metrics::run_health`), the client-limit
-//!   forgetter (`client_limits`), and `/metrics` when `metrics_addr` is set.
+//!   forgetter (`client_limits`), `/metrics` when `metrics_addr` is set, and the web console
+//!   (`console`) when `console.addr` is.
 //!
 //! The client API, one place per capability and thin (validate, then `Node::propose` with the
 //! family's command, which returns the family's reply, or `Node::read_barrier` + read; answer
@@ -29,6 +30,7 @@ pub mod auth;
 pub mod client_limits;
 pub mod cluster;
 pub mod coalesce;
+pub mod console;
 pub mod deadline;
 pub mod deployments;
 pub mod errors;
@@ -97,6 +99,8 @@ pub struct RunningNode {
     pub peer_addr: SocketAddr,
     /// Where `/metrics` is served, when `metrics_addr` is set.
     pub metrics_addr: Option<SocketAddr>,
+    /// Where the web console is served, when `console.addr` is set.
+    pub console_addr: Option<SocketAddr>,
     stop: tokio::sync::watch::Sender<bool>,
     servers: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -135,6 +139,19 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
                 .await
                 .with_context(|| format!("cannot listen on metrics_addr {addr}"))?,
         ),
+        None => None,
+    };
+    let console_tcp = match &config.console.addr {
+        Some(addr) => Some((
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on console.addr {addr}"))?,
+            console::server_config(&config.tls)?,
+        )),
+        None => None,
+    };
+    let console_addr = match &console_tcp {
+        Some((l, _)) => Some(l.local_addr()?),
         None => None,
     };
     let client_addr = client_listener.local_addr()?;
@@ -197,6 +214,14 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
     let client_server = server_builder(tls.as_ref().map(|t| t.client_api.clone()), "client API")?;
     let peer_server = server_builder(tls.map(|t| t.peer_server), "peer")?;
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let console_listener = match console_tcp {
+        Some((listener, tls)) => Some(console::ConsoleListener::start(
+            listener,
+            tls,
+            stop_rx.clone(),
+        )?),
+        None => None,
+    };
     let max_msg = config.limits.request_bytes_max;
     let max_answer = config.limits.peer_message_bytes_max;
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -229,6 +254,13 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         tokio::spawn(space::run_monitor(node.clone(), stop_rx.clone())),
         tokio::spawn(time::probe::run_probe(node.clone(), stop_rx.clone())),
     ];
+    if let Some(listener) = console_listener {
+        servers.push(tokio::spawn(console::serve(
+            node.clone(),
+            listener,
+            stop_rx.clone(),
+        )));
+    }
     if let Some(listener) = metrics_listener {
         servers.push(tokio::spawn(metrics::serve_metrics(
             node.clone(),
@@ -237,12 +269,13 @@ pub async fn start(config: Config) -> anyhow::Result<RunningNode> {
         )));
     }
     bootstrap(&node, &config).await?;
-    tracing::info!(id = config.id, %client_addr, %peer_addr, ?metrics_addr, "node started");
+    tracing::info!(id = config.id, %client_addr, %peer_addr, ?metrics_addr, ?console_addr, "node started");
     Ok(RunningNode {
         node,
         client_addr,
         peer_addr,
         metrics_addr,
+        console_addr,
         stop,
         servers,
     })

@@ -296,6 +296,7 @@ impl TestCluster {
                 pools: Default::default(),
                 time: Default::default(),
                 etcd: Default::default(),
+                console: Default::default(),
                 tls: steward::config::TlsConfig::plaintext(),
                 metrics_addr: Some(format!("127.0.0.1:{}", free_port())),
             };
@@ -422,6 +423,7 @@ impl TestCluster {
             pools: Default::default(),
             time: Default::default(),
             etcd: Default::default(),
+            console: Default::default(),
             tls: steward::config::TlsConfig::plaintext(),
             metrics_addr: None,
         };
@@ -481,6 +483,16 @@ impl TestCluster {
             .metrics_addr
             .clone()
             .expect("metrics_addr")
+    }
+
+    /// Where node `id` serves the web console (`console.addr`).
+    pub fn console_addr(&self, id: u64) -> String {
+        self.nodes[&id]
+            .config
+            .console
+            .addr
+            .clone()
+            .expect("console.addr")
     }
 
     pub fn endpoint(&self, id: u64) -> String {

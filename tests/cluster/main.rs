@@ -14,6 +14,7 @@ mod backup;
 mod bad_input;
 mod client_limits;
 mod compose;
+mod console;
 mod count;
 mod deployments;
 mod dev;

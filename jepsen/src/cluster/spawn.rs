@@ -44,6 +44,7 @@ pub(super) fn write_config(
         pools: Default::default(),
         time: Default::default(),
         etcd: Default::default(),
+        console: Default::default(),
         tls: steward::config::TlsConfig::plaintext(),
         metrics_addr: None,
     };

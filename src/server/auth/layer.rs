@@ -168,9 +168,18 @@ fn authenticate<B>(
     auth: &AuthTable,
     request: &http::Request<B>,
 ) -> Result<Arc<User>, String> {
-    let key = client_key(request);
-    if let (Some(value), ClientKey::Certificate(cn)) = (request.headers().get(DELEGATED_USER), &key)
-    {
+    authenticate_headers(node, auth, request.headers(), client_key(request))
+}
+
+/// Who a request with these headers, from this client, is from (the client API's calls and
+/// the console's pages alike), or why it is refused.
+pub(crate) fn authenticate_headers(
+    node: &Node,
+    auth: &AuthTable,
+    headers: &http::HeaderMap,
+    key: ClientKey,
+) -> Result<Arc<User>, String> {
+    if let (Some(value), ClientKey::Certificate(cn)) = (headers.get(DELEGATED_USER), &key) {
         let from_member = crate::tls::node_id_of(cn)
             .is_some_and(|id| crate::server::peer::may_be_member(node, id));
         if from_member {
@@ -182,19 +191,24 @@ fn authenticate<B>(
         }
     }
     // etcd's clients send the token Authenticate gave them as `token` metadata.
-    if let Some(value) = request.headers().get("token") {
+    if let Some(value) = headers.get("token") {
         let token = value.to_str().unwrap_or_default().trim();
         return token_user(auth, token)
             .cloned()
             .ok_or_else(|| "the etcd auth token is not valid".to_string());
     }
-    if let Some(value) = request.headers().get(http::header::AUTHORIZATION) {
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .ok_or("the authorization header is not \"Bearer <token>\"")?;
+    if let Some(value) = headers.get(http::header::AUTHORIZATION) {
+        let value = value.to_str().unwrap_or_default();
+        let token = match value.strip_prefix("Basic ") {
+            Some(basic) => basic_token(basic)?,
+            None => value
+                .strip_prefix("Bearer ")
+                .map(|t| t.trim().to_string())
+                .ok_or(
+                    "the authorization header is neither \"Bearer <token>\" nor \"Basic ...\"",
+                )?,
+        };
+        let token = token.as_str();
         return token_user(auth, token).cloned().ok_or_else(|| {
             "the bearer token is not valid (unknown user, rotated or removed token); ask an \
              admin for a new one (steward user token NAME)"
@@ -215,6 +229,27 @@ fn authenticate<B>(
                 .to_string(),
         ),
     }
+}
+
+/// The token of HTTP basic authentication (what a browser sends): the user name and, as the
+/// password, the secret part of the user's token (after `<user>.`) or the whole token.
+fn basic_token(credentials: &str) -> Result<String, String> {
+    use base64::Engine;
+    let bad = || "the basic credentials are not base64 of \"<user>:<token>\"".to_string();
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(credentials.trim())
+        .map_err(|_| bad())?;
+    let decoded = String::from_utf8(decoded).map_err(|_| bad())?;
+    let (user, password) = decoded.split_once(':').ok_or_else(bad)?;
+    Ok(
+        match password
+            .strip_prefix(user)
+            .and_then(|p| p.strip_prefix('.'))
+        {
+            Some(_) => password.to_string(),
+            None => format!("{user}.{password}"),
+        },
+    )
 }
 
 /// The layer that authenticates and authorizes every call on the client API.
