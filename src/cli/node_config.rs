@@ -21,10 +21,12 @@ pub const DEFAULT_BASE_PORT: u16 = 7000;
 pub const PEER_PORT_OFFSET: u16 = 100;
 /// Metrics port of loopback node N is `base + METRICS_PORT_OFFSET + N` (7201, 7202, ...).
 pub const METRICS_PORT_OFFSET: u16 = 200;
+/// Web console port of loopback node N is `base + CONSOLE_PORT_OFFSET + N` (7301, 7302, ...).
+pub const CONSOLE_PORT_OFFSET: u16 = 300;
 /// Loopback ports leave room for nodes 1 to 9 only (base + 1NN would collide with peer ports).
 pub const LOOPBACK_NODES_MAX: u64 = 9;
-/// The highest base port: node 9's metrics port, `base + 209`, must still be a port.
-pub const BASE_PORT_MAX: u16 = u16::MAX - METRICS_PORT_OFFSET - 9;
+/// The highest base port: node 9's console port, `base + 309`, must still be a port.
+pub const BASE_PORT_MAX: u16 = u16::MAX - CONSOLE_PORT_OFFSET - 9;
 
 /// Loopback node `id` on the default ports: client 127.0.0.1:700N, peer 127.0.0.1:710N.
 pub fn loopback_member(id: u64) -> MemberConfig {
@@ -70,6 +72,10 @@ pub fn loopback_config_at(base_port: u16, id: u64, nodes: u64, data_root: &Path)
         client_addr: me.client_addr,
         peer_addr: me.peer_addr,
         metrics_addr: Some(loopback_addr(base_port, METRICS_PORT_OFFSET, id)),
+        console: crate::config::ConsoleConfig {
+            addr: Some(loopback_addr(base_port, CONSOLE_PORT_OFFSET, id)),
+            ..Default::default()
+        },
         data_dir: data_root.join(format!("node{id}")),
         initial_members: (1..=nodes)
             .map(|n| loopback_member_at(base_port, n))
@@ -82,7 +88,6 @@ pub fn loopback_config_at(base_port: u16, id: u64, nodes: u64, data_root: &Path)
         pools: Default::default(),
         time: TimeConfig::default(),
         etcd: Default::default(),
-        console: Default::default(),
         tls: crate::config::TlsConfig::plaintext(),
     }
 }
@@ -92,6 +97,7 @@ pub fn loopback_config_at(base_port: u16, id: u64, nodes: u64, data_root: &Path)
 pub const COMPOSE_CLIENT_PORT: u16 = 7000;
 pub const COMPOSE_PEER_PORT: u16 = 7100;
 pub const COMPOSE_METRICS_PORT: u16 = 7200;
+pub const COMPOSE_CONSOLE_PORT: u16 = 7300;
 /// Nodes of the Compose cluster.
 pub const COMPOSE_NODES: u64 = 3;
 
@@ -119,6 +125,10 @@ pub fn compose_config(id: u64) -> Config {
         client_addr: any(COMPOSE_CLIENT_PORT),
         peer_addr: any(COMPOSE_PEER_PORT),
         metrics_addr: Some(any(COMPOSE_METRICS_PORT)),
+        console: crate::config::ConsoleConfig {
+            addr: Some(any(COMPOSE_CONSOLE_PORT)),
+            ..Default::default()
+        },
         data_dir: PathBuf::from("/var/lib/steward"),
         initial_members: (1..=COMPOSE_NODES).map(compose_member).collect(),
         tls: crate::config::TlsConfig {
@@ -229,7 +239,38 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
         &toml::Value::try_from(&config.etcd)?,
         &toml::Value::try_from(crate::config::EtcdConfig::default())?,
     )?;
+    render_console(&mut out, &config.console)?;
     Ok(out)
+}
+
+/// Writes `[console]`: its address (commented out when there is no console), then its tunables
+/// as `section` writes them.
+fn render_console(out: &mut String, console: &crate::config::ConsoleConfig) -> anyhow::Result<()> {
+    let values = toml::Value::try_from(console)?;
+    let defaults = toml::Value::try_from(crate::config::ConsoleConfig::default())?;
+    out.push_str("\n[console]\n");
+    for (key, doc) in section_options("console") {
+        comment(out, doc);
+        if key == "addr" {
+            match &console.addr {
+                Some(addr) => out.push_str(&format!("addr = {}\n", quote(addr))),
+                None => out.push_str("# addr = \"127.0.0.1:7301\"\n"),
+            }
+            continue;
+        }
+        let value = values
+            .get(key)
+            .ok_or_else(|| anyhow::anyhow!("console.{key} is documented but not a field"))?;
+        let default = defaults
+            .get(key)
+            .ok_or_else(|| anyhow::anyhow!("console.{key} has no default"))?;
+        if value == default {
+            out.push_str(&format!("# {key} = {default}\n"));
+        } else {
+            out.push_str(&format!("{key} = {value}  # default: {default}\n"));
+        }
+    }
+    Ok(())
 }
 
 /// Writes `[tls]`: the files when TLS is on, else `plaintext = true` with how to turn TLS on.

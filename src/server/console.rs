@@ -145,7 +145,7 @@ async fn follow_leaders(console: Arc<Console>, mut stop: tokio::sync::watch::Rec
             let change = pages::LeaderChange {
                 term,
                 leader,
-                at_ms: console.node.cluster_now(),
+                at: std::time::Instant::now(),
             };
             let mut leaders = console.leaders.lock().unwrap_or_else(|p| p.into_inner());
             leaders.push_front(change);

@@ -20,6 +20,7 @@ use fantoccini::{Client as Browser, ClientBuilder};
 use http_body_util::BodyExt;
 use serde_json::json;
 use steward::client::{Client, LockMode};
+use steward::proto::v1 as pb;
 
 use crate::harness::*;
 
@@ -309,13 +310,86 @@ async fn a_browser_on_a_follower_sees_writes_locks_operations_pools_and_nodes_li
     .await;
     screenshot(page, "pools").await;
 
+    // Deployments: a deployment with its resources, summary and drill-down.
+    let api = Client::connect(std::slice::from_ref(&endpoint)).expect("client");
+    open(page, &format!("{console}/deployments")).await;
+    api.deployment_create(pb::CreateDeploymentRequest {
+        name: "edge".into(),
+        project: "p1".into(),
+        composite_app: "edge-app".into(),
+        composite_app_version: "v1".into(),
+        composite_profile: "prof".into(),
+        ..Default::default()
+    })
+    .await
+    .expect("deployment");
+    shows(
+        page,
+        "tr[data-deployment='default/edge']",
+        "p1 / edge-app",
+        SHOWN_WITHIN,
+    )
+    .await;
+    api.deployment_add_resources(pb::AddDeploymentResourcesRequest {
+        namespace: String::new(),
+        name: "edge".into(),
+        resources: ["web", "db"]
+            .iter()
+            .map(|name| pb::DeploymentAppResource {
+                app: "shop".into(),
+                cluster: "east".into(),
+                gvk: Some(pb::Gvk {
+                    group: "apps".into(),
+                    version: "v1".into(),
+                    kind: "Deployment".into(),
+                }),
+                name: name.to_string(),
+                metadata_json: json!({"name": name}).to_string(),
+                spec_json: json!({"replicas": 1}).to_string(),
+            })
+            .collect(),
+    })
+    .await
+    .expect("resources");
+    shows(
+        page,
+        "tr[data-deployment='default/edge'] td.num",
+        "2",
+        SHOWN_WITHIN,
+    )
+    .await;
+    open(page, &format!("{console}/deployments/default/edge")).await;
+    shows(
+        page,
+        "table[data-app='shop'] tbody[data-cluster='east']",
+        "2 resources",
+        SHOWN_WITHIN,
+    )
+    .await;
+    shows(page, "tr[data-resource='db']", "Deployment", SHOWN_WITHIN).await;
+    screenshot(page, "deployment").await;
+
+    // Reservations: the counters of a node after a reserving create.
+    open(page, &format!("{console}/reservations")).await;
+    api.create(&json!({
+        "kind": "Container",
+        "apiVersion": "provision.threefold.io/v1",
+        "metadata": {"name": "c1"},
+        "spec": {},
+        "reservation": {"nodeId": "node-a", "units": {"cru": 2, "mru": 4, "sru": 50}},
+    }))
+    .await
+    .expect("reserve");
+    shows(page, "tr[data-node='node-a']", "50", SHOWN_WITHIN).await;
+
     // A node killed shows as down, and as serving again once it is back.
     open(page, &format!("{console}/cluster")).await;
-    let row = format!("tr[data-node='{other}']");
+    let row = |health: &str| format!("tr[data-node='{other}'][data-health='{health}']");
     cluster.kill(other);
-    shows(page, &row, "down", Duration::from_secs(10)).await;
+    shows(page, &row("down"), "down", Duration::from_secs(10)).await;
+    screenshot(page, "cluster-node-down").await;
     cluster.spawn(other);
-    shows(page, &row, "serving", Duration::from_secs(20)).await;
+    shows(page, &row("serving"), "serving", Duration::from_secs(20)).await;
 }
 
 /// A plain HTTP GET of the console: status and body (the first `limit` bytes of a stream).

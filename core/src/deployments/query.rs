@@ -313,6 +313,11 @@ impl crate::state::State {
         self.deployments.get(key)
     }
 
+    /// Every deployment with the key of its mirror object, in key order.
+    pub fn deployments(&self) -> impl Iterator<Item = (&ObjectKey, &super::Deployment)> {
+        self.deployments.deployments.iter().map(|(k, d)| (k, &**d))
+    }
+
     /// Number of deployments.
     pub fn deployment_count(&self) -> usize {
         self.deployments.len()

@@ -73,7 +73,8 @@ pub struct DevArgs {
     #[arg(long)]
     pub tls: bool,
     /// Client port of node N is BASE_PORT+N, its peer port BASE_PORT+100+N, its metrics port
-    /// BASE_PORT+200+N (by default 7001.., 7101.., 7201..).
+    /// BASE_PORT+200+N, its web console BASE_PORT+300+N (by default 7001.., 7101.., 7201..,
+    /// 7301..).
     #[arg(long, default_value_t = node_config::DEFAULT_BASE_PORT,
           value_parser = clap::value_parser!(u16).range(1..=i64::from(BASE_PORT_MAX)))]
     pub base_port: u16,
@@ -120,6 +121,9 @@ pub async fn run(args: DevArgs, _global: &GlobalOpts) -> anyhow::Result<()> {
         ensure_free(&config.client_addr)?;
         ensure_free(&config.peer_addr)?;
         if let Some(addr) = &config.metrics_addr {
+            ensure_free(addr)?;
+        }
+        if let Some(addr) = &config.console.addr {
             ensure_free(addr)?;
         }
     }
@@ -223,6 +227,10 @@ fn start_node(args: &DevArgs, id: u64, pki: Option<&GeneratedPki>) -> anyhow::Re
         id,
         client_addr: config.client_addr,
         metrics_addr: config.metrics_addr,
+        console_url: config.console.addr.map(|addr| match pki {
+            Some(_) => format!("https://{addr}"),
+            None => format!("http://{addr}"),
+        }),
         log_path: log_path(args, id),
         pid: child.id().unwrap_or(0),
         child: Some(child),
@@ -396,11 +404,12 @@ fn print_banner(args: &DevArgs, nodes: &[DevNode], leader: u64, pki: Option<&Gen
     );
     for n in nodes {
         println!(
-            "  node {}  pid {}  client {}  metrics http://{}/metrics  log {}",
+            "  node {}  pid {}  client {}  metrics http://{}/metrics  console {}  log {}",
             n.id,
             n.pid,
             n.client_addr,
             n.metrics_addr.as_deref().unwrap_or("-"),
+            n.console_url.as_deref().unwrap_or("-"),
             n.log_path.display()
         );
     }

@@ -23,6 +23,8 @@ pub(super) struct DevNode {
     pub id: u64,
     pub client_addr: String,
     pub metrics_addr: Option<String>,
+    /// Where its web console is, as a browser opens it.
+    pub console_url: Option<String>,
     pub log_path: PathBuf,
     /// `None` while the node is down: waiting out its restart delay, or left down.
     pub child: Option<Child>,

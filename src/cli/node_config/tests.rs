@@ -64,8 +64,9 @@ fn loopback_ports_follow_the_node_id() {
         ("127.0.0.1:7003", "127.0.0.1:7103")
     );
     let c = loopback_config_at(BASE_PORT_MAX, 9, 9, Path::new("d"));
-    assert_eq!(c.metrics_addr.as_deref(), Some("127.0.0.1:65535"));
-    assert_eq!(c.initial_members[0].client_addr, "127.0.0.1:65327");
+    assert_eq!(c.console.addr.as_deref(), Some("127.0.0.1:65535"));
+    assert_eq!(c.metrics_addr.as_deref(), Some("127.0.0.1:65435"));
+    assert_eq!(c.initial_members[0].client_addr, "127.0.0.1:65227");
 }
 
 // ---- cluster-configs/ ----
@@ -151,7 +152,11 @@ fn compose_file_agrees_with_the_node_configs() {
             "{host}: {volumes}"
         );
         let ports = format!("{:?}", service["ports"]);
-        for port in [COMPOSE_CLIENT_PORT, COMPOSE_METRICS_PORT] {
+        for port in [
+            COMPOSE_CLIENT_PORT,
+            COMPOSE_METRICS_PORT,
+            COMPOSE_CONSOLE_PORT,
+        ] {
             assert!(ports.contains(&format!("}}:{port}")), "{host}: {ports}");
         }
         // The node's TLS files, and only those, are bind-mounted read-only from the

@@ -25,7 +25,7 @@ const SEGMENT_CHARS_MAX: usize = 253;
 pub struct LeaderChange {
     pub term: u64,
     pub leader: Option<u64>,
-    pub at_ms: u64,
+    pub at: std::time::Instant,
 }
 
 /// What one console address shows.
@@ -54,6 +54,14 @@ pub enum View {
     },
     Operations,
     Pools,
+    /// Every deployment's summary.
+    Deployments,
+    /// One deployment, by app and cluster.
+    Deployment {
+        namespace: String,
+        name: String,
+    },
+    Reservations,
 }
 
 #[derive(Default, serde::Deserialize)]
@@ -150,9 +158,18 @@ impl View {
             }
             ["operations"] => no_query(View::Operations),
             ["pools"] => no_query(View::Pools),
+            ["deployments"] => no_query(View::Deployments),
+            ["deployments", namespace, name] => no_query(View::Deployment {
+                namespace: segment("namespace", &decode(namespace)?)?,
+                name: segment("name", &decode(name)?)?,
+            }),
+            ["reservations"] => no_query(View::Reservations),
             _ => Err(Refusal(
                 StatusCode::NOT_FOUND,
-                format!("no console page at {path} (pages: /cluster /resources /locks /operations /pools)"),
+                format!(
+                    "no console page at {path} (pages: /cluster /resources /locks /operations \
+                     /pools /deployments /reservations)"
+                ),
             )),
         }
     }
@@ -197,6 +214,11 @@ impl View {
             }
             View::Operations => href.push_str("/operations"),
             View::Pools => href.push_str("/pools"),
+            View::Deployments => href.push_str("/deployments"),
+            View::Deployment { namespace, name } => {
+                let _ = write!(href, "/deployments/{}/{}", enc(namespace), enc(name));
+            }
+            View::Reservations => href.push_str("/reservations"),
         }
         href
     }
@@ -214,6 +236,9 @@ impl View {
             View::Locks { .. } => "Locks".to_string(),
             View::Operations => "Operations".to_string(),
             View::Pools => "Pools".to_string(),
+            View::Deployments => "Deployments".to_string(),
+            View::Deployment { namespace, name } => format!("Deployment {namespace}/{name}"),
+            View::Reservations => "Reservations".to_string(),
         }
     }
 
@@ -225,6 +250,8 @@ impl View {
             View::Locks { .. } => "/locks",
             View::Operations => "/operations",
             View::Pools => "/pools",
+            View::Deployments | View::Deployment { .. } => "/deployments",
+            View::Reservations => "/reservations",
         }
     }
 }
@@ -260,12 +287,14 @@ fn percent_decode(s: &str) -> Option<String> {
 }
 
 /// The navigation: address and label.
-const NAV: [(&str, &str); 5] = [
+const NAV: [(&str, &str); 7] = [
     ("/cluster", "Cluster"),
     ("/resources", "Resources"),
     ("/locks", "Locks"),
     ("/operations", "Operations"),
     ("/pools", "Pools"),
+    ("/deployments", "Deployments"),
+    ("/reservations", "Reservations"),
 ];
 
 /// The whole page: navigation, the view's main part, and what the script needs to keep it live.
@@ -341,9 +370,21 @@ pub async fn main(
                 View::Locks { prefix, after } => locks(&state, prefix, after, rows),
                 View::Operations => operations(&state, scope, rows),
                 View::Pools => pools(&state, rows),
+                View::Deployments => deployments(&state, scope, rows),
+                View::Deployment { namespace, name } => {
+                    deployment(&state, scope, namespace, name, rows)
+                }
+                View::Reservations => reservations(&state),
                 View::Cluster => html! {},
             }
         }
+    }
+}
+
+/// The time since `then_ms` (cluster ms), counting up in the script.
+fn since(then_ms: u64, now_ms: u64) -> Markup {
+    html! {
+        span.since data-since=(then_ms) { (ago(now_ms, then_ms)) }
     }
 }
 
@@ -385,7 +426,8 @@ fn cluster(reply: &ClusterStatusReply, leaders: &[LeaderChange], now: u64) -> Ma
             tbody {
                 @for n in &reply.nodes {
                     @let down = n.state == "unreachable";
-                    tr data-node=(n.id) data-state=(n.state) {
+                    @let health = if down { "down" } else if n.serving { "serving" } else { "not-serving" };
+                    tr data-node=(n.id) data-state=(n.state) data-health=(health) {
                         td { (n.id) }
                         td { (n.state) @if !n.voter { " (learner)" } }
                         td {
@@ -418,7 +460,7 @@ fn cluster(reply: &ClusterStatusReply, leaders: &[LeaderChange], now: u64) -> Ma
                     tr {
                         td { (c.term) }
                         td { @match c.leader { Some(id) => { "node " (id) }, None => { "none" } } }
-                        td { (ago(now, c.at_ms)) " ago" }
+                        td { (since(now.saturating_sub(c.at.elapsed().as_millis() as u64), now)) " ago" }
                     }
                 }
             }
@@ -602,7 +644,7 @@ fn locks(state: &State, prefix: &str, after: &str, rows: usize) -> Markup {
                             td { (h.holder) }
                             td { (h.mode) }
                             td.num { (h.token) }
-                            td { (ago(now, h.granted_at_ms)) }
+                            td { (since(h.granted_at_ms, now)) }
                             td { @match h.expires_at_ms { Some(until) => { (ttl(until, now)) }, None => { "no TTL" } } }
                         }
                     }
@@ -618,7 +660,7 @@ fn locks(state: &State, prefix: &str, after: &str, rows: usize) -> Markup {
                             td { (i + 1) ". " (w.holder) " (waiting)" }
                             td { (w.mode) }
                             td.num {}
-                            td { "queued " (ago(now, w.queued_at_ms)) " ago" }
+                            td { "queued " (since(w.queued_at_ms, now)) " ago" }
                             td { "gives up in " (ttl(w.wait_until_ms, now)) }
                         }
                     }
@@ -667,7 +709,7 @@ fn operations(state: &State, scope: &Scope, rows: usize) -> Markup {
                             td.num { (op.attempt) }
                             td.num { (op.epoch) }
                             td { (op.worker.as_deref().unwrap_or("")) }
-                            td { (ago(now, op.submitted_ms)) " ago" }
+                            td { (since(op.submitted_ms, now)) " ago" }
                         }
                     }
                 }
@@ -702,7 +744,7 @@ fn operations(state: &State, scope: &Scope, rows: usize) -> Markup {
                         td { (op_state(op.state)) }
                         td.num { (op.attempt) }
                         td { (op.worker.as_deref().unwrap_or("")) }
-                        td { (ago(now, op.last_change_ms())) " ago" }
+                        td { (since(op.last_change_ms(), now)) " ago" }
                     }
                 }
             }
@@ -774,7 +816,7 @@ fn pools(state: &State, rows: usize) -> Markup {
                         td { (v.rtype) }
                         td { (v.state) }
                         td { (v.owner) }
-                        td { (ago(now, v.last_update_ms)) " ago" }
+                        td { (since(v.last_update_ms, now)) " ago" }
                         td { @match v.expires_ms() { Some(until) => { (ttl(until, now)) }, None => { "no expiry" } } }
                         td { (v.parent) }
                     }
@@ -808,6 +850,121 @@ fn pools(state: &State, rows: usize) -> Markup {
     }
 }
 
+/// Nonzero counts as `name n · name n`.
+fn tally_text(counts: &BTreeMap<&'static str, u64>) -> String {
+    let parts: Vec<String> = counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    match parts.is_empty() {
+        true => "none".to_string(),
+        false => parts.join(" · "),
+    }
+}
+
+fn deployments(state: &State, scope: &Scope, rows: usize) -> Markup {
+    let shown = state
+        .deployments()
+        .filter(|(key, _)| scope.sees(&key.namespace))
+        .collect::<Vec<_>>();
+    html! {
+        h1 { "Deployments" }
+        table #deployments {
+            caption { "Deployments (EMCO status summary; " (shown.len()) ")" }
+            thead { tr {
+                th { "Deployment" } th { "Project / app / version / profile" } th { "State" }
+                th { "AppContext" } th.num { "Resources" } th { "Readiness" } th { "Rsync" }
+            } }
+            tbody {
+                @for (key, d) in shown.iter().take(rows) {
+                    @let tally = d.tally();
+                    tr data-deployment=(format!("{}/{}", key.namespace, key.name)) {
+                        td { a href=(View::Deployment { namespace: key.namespace.to_string(), name: key.name.to_string() }.href()) { (key.namespace) "/" (key.name) } }
+                        td { (d.header.project) " / " (d.header.composite_app) " / " (d.header.composite_app_version) " / " (d.header.composite_profile) }
+                        td { (d.user_state.as_str()) }
+                        td { (d.context.map_or("none", |c| c.as_str())) }
+                        td.num { (tally.resources()) }
+                        td.readiness { (tally_text(&tally.readiness_map())) }
+                        td { (tally_text(&tally.rsync_map())) }
+                    }
+                }
+            }
+        }
+        @if shown.is_empty() { p { "No deployments." } }
+    }
+}
+
+fn deployment(state: &State, scope: &Scope, namespace: &str, name: &str, rows: usize) -> Markup {
+    let key =
+        crate::state::ObjectKey::new(crate::state::deployments::DEPLOYMENT_KIND, namespace, name);
+    let found = state.deployment(&key).filter(|_| scope.sees(namespace));
+    html! {
+        h1 { "Deployment " (namespace) "/" (name) }
+        @match found {
+            None => { p #deployment { "Not found (deleted, or not in a namespace you read)." } }
+            Some(d) => {
+                @let tally = d.tally();
+                p.summary {
+                    (d.user_state.as_str()) " · AppContext " (d.context.map_or("none", |c| c.as_str()))
+                    " · " (tally.resources()) " resources · readiness: " (tally_text(&tally.readiness_map()))
+                }
+                @for (app, clusters) in d.apps() {
+                    table data-app=(app) {
+                        caption { "App " (app) }
+                        thead { tr { th { "Cluster" } th { "Resource" } th { "Rsync" } th { "In cluster" } th { "Readiness" } } }
+                        @for (cluster, entry) in clusters {
+                            tbody data-cluster=(cluster) {
+                                tr.cluster-summary {
+                                    td { strong { (cluster) } }
+                                    td colspan="4" { (entry.len()) " resources · readiness: " (tally_text(&entry.tally().readiness_map())) " · rsync: " (tally_text(&entry.tally().rsync_map())) }
+                                }
+                                @for (rkey, r) in entry.resources().take(rows) {
+                                    tr data-resource=(rkey.name) {
+                                        td {}
+                                        td { (rkey.to_string()) }
+                                        td { (r.rsync.map_or("", |s| s.as_str())) }
+                                        td { (r.cluster.as_str()) }
+                                        td { (r.readiness.as_str()) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn reservations(state: &State) -> Markup {
+    let index = state.reservations();
+    let nodes = index.nodes().collect::<Vec<_>>();
+    let kinds = nodes
+        .iter()
+        .flat_map(|(_, r)| r.by_kind.keys().map(|k| k.to_string()))
+        .collect::<std::collections::BTreeSet<_>>();
+    html! {
+        h1 { "Reservations" }
+        p.summary { (index.pending_len()) " expired reservations waiting for decommission" }
+        table #reservations {
+            caption { "Reserved per node (ThreeFold counters)" }
+            thead { tr {
+                th { "Node" } th.num { "Workloads" }
+                @for k in &kinds { th.num { (k) } }
+                th.num { "CRU" } th.num { "MRU" } th.num { "HRU" } th.num { "SRU" }
+            } }
+            tbody {
+                @for (id, r) in &nodes {
+                    tr data-node=(id) {
+                        td { (id) }
+                        td.num { (r.workloads) }
+                        @for k in &kinds { td.num { (r.by_kind.get(k.as_str()).copied().unwrap_or(0)) } }
+                        td.num { (r.units.cru) } td.num { (r.units.mru) } td.num { (r.units.hru) } td.num { (r.units.sru) }
+                    }
+                }
+            }
+        }
+        @if nodes.is_empty() { p { "No reservations." } }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -834,6 +991,12 @@ mod tests {
             },
             View::Operations,
             View::Pools,
+            View::Deployments,
+            View::Deployment {
+                namespace: "default".into(),
+                name: "dep 1".into(),
+            },
+            View::Reservations,
         ];
         for view in views {
             let href = view.href();

@@ -29,6 +29,9 @@
       el.textContent = duration(left);
       el.classList.toggle('due', left <= 0);
     }
+    for (const el of main.querySelectorAll('span.since[data-since]')) {
+      el.textContent = duration(t - Number(el.dataset.since));
+    }
   };
   tick();
   setInterval(tick, 250);
@@ -52,18 +55,34 @@
     if (pending !== null) setTimeout(() => { if (pending !== null) show(pending); }, 0);
   });
 
-  const source = new EventSource('/events?view=' + encodeURIComponent(body.dataset.view));
-  source.addEventListener('now', (e) => {
-    told = Number(e.data);
-    toldAt = performance.now();
+  // One stream per open page. A browser opens at most six HTTP/1.1 connections to one host (the
+  // console over plain HTTP), and a stream holds one, so a page that is left closes its stream
+  // (and opens it again if the browser brings it back from its cache).
+  let source = null;
+  const connect = () => {
+    source = new EventSource('/events?view=' + encodeURIComponent(body.dataset.view));
+    source.addEventListener('now', (e) => {
+      told = Number(e.data);
+      toldAt = performance.now();
+    });
+    source.addEventListener('page', (e) => show(e.data));
+    source.addEventListener('open', () => {
+      status.textContent = 'live';
+      status.className = 'live on';
+    });
+    source.addEventListener('error', () => {
+      status.textContent = 'reconnecting';
+      status.className = 'live off';
+    });
+  };
+  window.addEventListener('pagehide', () => {
+    if (source) source.close();
+    source = null;
+    status.textContent = 'static';
+    status.className = 'live';
   });
-  source.addEventListener('page', (e) => show(e.data));
-  source.addEventListener('open', () => {
-    status.textContent = 'live';
-    status.className = 'live on';
+  window.addEventListener('pageshow', () => {
+    if (!source) connect();
   });
-  source.addEventListener('error', () => {
-    status.textContent = 'reconnecting';
-    status.className = 'live off';
-  });
+  connect();
 })();
