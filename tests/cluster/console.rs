@@ -640,3 +640,99 @@ async fn streams_past_the_limit_are_refused_and_one_render_serves_them_all() {
         s.abort();
     }
 }
+
+/// A GET over TLS, as a browser with (or without) a client certificate makes it: the status
+/// code and body, or why the connection failed.
+async fn https_get(
+    addr: &str,
+    path: &str,
+    ca: &std::path::Path,
+    client: Option<(&std::path::Path, &std::path::Path)>,
+) -> Result<(u16, String), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).expect("ca") {
+        roots.add(cert.expect("ca pem")).expect("ca cert");
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots);
+    let config = match client {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                CertificateDer::pem_file_iter(cert)
+                    .expect("cert")
+                    .collect::<Result<Vec<_>, _>>()
+                    .expect("cert pem"),
+                PrivateKeyDer::from_pem_file(key).expect("key"),
+            )
+            .expect("client auth"),
+        None => builder.with_no_client_auth(),
+    };
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::try_from("127.0.0.1").expect("name");
+    let mut tls = connector
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    tls.write_all(request.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut response = Vec::new();
+    tls.read_to_end(&mut response)
+        .await
+        .map_err(|e| e.to_string())?;
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("not an HTTP response: {response}"))?;
+    Ok((status, response))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_the_console_answers_a_client_certificate_and_no_one_without() {
+    let cluster = TestCluster::start_tls_edited(3, |c| {
+        c.console.addr = Some(format!("127.0.0.1:{}", free_port()));
+    })
+    .await;
+    let follower = cluster.followers().await[0];
+    let addr = cluster.console_addr(follower);
+    let (ca, cert, key) = cluster.client_files("admin").expect("TLS");
+
+    let (status, body) = https_get(&addr, "/cluster", &ca, Some((&cert, &key)))
+        .await
+        .expect("HTTPS with a client certificate");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("id=\"members\""), "{body}");
+
+    // tls.client_cert_required: the handshake fails without one, and plain HTTP gets nothing.
+    let refused = https_get(&addr, "/cluster", &ca, None).await;
+    assert!(refused.is_err(), "{refused:?}");
+    let plain = async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut tcp = tokio::net::TcpStream::connect(&addr)
+            .await
+            .expect("connect");
+        tcp.write_all(b"GET /cluster HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("write");
+        let mut answer = Vec::new();
+        let _ = tcp.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(15), plain)
+        .await
+        .expect("the node ends a plain-HTTP connection to its TLS port");
+    assert!(!answer.contains("200 OK"), "{answer}");
+}

@@ -327,6 +327,28 @@ impl TestCluster {
         .await
     }
 
+    /// `start_tls`, with every node's config changed by `edit` first.
+    pub async fn start_tls_edited(n: u64, edit: impl Fn(&mut Config)) -> TestCluster {
+        Self::start_fresh(|| {
+            let mut cluster = Self::prepare(n);
+            cluster.use_tls();
+            let configs: Vec<Config> = cluster.nodes.values().map(|n| n.config.clone()).collect();
+            for mut config in configs {
+                edit(&mut config);
+                cluster.add_node_config(config);
+            }
+            cluster
+        })
+        .await
+    }
+
+    /// The CA's file, and client certificate `name`'s (certificate, key); None without TLS.
+    pub fn client_files(&self, name: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
+        let pki = self.pki.as_ref()?;
+        let files = &pki.clients.iter().find(|(n, _)| n == name)?.1;
+        Some((pki.ca.clone(), files.cert.clone(), files.key.clone()))
+    }
+
     /// Makes a throw-away CA with a certificate per node and `TLS_CLIENTS`, and rewrites every
     /// node's config to serve mutual TLS with them. Before the nodes start.
     pub fn use_tls(&mut self) {
