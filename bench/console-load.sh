@@ -60,6 +60,12 @@ run() {
     data=$(mktemp -d)
     "$steward" dev --base-port "$base" --data-dir "$data" > "$out/dev-$mode-$rep.log" 2>&1 &
     dev_pid=$!
+    for _ in $(seq 1 150); do
+        grep -q 'node(s) running' "$out/dev-$mode-$rep.log" && break
+        sleep 0.2
+    done
+    grep -q 'node(s) running' "$out/dev-$mode-$rep.log" \
+        || { echo "error: the cluster did not start (see $out/dev-$mode-$rep.log)" >&2; exit 1; }
     local leader=""
     for _ in $(seq 1 100); do
         leader=$(STEWARD_ENDPOINTS=$endpoints "$steward" cluster status -o json 2>/dev/null \
