@@ -94,7 +94,7 @@ pub struct ConsoleConfig {
     /// together.
     pub update_interval_ms: u64,
     /// Rows on one page of a list (objects, operations, pool resources, locks); the rest on
-    /// further pages.
+    /// further pages. No more than `limits.list_page_max` are read.
     pub page_rows: usize,
 }
 

@@ -100,7 +100,7 @@ pub const OPTIONS: &[ConfigOption] = &[
     ),
     opt(
         "console.page_rows",
-        "Rows on one page of a console list (objects, operations, pool resources, locks); at most limits.list_page_max.",
+        "Rows on one page of a console list (objects, operations, pool resources, locks); no more than limits.list_page_max are read.",
     ),
     opt("raft.cluster_name", "Name of the Raft group, used in logs and metrics."),
     opt(

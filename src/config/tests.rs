@@ -106,6 +106,17 @@ fn each_rule_names_its_field() {
             |c| c.metrics_addr = Some(c.peer_addr.clone()),
             "metrics_addr",
         ),
+        (|c| c.console.addr = Some("nope".into()), "console.addr"),
+        (
+            |c| c.console.addr = Some(c.client_addr.clone()),
+            "console.addr",
+        ),
+        (|c| c.console.streams_max = 0, "console.streams_max"),
+        (
+            |c| c.console.update_interval_ms = 10,
+            "console.update_interval_ms",
+        ),
+        (|c| c.console.page_rows = 0, "console.page_rows"),
         (|c| c.initial_members[0].id = 2, "initial_members"),
         (
             |c| c.raft.election_timeout_ms_min = 50,

@@ -218,16 +218,8 @@ impl Config {
         if !(50..=60_000).contains(&self.console.update_interval_ms) {
             return invalid("console.update_interval_ms", "must be between 50 and 60000");
         }
-        if self.console.page_rows == 0
-            || self.console.page_rows > self.limits.list_page_max as usize
-        {
-            return invalid(
-                "console.page_rows",
-                &format!(
-                    "must be between 1 and limits.list_page_max = {}",
-                    self.limits.list_page_max
-                ),
-            );
+        if self.console.page_rows == 0 {
+            return invalid("console.page_rows", "must be >= 1");
         }
         if self.time.clock_offset_ms_max == 0 {
             return invalid("time.clock_offset_ms_max", "must be >= 1");

@@ -340,7 +340,10 @@ pub async fn main(
     scope: &Scope,
     leaders: &[LeaderChange],
 ) -> Markup {
-    let rows = console.config.page_rows;
+    let rows = console
+        .config
+        .page_rows
+        .min(console.node.config.limits.list_page_max as usize);
     match view {
         View::Cluster => {
             let status = ClusterService::new(console.node.clone())
