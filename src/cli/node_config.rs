@@ -246,31 +246,23 @@ pub fn render(config: &Config, title: &str) -> anyhow::Result<String> {
 /// Writes `[console]`: its address (commented out when there is no console), then its tunables
 /// as `section` writes them.
 fn render_console(out: &mut String, console: &crate::config::ConsoleConfig) -> anyhow::Result<()> {
-    let values = toml::Value::try_from(console)?;
-    let defaults = toml::Value::try_from(crate::config::ConsoleConfig::default())?;
-    out.push_str("\n[console]\n");
-    for (key, doc) in section_options("console") {
-        comment(out, doc);
-        if key == "addr" {
-            match &console.addr {
-                Some(addr) => out.push_str(&format!("addr = {}\n", quote(addr))),
-                None => out.push_str("# addr = \"127.0.0.1:7301\"\n"),
-            }
-            continue;
+    let addr = |out: &mut String, key: &str| {
+        if key != "addr" {
+            return false;
         }
-        let value = values
-            .get(key)
-            .ok_or_else(|| anyhow::anyhow!("console.{key} is documented but not a field"))?;
-        let default = defaults
-            .get(key)
-            .ok_or_else(|| anyhow::anyhow!("console.{key} has no default"))?;
-        if value == default {
-            out.push_str(&format!("# {key} = {default}\n"));
-        } else {
-            out.push_str(&format!("{key} = {value}  # default: {default}\n"));
+        match &console.addr {
+            Some(addr) => out.push_str(&format!("addr = {}\n", quote(addr))),
+            None => out.push_str("# addr = \"127.0.0.1:7301\"\n"),
         }
-    }
-    Ok(())
+        true
+    };
+    section_with(
+        out,
+        "console",
+        &toml::Value::try_from(console)?,
+        &toml::Value::try_from(crate::config::ConsoleConfig::default())?,
+        addr,
+    )
 }
 
 /// Writes `[tls]`: the files when TLS is on, else `plaintext = true` with how to turn TLS on.
@@ -344,22 +336,41 @@ fn section(
     values: &toml::Value,
     defaults: &toml::Value,
 ) -> anyhow::Result<()> {
+    section_with(out, name, values, defaults, |_, _| false)
+}
+
+/// `section`, where `special` writes the keys it knows its own way (and says so).
+fn section_with(
+    out: &mut String,
+    name: &str,
+    values: &toml::Value,
+    defaults: &toml::Value,
+    special: impl Fn(&mut String, &str) -> bool,
+) -> anyhow::Result<()> {
     out.push_str(&format!("\n[{name}]\n"));
     for (key, doc) in section_options(name) {
+        comment(out, doc);
+        if special(out, key) {
+            continue;
+        }
         let value = values
             .get(key)
             .ok_or_else(|| anyhow::anyhow!("{name}.{key} is documented but not a field"))?;
         let default = defaults
             .get(key)
             .ok_or_else(|| anyhow::anyhow!("{name}.{key} has no default"))?;
-        comment(out, doc);
-        if value == default {
-            out.push_str(&format!("# {key} = {default}\n"));
-        } else {
-            out.push_str(&format!("{key} = {value}  # default: {default}\n"));
-        }
+        value_line(out, key, value, default);
     }
     Ok(())
+}
+
+/// `key = value`, commented out when it is the default.
+fn value_line(out: &mut String, key: &str, value: &toml::Value, default: &toml::Value) {
+    if value == default {
+        out.push_str(&format!("# {key} = {default}\n"));
+    } else {
+        out.push_str(&format!("{key} = {value}  # default: {default}\n"));
+    }
 }
 
 fn quote(text: &str) -> String {

@@ -238,14 +238,19 @@ impl TestCluster {
     pub async fn start_edited(n: u64, edit: impl Fn(&mut Config)) -> TestCluster {
         Self::start_fresh(|| {
             let mut cluster = Self::prepare(n);
-            let configs: Vec<Config> = cluster.nodes.values().map(|n| n.config.clone()).collect();
-            for mut config in configs {
-                edit(&mut config);
-                cluster.add_node_config(config);
-            }
+            cluster.edit_configs(&edit);
             cluster
         })
         .await
+    }
+
+    /// Rewrites every node's config with `edit`. Before the nodes start.
+    fn edit_configs(&mut self, edit: &impl Fn(&mut Config)) {
+        let configs: Vec<Config> = self.nodes.values().map(|n| n.config.clone()).collect();
+        for mut config in configs {
+            edit(&mut config);
+            self.add_node_config(config);
+        }
     }
 
     /// Writes the configs of `n` nodes that bootstrap together, and starts none of them (a
@@ -332,11 +337,7 @@ impl TestCluster {
         Self::start_fresh(|| {
             let mut cluster = Self::prepare(n);
             cluster.use_tls();
-            let configs: Vec<Config> = cluster.nodes.values().map(|n| n.config.clone()).collect();
-            for mut config in configs {
-                edit(&mut config);
-                cluster.add_node_config(config);
-            }
+            cluster.edit_configs(&edit);
             cluster
         })
         .await
