@@ -811,7 +811,7 @@ fn pools(state: &State, rows: usize) -> Markup {
         @if counts.is_empty() { p { "No pool resources." } }
         table #leases {
             caption { "Leased (" (leased_total) ")" }
-            thead { tr { th { "Resource" } th { "Type" } th { "State" } th { "Owner" } th { "Since" } th { "Lease ends in" } th { "Leased with" } } }
+            thead { tr { th { "Resource" } th { "Type" } th { "State" } th { "Owner" } th { "Last update" } th { "Lease ends in" } th { "Leased with" } } }
             tbody {
                 @for (name, v) in &leased {
                     tr data-resource=(name) {
