@@ -73,7 +73,7 @@ pub fn rejection(rejection: &Rejection) -> Status {
             Code::ResourceExhausted,
             "etcdserver: mvcc: database space exceeded",
         ),
-        other => crate::server::errors::rejection(other),
+        other => status(crate::server::errors::rejection(other)),
     }
 }
 
@@ -97,6 +97,12 @@ pub fn status(status: Status) -> Status {
         (Some(ErrorReason::OutcomeUnknown), _) => {
             Some((Code::Unavailable, "etcdserver: request timed out"))
         }
+        // etcd's ErrAuthOldRevision: clientv3 answers it by fetching a new token and
+        // sending the request again, which is what steward asks of its own clients.
+        (Some(ErrorReason::AuthChanged), _) => Some((
+            Code::InvalidArgument,
+            "etcdserver: revision of auth store is old",
+        )),
         (_, NO_LEADER) => Some((Code::Unavailable, "etcdserver: no leader")),
         (_, SHUTTING_DOWN) => Some((Code::Unavailable, "etcdserver: server stopped")),
         _ => None,
@@ -234,6 +240,15 @@ mod tests {
                 Code::ResourceExhausted,
                 "etcdserver: too many requests",
                 ErrorReason::Overloaded,
+            ),
+            (
+                errors::rejection(&Rejection::AuthChanged {
+                    authorized_at: 2,
+                    now: 3,
+                }),
+                Code::InvalidArgument,
+                "etcdserver: revision of auth store is old",
+                ErrorReason::AuthChanged,
             ),
         ];
         for (steward, code, message, reason) in cases {
