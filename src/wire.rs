@@ -25,3 +25,16 @@ pub const ERROR_DOMAIN: &str = "steward";
 /// (`ERROR_REASON_NOT_APPLIED` is sent as `NOT_APPLIED`). Stripped by the server's error table;
 /// added back by the client to find the enum value.
 pub const REASON_PREFIX: &str = "ERROR_REASON_";
+
+/// An operation state as people read it: the proto value's name without its prefix, in lower
+/// case (`OPERATION_STATE_IN_PROGRESS` is `in_progress`), as the CLI prints it and the console
+/// shows it; a value this build does not know is `state(N)`.
+pub fn operation_state_name(state: i32) -> String {
+    crate::proto::v1::OperationState::try_from(state)
+        .map(|s| {
+            s.as_str_name()
+                .trim_start_matches("OPERATION_STATE_")
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_else(|_| format!("state({state})"))
+}

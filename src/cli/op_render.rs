@@ -7,18 +7,8 @@ use serde_json::{json, Value};
 
 use super::lock_render::{ago, expiry, mode_name};
 use super::render::Table;
-use crate::client::{ListOperationsReply, ListWorkersReply, OperationInfo, OperationState};
-
-/// `queued`, `in_progress`, ... (the proto name without its prefix, lower case).
-pub fn state_name(state: i32) -> String {
-    OperationState::try_from(state)
-        .map(|s| {
-            s.as_str_name()
-                .trim_start_matches("OPERATION_STATE_")
-                .to_ascii_lowercase()
-        })
-        .unwrap_or_else(|_| format!("state({state})"))
-}
+use crate::client::{ListOperationsReply, ListWorkersReply, OperationInfo};
+use crate::wire::operation_state_name as state_name;
 
 fn target(op: &OperationInfo) -> String {
     format!("{}/{}/{}", op.kind, op.namespace, op.name)
@@ -201,7 +191,7 @@ pub fn workers_json(reply: &ListWorkersReply) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::{OperationPolicy, OperationTransition, WorkerInfo};
+    use crate::client::{OperationPolicy, OperationState, OperationTransition, WorkerInfo};
 
     fn op() -> OperationInfo {
         OperationInfo {
