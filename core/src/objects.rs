@@ -10,7 +10,9 @@
 pub(crate) mod apply;
 mod as_of;
 pub mod command;
+pub mod compact;
 pub mod count;
+pub mod map;
 pub mod queries;
 pub mod raw_json;
 pub mod resource;

@@ -21,6 +21,7 @@ use crate::kv::lease::Lease;
 use crate::kv::{Bytes, KvStore, Version};
 use crate::locks::{Lock, LockTable};
 use crate::objects::count::LabelCounts;
+use crate::objects::map::ObjectMap;
 use crate::objects::resource::{ObjectKey, Resource};
 use crate::operations::{Operation, OperationTable, Worker};
 use crate::pools::PoolIndex;
@@ -121,8 +122,6 @@ struct KeyHistory {
     versions: Vec<Version>,
 }
 
-type ObjectMap = imbl::OrdMap<ObjectKey, Arc<Resource>>;
-
 /// The objects in key order, written as a JSON list straight from the map: the same bytes as a
 /// `Vec` of them, without the `Vec` (a pointer per object).
 struct Objects<'a>(&'a ObjectMap);
@@ -189,9 +188,8 @@ impl<'de> Deserialize<'de> for ObjectsRead {
                     twice: None,
                 };
                 while let Some(object) = seq.next_element::<Resource>()? {
-                    let key = object.key();
-                    if read.map.insert(key.clone(), Arc::new(object)).is_some() {
-                        read.twice.get_or_insert(key);
+                    if let Some(before) = read.map.insert(Arc::new(object)) {
+                        read.twice.get_or_insert(before.key());
                     }
                 }
                 Ok(read)
@@ -335,11 +333,12 @@ impl State {
         if let Some(key) = twice {
             return Err(format!("snapshot holds {key} twice"));
         }
-        for (key, object) in &objects {
+        for object in objects.values() {
             let rv = object.metadata.resource_version;
             if rv == 0 || rv > body.revision {
                 return Err(format!(
-                    "snapshot object {key} has resourceVersion {rv}, outside 1..={}",
+                    "snapshot object {} has resourceVersion {rv}, outside 1..={}",
+                    object.key(),
                     body.revision
                 ));
             }

@@ -14,6 +14,7 @@ use crate::deployments::DeploymentTable;
 use crate::kv::KvStore;
 use crate::locks::{Fence, LockTable};
 use crate::objects::count::LabelCounts;
+use crate::objects::map::ObjectMap;
 use crate::objects::resource::{ObjectKey, Resource};
 use crate::operations::OperationTable;
 use crate::pools::PoolIndex;
@@ -34,9 +35,10 @@ pub struct State {
     /// Nothing that expires reads it.
     pub(crate) shown_ms: u64,
     /// All objects, ordered by key so lists and pages are deterministic and cheap to range over.
-    /// A persistent map of shared objects: cloning the state for a snapshot is O(1) and the
-    /// clone shares every object, so snapshots never stall apply.
-    pub(crate) objects: imbl::OrdMap<ObjectKey, Arc<Resource>>,
+    /// A persistent set of shared objects, each found by the key it carries (`ObjectMap`):
+    /// cloning the state for a snapshot is O(1) and the clone shares every object, so snapshots
+    /// never stall apply.
+    pub(crate) objects: ObjectMap,
     /// Node ids removed from the cluster; an id may never rejoin, or it could vote twice.
     pub(crate) retired: BTreeSet<u64>,
     /// Locks and the store-wide fencing token counter.
@@ -187,14 +189,10 @@ impl State {
         }
     }
 
-    /// Stores `object` under `key`, keeping the derived indexes in step; returns the object it
+    /// Stores `object` under its key, keeping the derived indexes in step; returns the object it
     /// replaced. The one way (with `remove_object`) objects change.
-    pub(crate) fn put_object(
-        &mut self,
-        key: ObjectKey,
-        object: Arc<Resource>,
-    ) -> Option<Arc<Resource>> {
-        let previous = self.objects.insert(key, Arc::clone(&object));
+    pub(crate) fn put_object(&mut self, object: Arc<Resource>) -> Option<Arc<Resource>> {
+        let previous = self.objects.insert(Arc::clone(&object));
         self.reservations
             .replace(previous.as_deref(), Some(&*object));
         self.label_counts

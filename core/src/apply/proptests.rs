@@ -114,7 +114,7 @@ fn labels_value(n: u8) -> BTreeMap<String, String> {
 fn resource(key: &ObjectKey, spec: Value, labels: BTreeMap<String, String>) -> Resource {
     let mut r = Resource::new("example.com/v1", &key.kind, &key.namespace, &key.name);
     r.spec = RawJson::from_value(&spec);
-    r.metadata.labels = labels;
+    r.metadata.labels = labels.into();
     r
 }
 
@@ -163,7 +163,10 @@ impl Model {
                     return Err("AlreadyExists");
                 }
                 self.revision += 1;
-                let (spec, labels) = (object.spec.to_value(), object.metadata.labels.clone());
+                let (spec, labels) = (
+                    object.spec.to_value(),
+                    object.metadata.labels.clone().into(),
+                );
                 let obj = ModelObj {
                     spec,
                     status: Value::Null,
@@ -195,7 +198,7 @@ impl Model {
                 let spec = object.spec.to_value();
                 next.generation += u64::from(spec != current.spec);
                 next.spec = spec;
-                next.labels = object.metadata.labels.clone();
+                next.labels = object.metadata.labels.clone().into();
             }
             TxnOp::UpdateStatus { object, .. } => next.status = object.status.clone(),
             _ => {
@@ -357,7 +360,7 @@ fn as_model(state: &State) -> BTreeMap<ObjectKey, ModelObj> {
             let obj = ModelObj {
                 spec: o.spec.to_value(),
                 status: o.status.clone(),
-                labels: m.labels.clone(),
+                labels: m.labels.clone().into(),
                 rv: m.resource_version,
                 generation: m.generation,
             };

@@ -71,7 +71,7 @@ fn try_apply(
             &key.namespace,
             &key.name,
         );
-        mirror.metadata.labels = labels.clone();
+        mirror.metadata.labels = labels.clone().into();
         mirror.spec = RawJson::from_value(&serde_json::to_value(header).unwrap_or_default());
         let deployment = Deployment::new(header.clone());
         mirror.status = deployment.mirror_status();

@@ -7,13 +7,11 @@ use crate::command::ObjectReply;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use compact_str::CompactString;
-
 use crate::command::{Event, EventType, Response};
 use crate::effects::ApplyContext;
 use crate::locks::Fence;
 use crate::objects::command::{TxnOp, TXN_OPS_MAX};
-use crate::objects::resource::{ObjectKey, ObjectMeta, Resource};
+use crate::objects::resource::{ObjectKey, ObjectMeta, Resource, Uid};
 use crate::objects::validate::{validate_key, validate_object, validate_object_size};
 use crate::rejection::Rejection;
 use crate::reservations::{self, Reservation};
@@ -283,7 +281,7 @@ pub(crate) fn commit(
     debug_assert_eq!(object.metadata.resource_version, state.revision + 1);
     state.revision = object.metadata.resource_version;
     let object = Arc::new(object);
-    let previous = state.put_object(key.clone(), Arc::clone(&object));
+    let previous = state.put_object(Arc::clone(&object));
     Change {
         object,
         event_type: Some(event_type),
@@ -294,15 +292,13 @@ pub(crate) fn commit(
 /// A UUID-shaped id from the log position and the revision. Unique because the revision (all 64
 /// bits of it, in the last two groups) is unique per change; the log position makes ids from
 /// different stores unlikely to collide.
-pub(crate) fn uid(ctx: &ApplyContext, revision: u64) -> CompactString {
-    compact_str::format_compact!(
-        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        ctx.log_index & 0xffff_ffff,
-        ctx.term & 0xffff,
-        (ctx.log_index >> 32) & 0xffff,
-        revision >> 48,
-        revision & 0xffff_ffff_ffff
-    )
+pub(crate) fn uid(ctx: &ApplyContext, revision: u64) -> Uid {
+    let mut bytes = [0u8; 16];
+    bytes[..4].copy_from_slice(&((ctx.log_index & 0xffff_ffff) as u32).to_be_bytes());
+    bytes[4..6].copy_from_slice(&((ctx.term & 0xffff) as u16).to_be_bytes());
+    bytes[6..8].copy_from_slice(&(((ctx.log_index >> 32) & 0xffff) as u16).to_be_bytes());
+    bytes[8..].copy_from_slice(&revision.to_be_bytes());
+    Uid::from_bytes(bytes)
 }
 
 /// `2018-07-25T11:29:01Z`. Clamped to 9999-12-31T23:59:59Z, the last second humantime can print
@@ -418,7 +414,7 @@ fn apply_txn(
             Err(cause) => {
                 for (key, previous) in undo.into_iter().rev() {
                     match previous {
-                        Some(object) => state.put_object(key, object),
+                        Some(object) => state.put_object(object),
                         None => state.remove_object(&key),
                     };
                 }

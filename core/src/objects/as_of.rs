@@ -37,15 +37,18 @@ impl State {
         // touched keys that existed at R.
         let mut now = self
             .in_scope(kind, namespace, after)
-            .filter(|(key, _)| !then.contains_key(*key))
-            .map(|(key, object)| (key, &**object))
+            .map(|object| &**object)
+            .filter(|object| !then.contains_key(&object.key()))
             .peekable();
         let mut old = then
-            .iter()
-            .filter_map(|(key, object)| object.map(|o| (key, &**o)))
+            .values()
+            .filter_map(|object| object.map(|o| &**o))
             .peekable();
+        fn key(o: &Resource) -> (&str, &str, &str) {
+            (&o.kind, &o.metadata.namespace, &o.metadata.name)
+        }
         let merged = std::iter::from_fn(|| match (now.peek(), old.peek()) {
-            (Some((a, _)), Some((b, _))) if a < b => now.next(),
+            (Some(a), Some(b)) if key(a) < key(b) => now.next(),
             (Some(_), None) => now.next(),
             _ => old.next(),
         });

@@ -23,24 +23,22 @@ pub struct ListPage {
 /// key order): the first `limit` that match `selector` (`0`: all), and `next` when the page was
 /// cut and more keys follow.
 pub(crate) fn page<'a>(
-    in_scope: impl Iterator<Item = (&'a ObjectKey, &'a Resource)>,
+    in_scope: impl Iterator<Item = &'a Resource>,
     selector: &Selector,
     limit: usize,
 ) -> ListPage {
     let mut in_scope = in_scope.peekable();
     let mut page = ListPage::default();
-    let mut last = None;
-    for (key, object) in in_scope.by_ref() {
+    for object in in_scope.by_ref() {
         if selector.matches(&object.metadata.labels) {
             page.items.push(object.clone());
-            last = Some(key);
             if page.items.len() == limit {
                 break;
             }
         }
     }
     if limit != 0 && page.items.len() == limit && in_scope.peek().is_some() {
-        page.next = last.cloned();
+        page.next = page.items.last().map(Resource::key);
     }
     page
 }
@@ -70,8 +68,8 @@ impl State {
     pub fn objects_of<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Resource> + 'a {
         self.objects
             .range(ObjectKey::new(kind, "", "")..)
-            .take_while(move |(key, _)| key.kind == kind)
-            .map(|(_, o)| &**o)
+            .take_while(move |o| o.kind == kind)
+            .map(|o| &**o)
     }
 
     /// All objects in key order (for snapshots of watch caches and diagnostics).
@@ -90,9 +88,7 @@ impl State {
         after: Option<&ObjectKey>,
         limit: usize,
     ) -> ListPage {
-        let in_scope = self
-            .in_scope(kind, namespace, after)
-            .map(|(key, object)| (key, &**object));
+        let in_scope = self.in_scope(kind, namespace, after).map(|o| &**o);
         page(in_scope, selector, limit)
     }
 
@@ -103,7 +99,7 @@ impl State {
         kind: &'a str,
         namespace: Option<&'a str>,
         after: Option<&ObjectKey>,
-    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<Resource>)> + 'a {
+    ) -> impl Iterator<Item = &'a Arc<Resource>> + 'a {
         let start = ObjectKey::new(kind, namespace.unwrap_or(""), "");
         let lower = match after {
             Some(after) if *after >= start => Bound::Excluded(after.clone()),
@@ -111,8 +107,8 @@ impl State {
         };
         self.objects
             .range((lower, Bound::Unbounded))
-            .take_while(move |(key, _)| {
-                key.kind == kind && namespace.is_none_or(|ns| key.namespace == ns)
+            .take_while(move |o| {
+                o.kind == kind && namespace.is_none_or(|ns| o.metadata.namespace == ns)
             })
     }
 
@@ -132,12 +128,8 @@ impl State {
         let start = ObjectKey::new(kind, namespace.unwrap_or(""), "");
         let mut counts = Counts::default();
         let in_scope =
-            |key: &ObjectKey| key.kind == kind && namespace.is_none_or(|ns| key.namespace == ns);
-        for (_, object) in self
-            .objects
-            .range(start..)
-            .take_while(|(key, _)| in_scope(key))
-        {
+            |o: &Resource| o.kind == kind && namespace.is_none_or(|ns| o.metadata.namespace == ns);
+        for object in self.objects.range(start..).take_while(|o| in_scope(o)) {
             if selector.matches(&object.metadata.labels) {
                 counts.add(by.value_of(object))?;
             }

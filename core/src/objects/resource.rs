@@ -12,6 +12,7 @@ use std::fmt;
 use compact_str::CompactString;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+pub use crate::objects::compact::{StringMap, Uid};
 use crate::objects::raw_json::RawJson;
 use crate::rejection::Rejection;
 use crate::reservations::Reservation;
@@ -87,8 +88,8 @@ pub struct ObjectMeta {
     #[serde(default = "default_namespace", deserialize_with = "de_namespace")]
     pub namespace: CompactString,
     /// Set once at creation from the log position; unique over the life of the store.
-    #[serde(skip_serializing_if = "CompactString::is_empty")]
-    pub uid: CompactString,
+    #[serde(skip_serializing_if = "Uid::is_empty")]
+    pub uid: Uid,
     /// Store revision of the last change to this object; a JSON string on output ("60603"), a
     /// string or a number on input, `""`/absent meaning 0 (not yet stored).
     #[serde(with = "revision_string", skip_serializing_if = "is_zero")]
@@ -101,16 +102,16 @@ pub struct ObjectMeta {
     pub creation_timestamp: CompactString,
     /// Selectable key/value pairs.
     #[serde(
-        skip_serializing_if = "BTreeMap::is_empty",
+        skip_serializing_if = "StringMap::is_empty",
         deserialize_with = "de_null_default"
     )]
-    pub labels: BTreeMap<String, String>,
+    pub labels: StringMap,
     /// Free-form key/value pairs, not selectable.
     #[serde(
-        skip_serializing_if = "BTreeMap::is_empty",
+        skip_serializing_if = "StringMap::is_empty",
         deserialize_with = "de_null_default"
     )]
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: StringMap,
 }
 
 impl Resource {

@@ -185,8 +185,8 @@ fn by_name<T>(state: &State, kind: &str, of: fn(&Resource) -> Option<T>) -> BTre
     state
         .objects
         .range(start..)
-        .take_while(|(k, _)| k.kind == kind)
-        .filter_map(|(k, o)| of(o).map(|v| (k.name.to_string(), v)))
+        .take_while(|o| o.kind == kind)
+        .filter_map(|o| of(o).map(|v| (o.metadata.name.to_string(), v)))
         .collect()
 }
 
@@ -321,7 +321,7 @@ pub(crate) fn apply(
         Err(rejection) => {
             for (key, previous) in w.undo.into_iter().rev() {
                 match previous {
-                    Some(object) => state.put_object(key, object),
+                    Some(object) => state.put_object(object),
                     None => state.remove_object(&key),
                 };
             }
@@ -473,8 +473,8 @@ fn sync(
     let existing: Vec<String> = state
         .objects
         .range(start..)
-        .take_while(|(k, _)| k.kind == POOL_KIND)
-        .map(|(k, _)| k.name.to_string())
+        .take_while(|o| o.kind == POOL_KIND)
+        .map(|o| o.metadata.name.to_string())
         .collect();
     let mut stored = Vec::new();
     let mut present = BTreeSet::new();

@@ -1,7 +1,6 @@
 //! Pages as of a revision, rebuilt from the current state and the events since, against the page
 //! the state at that revision gave: changes after it of every shape, one at a time and together.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -61,7 +60,7 @@ impl Store {
         o.metadata.labels = labels
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect::<BTreeMap<_, _>>();
+            .collect();
         o
     }
 
