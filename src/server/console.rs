@@ -22,8 +22,9 @@
 mod listen;
 mod live;
 mod pages;
+mod scope;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,10 +38,11 @@ use crate::raft::types::WatchReceiver;
 use crate::server::auth::{authenticate_headers, Caller};
 use crate::server::client_limits::ClientKey;
 use crate::server::node::Node;
-use crate::state::auth::{Access, Role, ANY_NAMESPACE};
+use crate::state::auth::Access;
 
 pub use listen::{server_config, ConsoleListener, Peer};
 use pages::View;
+use scope::Scope;
 
 /// Leader changes the cluster page lists, newest first.
 const LEADER_CHANGES_KEPT: usize = 20;
@@ -53,50 +55,6 @@ pub struct Console {
     streams: Arc<tokio::sync::Semaphore>,
     feeds: Mutex<live::Feeds>,
     leaders: Mutex<VecDeque<pages::LeaderChange>>,
-}
-
-/// What a caller may see of namespaced data.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Scope {
-    /// Every namespace.
-    All,
-    /// These namespaces only.
-    Namespaces(BTreeSet<String>),
-}
-
-impl Scope {
-    fn of(caller: &Caller) -> Scope {
-        if caller.allows(Access::Read(None)) {
-            return Scope::All;
-        }
-        let roles = caller.user.as_ref().map(|u| u.roles.iter());
-        let namespaces = roles
-            .into_iter()
-            .flatten()
-            .filter_map(|r| match r {
-                Role::ReadWrite { namespace } if namespace != ANY_NAMESPACE => {
-                    Some(namespace.clone())
-                }
-                _ => None,
-            })
-            .collect();
-        Scope::Namespaces(namespaces)
-    }
-
-    /// Whether objects of `namespace` show.
-    pub fn sees(&self, namespace: &str) -> bool {
-        match self {
-            Scope::All => true,
-            Scope::Namespaces(set) => set.contains(namespace),
-        }
-    }
-
-    fn key(&self) -> String {
-        match self {
-            Scope::All => "*".to_string(),
-            Scope::Namespaces(set) => set.iter().cloned().collect::<Vec<_>>().join(","),
-        }
-    }
 }
 
 /// Serves the console from `listener` until `stop`.
@@ -286,49 +244,7 @@ async fn style() -> impl IntoResponse {
     )
 }
 
-/// How long ago `then` was, at `now` (cluster ms), as a person reads it: `3s`, `4m10s`, `2h5m`.
-pub fn ago(now: u64, then: u64) -> String {
-    duration(now.saturating_sub(then))
-}
-
-/// A duration in ms as `950ms`, `12.5s`, `4m10s`, `2h5m`, `3d4h`.
-pub fn duration(ms: u64) -> String {
-    let s = ms / 1000;
-    match s {
-        0 => format!("{ms}ms"),
-        1..=59 => format!("{}.{}s", s, (ms % 1000) / 100),
-        60..=3599 => format!("{}m{}s", s / 60, s % 60),
-        3600..=86_399 => format!("{}h{}m", s / 3600, (s % 3600) / 60),
-        _ => format!("{}d{}h", s / 86_400, (s % 86_400) / 3600),
-    }
-}
-
-/// Counts of a value per key, in key order (tables of the pools page).
-pub type Counts = BTreeMap<String, BTreeMap<String, u64>>;
-
 /// The interval a stream waits for more changes before it renders again.
 fn update_interval(config: &ConsoleConfig) -> Duration {
     Duration::from_millis(config.update_interval_ms)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_read_as_people_write_them() {
-        let cases = [
-            (0, "0ms"),
-            (950, "950ms"),
-            (1_000, "1.0s"),
-            (12_549, "12.5s"),
-            (250_000, "4m10s"),
-            (7_500_000, "2h5m"),
-            (273_600_000, "3d4h"),
-        ];
-        for (ms, want) in cases {
-            assert_eq!(duration(ms), want, "{ms} ms");
-        }
-        assert_eq!(ago(5_000, 7_000), "0ms", "a time ahead of now is now");
-    }
 }

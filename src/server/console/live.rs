@@ -55,7 +55,11 @@ pub async fn render(console: &Console, view: &View, scope: &Scope) -> Arc<str> {
         .iter()
         .cloned()
         .collect::<Vec<_>>();
-    let html = pages::main(console, view, scope, &leaders).await;
+    let rows = console
+        .config
+        .page_rows
+        .min(console.node.config.limits.list_page_max as usize);
+    let html = pages::main(&console.node, rows, view, scope, &leaders).await;
     console.node.metrics.console_renders.inc();
     html.into_string().into()
 }

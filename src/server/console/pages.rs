@@ -4,31 +4,28 @@
 //! Times are cluster times (ms); a `span.ttl` carries the cluster time it ends at in
 //! `data-until`, and the script counts it down from the `now` each update carries.
 
+use std::sync::Arc;
+
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
-use super::{ago, duration, Console, Scope};
+use super::scope::Scope;
 use crate::proto::v1::cluster_server::Cluster;
 use crate::proto::v1::ClusterStatusRequest;
 use crate::server::cluster::ClusterService;
+use crate::server::node::Node;
 
 mod cluster;
 mod deployments;
 mod locks;
 mod operations;
+mod parts;
 mod pools;
 mod reservations;
 mod resources;
 mod view;
 
+pub use parts::LeaderChange;
 pub use view::View;
-
-/// A change of leader, as this node saw it.
-#[derive(Clone, Debug)]
-pub struct LeaderChange {
-    pub term: u64,
-    pub leader: Option<u64>,
-    pub at: std::time::Instant,
-}
 
 /// The navigation: address and label.
 const NAV: [(&str, &str); 7] = [
@@ -79,28 +76,25 @@ pub fn layout(view: &View, main: &str, now_ms: u64, user: Option<&str>) -> Strin
 
 /// The main part of `view`, as `scope` sees it.
 pub async fn main(
-    console: &Console,
+    node: &Arc<Node>,
+    rows: usize,
     view: &View,
     scope: &Scope,
     leaders: &[LeaderChange],
 ) -> Markup {
-    let rows = console
-        .config
-        .page_rows
-        .min(console.node.config.limits.list_page_max as usize);
     match view {
         View::Cluster => {
-            let status = ClusterService::new(console.node.clone())
+            let status = ClusterService::new(node.clone())
                 .status(tonic::Request::new(ClusterStatusRequest {}))
                 .await;
-            let now = console.node.cluster_now();
+            let now = node.cluster_now();
             match status {
                 Ok(reply) => cluster::cluster(&reply.into_inner(), leaders, now),
                 Err(e) => html! { h1 { "Cluster" } p.error { "status: " (e.message()) } },
             }
         }
         _ => {
-            let state = console.node.state();
+            let state = node.state();
             match view {
                 View::Kinds => resources::kinds(&state, scope),
                 View::Objects {
@@ -125,19 +119,5 @@ pub async fn main(
                 View::Cluster => html! {},
             }
         }
-    }
-}
-
-/// The time since `then_ms` (cluster ms), counting up in the script.
-fn since(then_ms: u64, now_ms: u64) -> Markup {
-    html! {
-        span.since data-since=(then_ms) { (ago(now_ms, then_ms)) }
-    }
-}
-
-/// A TTL counting down: the text at render time, and the cluster time it ends at for the script.
-fn ttl(until_ms: u64, now_ms: u64) -> Markup {
-    html! {
-        span.ttl data-until=(until_ms) { (duration(until_ms.saturating_sub(now_ms))) }
     }
 }

@@ -3,7 +3,7 @@
 
 use maud::{html, Markup};
 
-use super::{since, LeaderChange};
+use super::parts::{since, LeaderChange};
 use crate::proto::v1::ClusterStatusReply;
 
 pub(super) fn cluster(reply: &ClusterStatusReply, leaders: &[LeaderChange], now: u64) -> Markup {

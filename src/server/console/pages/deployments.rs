@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use maud::{html, Markup};
 
-use super::View;
-use crate::server::console::Scope;
+use super::view::View;
+use crate::server::console::scope::Scope;
 use crate::state::State;
 
 /// Nonzero counts as `name n · name n`.

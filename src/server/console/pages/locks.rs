@@ -3,7 +3,8 @@
 
 use maud::{html, Markup};
 
-use super::{since, ttl, View};
+use super::parts::{since, ttl};
+use super::view::View;
 use crate::state::State;
 
 pub(super) fn locks(state: &State, prefix: &str, after: &str, rows: usize) -> Markup {

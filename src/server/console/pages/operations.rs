@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use maud::{html, Markup};
 
-use super::{since, ttl};
-use crate::server::console::Scope;
+use super::parts::{since, ttl};
+use crate::server::console::scope::Scope;
 use crate::state::{ObjectKey, OpFilter, State};
 
 pub(super) fn operations(state: &State, scope: &Scope, rows: usize) -> Markup {

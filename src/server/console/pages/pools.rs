@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 
 use maud::{html, Markup};
 
-use super::{since, ttl};
-use crate::server::console::Counts;
+use super::parts::{since, ttl};
 use crate::state::pools::{ClaimView, PoolView, POOL_CLAIM_KIND, POOL_KIND, VIRTUAL_CONFIG_KIND};
 use crate::state::State;
+
+/// Counts of a value per key, in key order (tables of the pools page).
+type Counts = BTreeMap<String, BTreeMap<String, u64>>;
 
 pub(super) fn pools(state: &State, rows: usize) -> Markup {
     let now = state.time_ms();

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use maud::{html, Markup};
 
-use super::View;
-use crate::server::console::Scope;
+use super::view::View;
+use crate::server::console::scope::Scope;
 use crate::state::{ObjectKey, Selector, State};
 
 pub(super) fn kinds(state: &State, scope: &Scope) -> Markup {
